@@ -1,0 +1,145 @@
+"""The quantized-model artifact: what the quantizer writes and the packers read (docs/quantized-artifact.md).
+
+An artifact is a directory with `manifest.json` and `tensors.safetensors`. Writing is atomic: both files go into a
+temporary sibling directory that is renamed into place, so an interrupted run never leaves a half artifact that
+looks complete.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+FORMAT = "edgeflow-qartifact"
+VERSION = 1
+MANIFEST = "manifest.json"
+TENSORS = "tensors.safetensors"
+
+# The Llama linear layers the quantizer may quantize, by their module-name suffix.
+LINEAR_SUFFIXES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+class ArtifactError(ValueError):
+    """A quantized-model artifact is missing, malformed or inconsistent."""
+
+
+@dataclass
+class QuantLinear:
+    """One quantized linear layer: y = (act_scale * w_scale[c]) * sum_k xq[t,k] * codes[c,k]."""
+
+    codes: torch.Tensor  # int8 [C, D], q in [-2^(b-1), 2^(b-1)-1] for the channel's b
+    bits: torch.Tensor  # uint8 [C], 1..8
+    w_scale: torch.Tensor  # float32 [C], includes smoothing's S_O^beta
+    in_scale: torch.Tensor  # float32 [D], smoothing multiplier on the input (ones when not smoothing)
+    act_scale: torch.Tensor | None  # float32 [], static per-tensor activation scale; None = weight-only
+
+    def validate(self, name: str) -> None:
+        c, d = self.codes.shape
+        _expect(self.codes.dtype == torch.int8, f"{name}.codes must be int8, got {self.codes.dtype}")
+        _expect(self.bits.shape == (c,) and self.bits.dtype == torch.uint8, f"{name}.bits must be uint8 [{c}]")
+        _expect(self.w_scale.shape == (c,), f"{name}.w_scale must have shape [{c}]")
+        _expect(self.in_scale.shape == (d,), f"{name}.in_scale must have shape [{d}]")
+        bits = self.bits.to(torch.int32)
+        _expect(bool(((bits >= 1) & (bits <= 8)).all()), f"{name}.bits must lie in 1..8")
+        lo = -(1 << (bits - 1))
+        hi = (1 << (bits - 1)) - 1
+        q = self.codes.to(torch.int32)
+        ok = (q >= lo[:, None]) & (q <= hi[:, None])
+        _expect(bool(ok.all()), f"{name}.codes hold values outside their channel's bit-width")
+        for t, label in ((self.w_scale, "w_scale"), (self.in_scale, "in_scale")):
+            _expect(bool(torch.isfinite(t).all()), f"{name}.{label} has NaN or Inf")
+        if self.act_scale is not None:
+            _expect(float(self.act_scale) > 0 and bool(torch.isfinite(self.act_scale)), f"{name}.act_scale must be > 0")
+
+    def dequantized_weight(self) -> torch.Tensor:
+        """float32 [C, D]: the weight the runtime effectively multiplies the smoothed input by."""
+        return self.codes.float() * self.w_scale[:, None]
+
+
+@dataclass
+class Artifact:
+    manifest: dict
+    linears: dict[str, QuantLinear]  # module name -> layer, e.g. "model.layers.0.self_attn.q_proj"
+    others: dict[str, torch.Tensor] = field(default_factory=dict)  # norms, embeddings, lm_head (see the doc)
+
+    @property
+    def config(self) -> dict:
+        return self.manifest["model"]["config"]
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        out = dict(self.others)
+        for name, q in self.linears.items():
+            out[f"{name}.codes"] = q.codes
+            out[f"{name}.bits"] = q.bits
+            out[f"{name}.w_scale"] = q.w_scale
+            out[f"{name}.in_scale"] = q.in_scale
+            if q.act_scale is not None:
+                out[f"{name}.act_scale"] = q.act_scale
+        return out
+
+
+def save_artifact(artifact: Artifact, path: str | os.PathLike) -> Path:
+    """Validate and write atomically; returns the artifact directory."""
+    path = Path(path)
+    for name, q in artifact.linears.items():
+        q.validate(name)
+    manifest = {"format": FORMAT, "version": VERSION, **artifact.manifest}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        tensors = {k: v.contiguous() for k, v in artifact.tensors().items()}
+        save_file(tensors, str(tmp / TENSORS))
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def load_artifact(path: str | os.PathLike) -> Artifact:
+    path = Path(path)
+    if not (path / MANIFEST).is_file() or not (path / TENSORS).is_file():
+        raise ArtifactError(f"{path} is not a quantized-model artifact (needs {MANIFEST} and {TENSORS})")
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+    except json.JSONDecodeError as e:
+        raise ArtifactError(f"{path / MANIFEST}: not valid JSON ({e})") from None
+    if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
+        raise ArtifactError(
+            f"{path}: format {manifest.get('format')!r} version {manifest.get('version')!r}, "
+            f"expected {FORMAT!r} version {VERSION}"
+        )
+    try:
+        tensors = load_file(str(path / TENSORS))
+    except Exception as e:  # safetensors raises its own error types for truncated or corrupt files
+        raise ArtifactError(f"{path / TENSORS}: cannot read ({e})") from None
+    linears: dict[str, QuantLinear] = {}
+    for key in [k for k in tensors if k.endswith(".codes") and k[: -len(".codes")].endswith(LINEAR_SUFFIXES)]:
+        name = key[: -len(".codes")]
+        try:
+            q = QuantLinear(
+                codes=tensors.pop(f"{name}.codes"),
+                bits=tensors.pop(f"{name}.bits"),
+                w_scale=tensors.pop(f"{name}.w_scale"),
+                in_scale=tensors.pop(f"{name}.in_scale"),
+                act_scale=tensors.pop(f"{name}.act_scale", None),
+            )
+        except KeyError as e:
+            raise ArtifactError(f"{path}: quantized layer {name} lacks tensor {e}") from None
+        q.validate(name)
+        linears[name] = q
+    return Artifact(manifest=manifest, linears=linears, others=tensors)
+
+
+def _expect(ok: bool, message: str) -> None:
+    if not ok:
+        raise ArtifactError(message)
