@@ -1,0 +1,81 @@
+"""Accuracy of an in-memory model through lm-eval: the local proxy tasks offline, the builtin tasks online.
+
+The model is whatever torch module the caller holds (FP16 reference, fake-quant, ...), wrapped without a copy as
+`HFLM(pretrained=model, tokenizer=tokenizer)`. A dataset config names either a local task (`lambada-local`,
+`hellaswag-local`: generated from the corpus, see harness/data/tasks.py) or a builtin lm-eval task with the paper's
+shot count (Table 3). Builtin tasks need the Hugging Face hub (or its local cache, with HF_DATASETS_OFFLINE=1): when
+neither can serve them they fail at once with `DatasetUnavailable` (harness/data/hub.py), never after datasets' ~25 s
+of retries.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from harness.data.config import DatasetConfig
+from harness.data.corpus import load_corpus
+from harness.data.hub import load_from_hub
+from harness.data.tasks import PROXY_LABEL, write_local_tasks
+
+BUILTIN_PROTOCOL = "lm-eval {task}, {shots}-shot (paper Table 3)"
+
+
+@dataclass(frozen=True)
+class AccuracyResult:
+    dataset: str  # the config's name, e.g. "lambada-local"
+    task: str  # the lm-eval task that ran
+    metric: str  # "acc", "acc_norm", "perplexity"
+    value: float
+    stderr: float | None
+    n: int  # documents evaluated
+    shots: int
+    protocol: str  # PROXY_LABEL for local tasks; BUILTIN_PROTOCOL otherwise
+
+    def row(self) -> dict:
+        return asdict(self)
+
+
+def evaluate_accuracy(model, tokenizer, dataset: DatasetConfig, limit: int | None = None,
+                      batch_size: int = 8) -> list[AccuracyResult]:
+    """Run one dataset's task on the model; `limit` caps the documents (for speed; None = all)."""
+    import lm_eval
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+
+    if dataset.local_task:
+        include = write_local_tasks(load_corpus(), seed=dataset.seed, n_items=dataset.local_items)
+        task, protocol, manager = dataset.local_task, PROXY_LABEL, TaskManager(include_path=str(include))
+    else:
+        task = dataset.lm_eval_task
+        protocol = BUILTIN_PROTOCOL.format(task=task, shots=dataset.shots)
+        manager = load_from_hub(f"lm-eval task {task!r}", lambda: _loaded_builtin(task),
+                                "use a local proxy task (dataset=lambada-local or dataset=hellaswag-local)")
+    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, device=str(model.device))
+    out = lm_eval.simple_evaluate(model=lm, tasks=[task], num_fewshot=dataset.shots, limit=limit,
+                                  task_manager=manager, log_samples=False, bootstrap_iters=1000,
+                                  random_seed=dataset.seed, fewshot_random_seed=dataset.seed)
+    return tidy_results(out, dataset, protocol)
+
+
+def tidy_results(out: dict, dataset: DatasetConfig, protocol: str) -> list[AccuracyResult]:
+    """lm-eval's nested dict ({"results": {task: {"acc,none": v, "acc_stderr,none": s}}}) as one row per metric."""
+    rows = []
+    for task, metrics in out["results"].items():
+        n = int(out["n-samples"][task]["effective"])
+        for key, value in metrics.items():
+            name, _, _filter = key.partition(",")
+            if not _filter or name.endswith("_stderr") or not isinstance(value, (int, float)):
+                continue
+            stderr = metrics.get(f"{name}_stderr,{_filter}")
+            rows.append(AccuracyResult(dataset.name, task, name, float(value),
+                                       float(stderr) if isinstance(stderr, (int, float)) else None,
+                                       n, int(out["n-shot"].get(task, dataset.shots)), protocol))
+    return rows
+
+
+def _loaded_builtin(task: str):
+    """A TaskManager whose builtin `task` has been built once, which loads (and caches) its dataset."""
+    from lm_eval.tasks import TaskManager, get_task_dict
+
+    manager = TaskManager()
+    get_task_dict([task], manager)
+    return manager
