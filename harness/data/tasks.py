@@ -37,6 +37,7 @@ from harness.cache import cache_dir
 from harness.data.corpus import Corpus, Work
 
 PROXY_LABEL = "proxy (local, Shakespeare corpus)"
+GENERATOR_VERSION = 1  # bump when generation changes: cached task files are keyed by it
 LOCAL_TASKS = ("lambada-local", "hellaswag-local")
 LAMBADA_WORDS = (40, 120)  # context words: at least, at most
 HELLASWAG_CONTEXT_WORDS = (15, 80)
@@ -136,7 +137,8 @@ def _with_distractors(item: dict, by_length: dict, works: tuple[Work, ...], rng:
         raise ValueError(f"hellaswag-local: only {len(pool)} distractors of ~{n_words} words in the tasks split")
     choices = rng.sample(pool, N_CHOICES - 1) + [item["ending"]]
     rng.shuffle(choices)
-    return {"query": item["context"], "choices": choices, "label": choices.index(item["ending"]), "work": item["work"]}
+    return {"query": item["context"], "choices": choices, "label": choices.index(item["ending"]), "work": item["work"],
+            "id": item["id"]}
 
 
 def _pick_disjoint(candidates: list, n: int, rng: random.Random, task: str) -> list[dict]:
@@ -164,7 +166,7 @@ _GENERATORS = {"lambada-local": lambada_items, "hellaswag-local": hellaswag_item
 def _lm_eval_config(task: str, data_file: Path, corpus_sha256: str, seed: int) -> dict:
     common = {"task": task, "dataset_path": "json", "dataset_kwargs": {"data_files": {"test": str(data_file)}},
               "test_split": "test",
-              "metadata": {"version": 1.0, "protocol": PROXY_LABEL, "corpus_sha256": corpus_sha256, "seed": seed}}
+              "metadata": {"version": GENERATOR_VERSION, "protocol": PROXY_LABEL, "corpus_sha256": corpus_sha256, "seed": seed}}
     if task == "lambada-local":  # as lm-eval's lambada_openai: the target is the last word with its leading space
         return {**common, "output_type": "loglikelihood", "doc_to_text": "{{context}}",
                 "doc_to_target": "{{' ' + target}}",
@@ -177,7 +179,7 @@ def _lm_eval_config(task: str, data_file: Path, corpus_sha256: str, seed: int) -
 
 
 def task_dir(corpus: Corpus, seed: int, n_items: int) -> Path:
-    return cache_dir("data", "tasks") / f"{corpus.content_sha256[:12]}-seed{seed}-n{n_items}"
+    return cache_dir("data", "tasks") / f"{corpus.content_sha256[:12]}-v{GENERATOR_VERSION}-seed{seed}-n{n_items}"
 
 
 def write_local_tasks(corpus: Corpus, seed: int, n_items: int, out: Path | None = None) -> Path:

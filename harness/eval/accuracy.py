@@ -79,3 +79,39 @@ def _loaded_builtin(task: str):
     manager = TaskManager()
     get_task_dict([task], manager)
     return manager
+
+
+def main(argv: list[str] | None = None) -> None:
+    """python -m harness.eval.accuracy --model smollm2-135m --dataset lambada-local hellaswag-local [--limit N]"""
+    import argparse
+    import json
+    import time
+    from pathlib import Path
+
+    import yaml
+
+    from harness.data.config import load_dataset_config
+    from harness.models.zoo import ModelSpec, load_model
+
+    parser = argparse.ArgumentParser(description="FP16-reference accuracy of a zoo model (one JSON row per metric)")
+    parser.add_argument("--model", default="smollm2-135m", help="a conf/model/<name>.yaml")
+    parser.add_argument("--dataset", nargs="+", default=["lambada-local", "hellaswag-local"])
+    parser.add_argument("--limit", type=int, default=None, help="documents per task (default: all)")
+    parser.add_argument("--batch-size", type=int, default=8)
+    args = parser.parse_args(argv)
+
+    datasets = [load_dataset_config(name) for name in args.dataset]  # validate every config before loading a model
+    conf = Path(__file__).resolve().parents[2] / "conf" / "model" / f"{args.model}.yaml"
+    spec = ModelSpec(**yaml.safe_load(conf.read_text()))
+    model, tokenizer = load_model(spec)
+    for dataset in datasets:
+        start = time.monotonic()
+        rows = evaluate_accuracy(model, tokenizer, dataset, limit=args.limit, batch_size=args.batch_size)
+        seconds = time.monotonic() - start
+        for row in rows:
+            print(json.dumps({**row.row(), "model": spec.name, "model_note": spec.note, "seconds": round(seconds, 1)}),
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
