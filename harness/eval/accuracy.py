@@ -43,7 +43,8 @@ def evaluate_accuracy(model, tokenizer, dataset: DatasetConfig, limit: int | Non
 
     if dataset.local_task:
         include = write_local_tasks(load_corpus(), seed=dataset.seed, n_items=dataset.local_items)
-        task, protocol, manager = dataset.local_task, PROXY_LABEL, TaskManager(include_path=str(include))
+        task, protocol = dataset.local_task, PROXY_LABEL
+        manager = TaskManager(include_path=str(include), include_defaults=False)  # indexing lm-eval's own: ~10 s
     else:
         task = dataset.lm_eval_task
         protocol = BUILTIN_PROTOCOL.format(task=task, shots=dataset.shots)
