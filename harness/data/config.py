@@ -6,11 +6,10 @@ in [prompt_tokens_min, prompt_tokens_max] (paper Table 3), drawn with `seed`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
+from harness.config import build, require
 from harness.data.tasks import LOCAL_TASKS
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf" / "dataset"
@@ -31,38 +30,32 @@ class DatasetConfig:
     paper_name: str = ""  # the dataset's name in the paper's tables and figures
 
     def __post_init__(self):
-        where = f"dataset {self.name!r}"
-        if (self.lm_eval_task is None) == (self.local_task is None):
-            raise ValueError(f"{where}: set exactly one of dataset.lm_eval_task and dataset.local_task")
-        if self.lm_eval_task is not None and self.lm_eval_task not in BUILTIN_TASKS:
-            raise ValueError(f"{where}: dataset.lm_eval_task must be one of {BUILTIN_TASKS}, got {self.lm_eval_task!r}")
-        if self.local_task is not None and self.local_task not in LOCAL_TASKS:
-            raise ValueError(f"{where}: dataset.local_task must be one of {LOCAL_TASKS}, got {self.local_task!r}")
-        if self.local_task is not None and self.shots != 0:
-            raise ValueError(f"{where}: local tasks have no few-shot split; dataset.shots must be 0, got {self.shots}")
+        require((self.lm_eval_task is None) != (self.local_task is None), "dataset.lm_eval_task/local_task",
+                f"must have exactly one set, got lm_eval_task={self.lm_eval_task!r}, local_task={self.local_task!r}")
+        require(self.lm_eval_task in (None, *BUILTIN_TASKS), "dataset.lm_eval_task",
+                f"must be one of {BUILTIN_TASKS}, got {self.lm_eval_task!r}")
+        require(self.local_task in (None, *LOCAL_TASKS), "dataset.local_task",
+                f"must be one of {LOCAL_TASKS}, got {self.local_task!r}")
         for key in ("shots", "prompt_tokens_min", "prompt_tokens_max", "local_items", "n_prompts", "seed"):
             value = getattr(self, key)
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise ValueError(f"{where}: dataset.{key} must be an integer, got {value!r}")
-        if self.shots < 0 or self.local_items < 1 or self.n_prompts < 1:
-            raise ValueError(f"{where}: dataset.shots must be >= 0, dataset.local_items and dataset.n_prompts >= 1")
-        if not 1 <= self.prompt_tokens_min <= self.prompt_tokens_max:
-            raise ValueError(f"{where}: need 1 <= dataset.prompt_tokens_min ({self.prompt_tokens_min}) <= "
-                             f"dataset.prompt_tokens_max ({self.prompt_tokens_max})")
-
-    @classmethod
-    def from_dict(cls, values: dict) -> "DatasetConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"dataset config has unknown keys {unknown}; allowed: {sorted(known)}")
-        return cls(**values)
+            require(isinstance(value, int) and not isinstance(value, bool), f"dataset.{key}",
+                    f"must be an integer, got {value!r}")
+        require(self.shots >= 0, "dataset.shots", f"must be >= 0, got {self.shots}")
+        require(self.local_task is None or self.shots == 0, "dataset.shots",
+                f"must be 0 for a local task (they have no few-shot split), got {self.shots}")
+        require(self.local_items >= 1, "dataset.local_items", f"must be >= 1, got {self.local_items}")
+        require(self.n_prompts >= 1, "dataset.n_prompts", f"must be >= 1, got {self.n_prompts}")
+        require(1 <= self.prompt_tokens_min <= self.prompt_tokens_max, "dataset.prompt_tokens_min",
+                f"must satisfy 1 <= prompt_tokens_min ({self.prompt_tokens_min}) <= prompt_tokens_max "
+                f"({self.prompt_tokens_max})")
 
 
 def load_dataset_config(name: str) -> DatasetConfig:
-    """conf/dataset/<name>.yaml as a validated DatasetConfig."""
+    """conf/dataset/<name>.yaml as a validated DatasetConfig (as the Hydra app builds `dataset=<name>`)."""
+    from omegaconf import OmegaConf
+
     path = CONF_DIR / f"{name}.yaml"
     if not path.is_file():
         choices = sorted(p.stem for p in CONF_DIR.glob("*.yaml"))
         raise ValueError(f"no dataset config {name!r}; choose one of {choices}")
-    return DatasetConfig.from_dict(yaml.safe_load(path.read_text()))
+    return build(DatasetConfig, OmegaConf.load(path), "dataset")

@@ -89,8 +89,9 @@ def main(argv: list[str] | None = None) -> None:
     import time
     from pathlib import Path
 
-    import yaml
+    from omegaconf import OmegaConf
 
+    from harness.config import build
     from harness.data.config import load_dataset_config
     from harness.models.zoo import ModelSpec, load_model
 
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
 
     datasets = [load_dataset_config(name) for name in args.dataset]  # validate every config before loading a model
     conf = Path(__file__).resolve().parents[2] / "conf" / "model" / f"{args.model}.yaml"
-    spec = ModelSpec(**yaml.safe_load(conf.read_text()))
+    spec = build(ModelSpec, OmegaConf.load(conf), "model")
     model, tokenizer = load_model(spec)
     for dataset in datasets:
         start = time.monotonic()

@@ -9,7 +9,9 @@ from harness.config import build
 
 def _schemas() -> dict[str, type]:
     # Imported lazily: each area's schema lives beside its code.
-    return {}
+    from harness.data.config import DatasetConfig
+
+    return {"dataset": DatasetConfig}
 
 
 def validate_groups(cfg: DictConfig) -> dict[str, object]:

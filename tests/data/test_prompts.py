@@ -1,5 +1,4 @@
 import pytest
-import yaml
 
 from harness.data.config import load_dataset_config
 from harness.data.hub import DatasetUnavailable
@@ -42,14 +41,12 @@ def test_real_dataset_prompts_say_they_need_the_hub(corpus, tokenizer):
 
 
 @pytest.mark.real_model
-def test_table3_bands_with_the_default_models_tokenizer():
+def test_table3_bands_with_the_default_models_tokenizer(default_model_spec):
     from transformers import AutoTokenizer
 
-    from harness.data.config import CONF_DIR
-    from harness.models.zoo import ModelSpec, checkpoint_dir
+    from harness.models.zoo import checkpoint_dir
 
-    spec = ModelSpec(**yaml.safe_load((CONF_DIR.parent / "model" / "smollm2-135m.yaml").read_text()))
-    tokenizer = AutoTokenizer.from_pretrained(checkpoint_dir(spec))
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint_dir(default_model_spec))
     for name in DATASETS:
         cfg = load_dataset_config(name)
         _check_band(tokenizer, prompt_set(tokenizer, cfg), cfg.prompt_tokens_min, cfg.prompt_tokens_max)

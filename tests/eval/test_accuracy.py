@@ -2,10 +2,9 @@ import math
 import time
 
 import pytest
-import yaml
 
 from harness.data import hub
-from harness.data.config import CONF_DIR, DatasetConfig, load_dataset_config
+from harness.data.config import DatasetConfig, load_dataset_config
 from harness.data.hub import DatasetUnavailable
 from harness.data.tasks import PROXY_LABEL
 from harness.eval.accuracy import evaluate_accuracy
@@ -47,12 +46,11 @@ def test_builtin_tasks_fail_at_once_offline_naming_the_task(name, monkeypatch):
 
 
 @pytest.mark.real_model
-def test_default_model_on_the_local_tasks():
-    from harness.models.zoo import ModelSpec, load_model
+def test_default_model_on_the_local_tasks(default_model_spec):
+    from harness.models.zoo import load_model
 
-    spec = ModelSpec(**yaml.safe_load((CONF_DIR.parent / "model" / "smollm2-135m.yaml").read_text()))
-    model, tokenizer = load_model(spec)
+    model, tokenizer = load_model(default_model_spec)
     rows = {(r.task, r.metric): r for name in ("lambada-local", "hellaswag-local")
-            for r in evaluate_accuracy(model, tokenizer, load_dataset_config(name), limit=16)}
-    assert rows[("lambada-local", "acc")].n == 16 and rows[("lambada-local", "perplexity")].value < 1000
+            for r in evaluate_accuracy(model, tokenizer, load_dataset_config(name), limit=8)}
+    assert rows[("lambada-local", "acc")].n == 8 and rows[("lambada-local", "perplexity")].value < 1000
     assert rows[("hellaswag-local", "acc_norm")].protocol == PROXY_LABEL

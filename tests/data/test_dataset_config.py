@@ -1,5 +1,6 @@
 import pytest
 
+from harness.config import ConfigError, build
 from harness.data.config import CONF_DIR, DatasetConfig, load_dataset_config
 
 TABLE3 = {"lambada": (0, 59, 97), "winogrande": (3, 131, 144), "openbookqa": (4, 190, 230), "mmlu": (5, 243, 699),
@@ -28,11 +29,11 @@ GOOD = dict(name="x", shots=0, prompt_tokens_min=10, prompt_tokens_max=20, local
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(prompt_tokens_min=30), "prompt_tokens_min"),
-    (dict(lm_eval_task="lambada_openai"), "exactly one of"),
+    (dict(prompt_tokens_min=30), "dataset.prompt_tokens_min must satisfy"),
+    (dict(lm_eval_task="lambada_openai"), "must have exactly one set"),
     (dict(local_task="mmlu-local"), "dataset.local_task must be one of"),
-    (dict(shots=3), "dataset.shots must be 0"),
-    (dict(n_prompts=0), "n_prompts"),
+    (dict(shots=3), "dataset.shots must be 0 for a local task"),
+    (dict(n_prompts=0), "dataset.n_prompts must be >= 1"),
     (dict(seed="1"), "dataset.seed must be an integer"),
 ])
 def test_bad_values_name_the_key(change, message):
@@ -41,7 +42,16 @@ def test_bad_values_name_the_key(change, message):
 
 
 def test_unknown_key_and_unknown_dataset_are_named():
-    with pytest.raises(ValueError, match=r"unknown keys \['shot'\]"):
-        DatasetConfig.from_dict({**GOOD, "shot": 1})
+    with pytest.raises(ConfigError, match=r"dataset: unknown key\(s\) \['shot'\]"):
+        build(DatasetConfig, {**GOOD, "shot": 1}, "dataset")
     with pytest.raises(ValueError, match="no dataset config 'lambda'"):
         load_dataset_config("lambda")
+
+
+def test_the_app_validates_the_dataset_group():
+    from harness.runner.job import prepare_job
+    from harness.runner.sweep import compose_config
+
+    assert prepare_job(compose_config(["+dataset=hellaswag-local"])).cfg.dataset.name == "hellaswag-local"
+    with pytest.raises(ConfigError, match="dataset: dataset.prompt_tokens_min must satisfy"):
+        prepare_job(compose_config(["+dataset=mmlu", "dataset.prompt_tokens_min=900"]))
