@@ -54,22 +54,24 @@ def evaluate_accuracy(model, tokenizer, dataset: DatasetConfig, limit: int | Non
     out = lm_eval.simple_evaluate(model=lm, tasks=[task], num_fewshot=dataset.shots, limit=limit,
                                   task_manager=manager, log_samples=False, bootstrap_iters=1000,
                                   random_seed=dataset.seed, fewshot_random_seed=dataset.seed)
-    return tidy_results(out, dataset, protocol)
+    return tidy_results(out, task, dataset, protocol)
 
 
-def tidy_results(out: dict, dataset: DatasetConfig, protocol: str) -> list[AccuracyResult]:
-    """lm-eval's nested dict ({"results": {task: {"acc,none": v, "acc_stderr,none": s}}}) as one row per metric."""
+def tidy_results(out: dict, task: str, dataset: DatasetConfig, protocol: str) -> list[AccuracyResult]:
+    """The task's row of lm-eval's nested dict ({"results": {task: {"acc,none": v, "acc_stderr,none": s}}}) as one
+    AccuracyResult per metric. For a group (mmlu) that is the group's aggregate, over all its subtasks' documents."""
+    metrics = out["results"][task]
+    members = out.get("group_subtasks", {}).get(task) or [task]
+    n = sum(int(out["n-samples"][t]["effective"]) for t in members if t in out["n-samples"])
+    shots = int(out["n-shot"].get(task, dataset.shots))
     rows = []
-    for task, metrics in out["results"].items():
-        n = int(out["n-samples"][task]["effective"])
-        for key, value in metrics.items():
-            name, _, _filter = key.partition(",")
-            if not _filter or name.endswith("_stderr") or not isinstance(value, (int, float)):
-                continue
-            stderr = metrics.get(f"{name}_stderr,{_filter}")
-            rows.append(AccuracyResult(dataset.name, task, name, float(value),
-                                       float(stderr) if isinstance(stderr, (int, float)) else None,
-                                       n, int(out["n-shot"].get(task, dataset.shots)), protocol))
+    for key, value in metrics.items():
+        name, _, filter_name = key.partition(",")
+        if not filter_name or name.endswith("_stderr") or not isinstance(value, (int, float)):
+            continue  # "alias" and other strings; stderrs are attached to their metric below
+        stderr = metrics.get(f"{name}_stderr,{filter_name}")
+        stderr = float(stderr) if isinstance(stderr, (int, float)) else None  # lm-eval writes "N/A" when absent
+        rows.append(AccuracyResult(dataset.name, task, name, float(value), stderr, n, shots, protocol))
     return rows
 
 

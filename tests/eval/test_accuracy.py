@@ -54,3 +54,17 @@ def test_default_model_on_the_local_tasks(default_model_spec):
             for r in evaluate_accuracy(model, tokenizer, load_dataset_config(name), limit=8)}
     assert rows[("lambada-local", "acc")].n == 8 and rows[("lambada-local", "perplexity")].value < 1000
     assert rows[("hellaswag-local", "acc_norm")].protocol == PROXY_LABEL
+
+
+def test_tidy_results_of_a_group_counts_every_subtask():
+    from harness.eval.accuracy import tidy_results
+
+    out = {"results": {"mmlu": {"alias": "mmlu", "acc,none": 0.25, "acc_stderr,none": 0.01},
+                       "mmlu_anatomy": {"acc,none": 0.5, "acc_stderr,none": "N/A"}},
+           "group_subtasks": {"mmlu": ["mmlu_anatomy", "mmlu_law"]},
+           "n-samples": {"mmlu_anatomy": {"original": 135, "effective": 10}, "mmlu_law": {"effective": 20}},
+           "n-shot": {"mmlu": 5}}
+    [row] = tidy_results(out, "mmlu", load_dataset_config("mmlu"), "p")
+    assert (row.task, row.metric, row.value, row.stderr, row.n, row.shots) == ("mmlu", "acc", 0.25, 0.01, 30, 5)
+    [sub] = tidy_results(out, "mmlu_anatomy", load_dataset_config("mmlu"), "p")
+    assert sub.stderr is None and sub.n == 10
