@@ -26,3 +26,24 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not real_model and not slow"
+
+# --- experiments ---
+# One target per paper artifact: measure it (resumably) and draw it beside the paper's values; `report` writes
+# results/REPORT.md and .html from whatever the store holds. Options: MODELS=llama3-8b,phi3-3.8b (default: the
+# embedded smollm2-135m), DATASETS=lambada,mmlu, FLASH_MBPS=200 (emulate phone flash; fig10 and table3),
+# LAUNCHER=local_parallel|slurm (accuracy and perplexity sweeps through a Hydra launcher; docs/scale-out.md),
+# EXP_ARGS='experiment.repetitions=5' (more options or Hydra overrides for every point).
+ARTIFACTS := fig10 table3 table4 table5 fig12 fig13 fig4
+EXP_SELECT = $(if $(MODELS),--models $(MODELS)) $(if $(DATASETS),--datasets $(DATASETS)) $(if $(LAUNCHER),--launcher $(LAUNCHER))
+reproduce-fig10 reproduce-table3: EXP_FLASH = $(if $(FLASH_MBPS),--flash-mbps $(FLASH_MBPS))
+reproduce-fig13 reproduce-fig4: EXP_SELECT =
+.PHONY: report reproduce-all $(addprefix reproduce-,$(ARTIFACTS))
+
+$(addprefix reproduce-,$(ARTIFACTS)): reproduce-%: setup
+	$(PY) -m experiments run $* $(EXP_SELECT) $(EXP_FLASH) $(EXP_ARGS)
+
+reproduce-all: setup $(addprefix reproduce-,$(ARTIFACTS))
+	$(PY) -m experiments report
+
+report: setup
+	$(PY) -m experiments report

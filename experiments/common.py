@@ -39,6 +39,10 @@ VERDICT_RULES = f"""\
   emulated on a host that is not flash-bound, the comparison is qualitative and the section says so."""
 
 
+class NotAvailable(RuntimeError):
+    """What an artifact needs to measure is not in this checkout or on this machine (the reason is the message)."""
+
+
 @dataclass
 class Section:
     """One artifact's part of the report."""
@@ -194,8 +198,14 @@ def md_table(df: pd.DataFrame) -> str:
     cols = [str(c) for c in df.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for row in df.itertuples(index=False):
-        lines.append("| " + " | ".join("" if pd.isna(v) else str(v).replace("|", "/") for v in row) + " |")
+        lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _cell(v) -> str:
+    if v is None or (not isinstance(v, str) and pd.isna(v)):
+        return ""
+    return f"{v:g}" if isinstance(v, float) else str(v).replace("|", "/")
 
 
 def save_figure(fig, name: str, figures_dir: Path) -> list[Path]:
