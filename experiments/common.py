@@ -188,7 +188,7 @@ def overall(verdicts: list[str]) -> tuple[str, str]:
 def fmt(x, digits: int = 3) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "–"
-    return f"{x:.{digits}g}"
+    return f"{x:.0f}" if 10 ** digits <= abs(x) < 1e7 else f"{x:.{digits}g}"
 
 
 def md_table(df: pd.DataFrame) -> str:

@@ -59,6 +59,7 @@ def test_slurm_launchers_compose(name, gpus):
 
 
 @pytest.mark.real_model
+@pytest.mark.slow  # two fresh processes import torch and load the model: ~50 s on a busy 2-core host
 def test_two_point_multirun_through_joblib(tmp_path):
     """Two smoke configurations (differing only in repetitions) through the joblib pool, rows in one store."""
     env = {**os.environ, "EDGEFLOW_JOBS": "2", "PYTHONPATH": str(multirun.common.REPO)}
