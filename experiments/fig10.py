@@ -28,9 +28,9 @@ BITS = (4, 5, 6, 7)
 DATASETS = ("lambada", "winogrande", "openbookqa", "mmlu", "hellaswag")
 PAPER_MODELS = {"llama3-8b", "phi3-3.8b"}
 DISPLAY = {"llamacpp": "llama.cpp", "mnn": "MNN", "llmnpu": "llm.npu+", "edgeflow": "EF"}
-# The quantizer whose fake-quant model stands for each system's accuracy: the baselines all keep INT8 weights
-# (section 5.2); llm.npu's is per-tensor INT8 with shadow outliers.
-ACCURACY_QUANTIZER = {"llamacpp": "int8", "mnn": "int8", "llmnpu": "shadow_outlier", "edgeflow": "edgeflow"}
+# The quantizer (option, bits) whose fake-quant model stands for each baseline's accuracy: all keep INT8 weights
+# (section 5.2); llm.npu's is per-tensor INT8 with shadow outliers. EdgeFlow's is swept over `bits`.
+ACCURACY_QUANTIZER = {"llamacpp": ("int8", 8), "mnn": ("int8", 8), "llmnpu": ("shadow_outlier", 8)}
 # Weight format each system's TTFT is measured with; the baselines bring their own (Q8_0 GGUF, MNN INT8, llm.npu).
 EDGEFLOW_PACKING = "weightlet"
 
@@ -52,7 +52,9 @@ def sweep(models=("smollm2-135m",), datasets=DATASETS, systems=SYSTEMS, bits=BIT
                 fmt_ = ["quantizer=edgeflow", *quant, f"packing={EDGEFLOW_PACKING}"] if system == "edgeflow" else []
                 points.append(["experiment=ttft", *base, *fmt_, *dev])
             if "accuracy" in kinds:
-                points.append(["experiment=accuracy", *base, f"quantizer={ACCURACY_QUANTIZER[system]}", *quant])
+                option, qbits = ("edgeflow", b) if system == "edgeflow" else ACCURACY_QUANTIZER[system]
+                points.append(["experiment=accuracy", *base, f"quantizer={option}",
+                               f"quantizer.budget_bits={float(qbits)}"])
     return points
 
 
@@ -65,7 +67,12 @@ def series_name(system: str, bits) -> str:
 
 
 def _with_series(df: pd.DataFrame) -> pd.DataFrame:
-    df = df[df["system"].isin(SYSTEMS)].copy()
+    """Figure 10's rows among the store's: other artifacts share the ttft/accuracy folders (Figure 12 evaluates
+    other quantizers, ablations other packings), so EdgeFlow rows must be its own quantizer and packing."""
+    ef = df["system"] == "edgeflow"
+    own = ~ef | ((df["quantizer"].isna() | (df["quantizer"] == "edgeflow"))
+                 & (df["packing"].isna() | (df["packing"] == EDGEFLOW_PACKING)))
+    df = df[df["system"].isin(SYSTEMS) & own].copy()
     df["series"] = [series_name(s, b) for s, b in zip(df["system"], df["bits"])]
     return df
 

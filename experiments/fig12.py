@@ -100,7 +100,10 @@ def _draw(acc: pd.DataFrame, fp16: pd.DataFrame, model: str, name: str, figures_
 
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
     ok = common.ok_rows(rows, "accuracy")
-    ok = ok[ok["quantizer"].isin([*QUANTIZERS, *table4.FP16_NAMES])]
+    # Figure 10's baseline accuracy points share the folder (e.g. shadow outliers at INT8 for llm.npu+): keep the
+    # quantizer sweep's rows only.
+    ok = ok[ok["quantizer"].isin([*QUANTIZERS, *table4.FP16_NAMES]) & ~ok["system"].isin(fig10.BASELINES)
+            & (ok["bits"].isin(table4.BITS) | ok["quantizer"].isin(table4.FP16_NAMES))]
     if ok.empty:
         return common.not_run_section(NAME, TITLE, "no accuracy rows of these quantizers in the store")
     acc = common.summarize(ok, ["model", "quantizer", "bits", "dataset"])

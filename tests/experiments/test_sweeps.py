@@ -51,7 +51,9 @@ def test_fig10_sweep_shape():
     ef = [p for p in points if "system=edgeflow" in p]
     assert {o for p in ef for o in p if o.startswith("quantizer.budget_bits=")} == {
         f"quantizer.budget_bits={b:.1f}" for b in (4, 5, 6, 7)}
-    assert not any(o.startswith("quantizer.budget_bits") for p in points if "system=llamacpp" in p for o in p)
+    baseline_ttft = [p for p in points if "system=llamacpp" in p and "experiment=ttft" in p]
+    assert not any(o.startswith("quantizer") for p in baseline_ttft for o in p)  # llama.cpp brings its own Q8_0
+    assert all("quantizer.budget_bits=8.0" in p for p in points if "system=llmnpu" in p and "experiment=accuracy" in p)
     assert all("device=local" in p for p in points if "experiment=ttft" in p)
 
 
