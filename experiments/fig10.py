@@ -160,7 +160,7 @@ def _dataset_label(dataset: str, tokens: pd.DataFrame, model: str) -> str:
     return dataset + band
 
 
-def _main_panel(ax, model, t, order, colors, expected):
+def _main_panel(ax, model, t, order, colors, expected, acc_label):
     """Bars: median TTFT per dataset and series (log); lines: accuracy on a twin axis; 'not run' as text."""
     import matplotlib.transforms as mtransforms
 
@@ -192,7 +192,7 @@ def _main_panel(ax, model, t, order, colors, expected):
                 acc_y.append(100 * a["median"].iloc[0])
         if acc_x:
             ax2.plot(acc_x, acc_y, "-D", color="black", markersize=3.5, linewidth=1,
-                     label=None if "accuracy" in labelled else "accuracy (right axis)")
+                     label=None if "accuracy" in labelled else acc_label)
             labelled.add("accuracy")
     ax.set_yscale("log")
     ax.set_ylabel("cold TTFT (s), log scale")
@@ -270,12 +270,14 @@ def draw(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path, name
     for r, model in enumerate(models):
         per_model = series_rows[series_rows["model"] == model]
         expected = {"datasets": set(per_model["dataset"].dropna()), "series": set(per_model["series"])}
-        _main_panel(axes[r][0], model, t, series_order(expected["series"]), colors, expected)
+        proxy = ((per_model["metric"] == "accuracy") & (per_model["label"] == "proxy")).any()
+        acc_label = "accuracy, proxy tasks (right axis)" if proxy else "accuracy (right axis)"
+        _main_panel(axes[r][0], model, t, series_order(expected["series"]), colors, expected, acc_label)
         tag = "; ".join(common.labels(per_model))
         axes[r][0].set_title(f"{model} — {tag}", fontsize=9)
         _ratio_panel(axes[r][1], model, ours, paper, t, expected)
-    fig.suptitle("Figure 10 (ours): cold-start TTFT (bars: median, error bars min–max over repetitions) and accuracy "
-                 "(line); red text: configurations that did not run", fontsize=10)
+    fig.suptitle("Figure 10 (ours): cold-start TTFT (bars: median, error bars min–max over prompts and repetitions) "
+                 "and accuracy (line); red text: configurations that did not run", fontsize=10)
     fig.tight_layout()
     return common.save_figure(fig, name, figures_dir)
 
@@ -338,7 +340,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         s = s.assign(cell=[_cell(r) for _, r in s.iterrows()])
         wide = s.pivot_table(index=["model", "dataset"], columns="series", values="cell", aggfunc="first")
         wide = wide[[c for c in series_order(set(wide.columns))]].reset_index()
-        body += [f"\n**Our {metric}** ({unit}; median [min–max] over repetitions):\n", md_table(wide)]
+        body += [f"\n**Our {metric}** ({unit}; median [min–max] over prompts and repetitions, n rows):\n",
+                 md_table(wide)]
     if not t["unrun"].empty:
         u = t["unrun"].groupby(["series", "reason"]).size().reset_index(name="configurations")
         body += ["\n**Did not run:**\n", md_table(u)]
