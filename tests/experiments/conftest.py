@@ -11,3 +11,19 @@ def fig10_store(tmp_path) -> ResultsStore:
     for experiment, rows in fig10_rows().items():
         store.append(experiment, rows)
     return store
+
+
+@pytest.fixture
+def bench_store(tmp_path) -> ResultsStore:
+    """A store whose bench/ folder holds synthetic packing-benchmark output (see synthetic_rows.py)."""
+    import json
+
+    import pandas as pd
+
+    from synthetic_rows import bench_csv_rows, bench_timelines
+
+    store = ResultsStore(tmp_path / "runs")
+    (store.root / "bench").mkdir(parents=True)
+    pd.DataFrame(bench_csv_rows()).to_csv(store.root / "bench" / "unpack.csv", index=False)
+    (store.root / "bench" / "unpack.json").write_text(json.dumps({"timelines": bench_timelines()}))
+    return store

@@ -58,3 +58,52 @@ def quantizer_rows(model: str = "smollm2-135m") -> dict[str, list[dict]]:
     ppl.append(_row(model=model, quantizer="fp16", dataset="wikitext2", metric="perplexity", value=18.0, unit="ppl",
                     label="measured"))
     return {"perplexity": ppl, "accuracy": acc}
+
+
+# Made-up packing benchmark output in the shape harness/pack/bench.py writes (unpack.csv, unpack.json timelines).
+FAKE_LOAD = {"weightlet": 1.0, "mixed48": 1.42, "kquant": 1.0, "int8": 1.6}   # x bits/5
+FAKE_UNPACK = {"weightlet": 0.1, "mixed48": 0.05, "kquant": 0.617, "int8": 0.0}
+
+
+def bench_csv_rows() -> list[dict]:
+    rows = []
+    for bits in (4, 5, 6, 7):
+        for packing in FAKE_LOAD:
+            load = FAKE_LOAD[packing] * bits / 5
+            paths = ["scalar", "avx2"] if packing == "weightlet" else ["auto"]
+            for rep in range(3):
+                for path in paths:
+                    slow = 4.0 if path == "scalar" else 1.0
+                    rows.append(dict(bits=bits, packing=packing, path=path, metric="unpack_seconds",
+                                     value=FAKE_UNPACK[packing] * slow * (1 + 0.01 * rep), unit="s", repetition=rep))
+                rows.append(dict(bits=bits, packing=packing, path="-", metric="cold_load_seconds", value=load,
+                                 unit="s", repetition=rep))
+                rows.append(dict(bits=bits, packing=packing, path="auto", metric="e2e_seconds",
+                                 value=max(load, FAKE_UNPACK[packing] * 5) + 0.05, unit="s", repetition=rep))
+        rows.append(dict(bits=bits, packing="weightlet", path="avx2", metric="instructions_per_weight", value=0.45,
+                         unit="instr/weight", repetition=0))
+        rows.append(dict(bits=bits, packing="weightlet", path="scalar", metric="instructions_per_weight", value=9.0,
+                         unit="instr/weight", repetition=0))
+    for r in rows:
+        r.update(experiment="bench-unpack", model="smollm2-135m-shape(random codes)", loadavg=1.0)
+    return rows
+
+
+def bench_timelines(layers: int = 4) -> dict:
+    out = {}
+    for bits in (4, 5, 6, 7):
+        per = {}
+        for packing in FAKE_LOAD:
+            step = FAKE_LOAD[packing] * bits / 5 / layers * 2  # two threads: pairs of layers overlap
+            un = FAKE_UNPACK[packing] * 5 / layers
+            load_start = [(i // 2) * step for i in range(layers)]
+            load_end = [s + step for s in load_start]
+            unpack_start, t = [], 0.0
+            for e in load_end:
+                t = max(t, e)
+                unpack_start.append(t)
+                t += un
+            per[packing] = {"mode": "e2e", "path": "auto", "load_start": load_start, "load_end": load_end,
+                            "unpack_start": unpack_start, "unpack_end": [s + un for s in unpack_start]}
+        out[str(bits)] = per
+    return out

@@ -111,3 +111,24 @@ def test_fig12_gains_against_the_paper(quant_store, tmp_path):
 def test_packing_artifacts_without_the_benchmark_are_not_run(module, tmp_path):
     section = module.render(module.load_rows(ResultsStore(tmp_path)), common.load_paper(module.NAME), tmp_path)
     assert section.verdict == "not run" and "bench-unpack" in section.summary
+
+
+def test_fig13_from_the_packing_benchmark(bench_store, tmp_path):
+    section = _render("fig13", bench_store, tmp_path)
+    med = fig13.packbench.medians(fig13.load_rows(bench_store))
+    # weightlet's unpack uses its fastest non-scalar path; ratios are other / weightlet
+    assert fig13.ours(med, "unpack_speedup", "kquant")[0] == pytest.approx(6.17, rel=0.02)
+    assert fig13.ours(med, "load_speedup", "int4int8")[0] == pytest.approx(1.42)
+    assert fig13.ours(med, "simd_instructions_per_weight", "")[0] == pytest.approx(0.45)
+    assert "| unpack_speedup | kquant | 6.17" in section.body or "| unpack_speedup | kquant | 6.2" in section.body
+    assert section.figures[0].name == "fig13.png" and section.figures[0].exists()
+    assert section.verdict in {"reproduced", "partly reproduced"}
+
+
+def test_fig4_timeline_ratios(bench_store, tmp_path):
+    section = _render("fig4", bench_store, tmp_path)
+    tot = fig4.totals(fig4.load_rows(bench_store))
+    five = tot[tot["bits"] == 5].set_index("packing")
+    assert five.loc["int8", "load_s"] == pytest.approx(1.6)
+    assert five.loc["kquant", "unpack_s"] == pytest.approx(0.617 * 5)
+    assert "load int4int8 / int8" in section.body and section.figures[0].exists()
