@@ -50,38 +50,6 @@ def _bits(bits) -> str:
     return f"{min(bits):g}–{max(bits):g} bits" if len(bits) > 1 else f"{bits[0]:g} bits"
 
 
-def _draw(med: pd.DataFrame, figures_dir: Path, tags: str) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    bits = sorted(med["bits"].unique())
-    fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
-    colors = {"weightlet": "#1f77b4", "int4int8": "#ff7f0e", "kquant": "#2ca02c", "int8": "#7f7f7f"}
-    packings = [p for p in (*PACKINGS, "int8") if p in set(med["packing"])]
-    width = 0.8 / max(1, len(packings))
-    for j, p in enumerate(packings):
-        x = np.arange(len(bits)) - 0.4 + width * (j + 0.5)
-        load = [packbench.value(med, b, p, "cold_load_seconds") for b in bits]
-        unpack = [packbench.value(med, b, p, "unpack_seconds") for b in bits]
-        axes[0].bar(x, load, width * 0.9, color=colors[p], label=f"{p} load")
-        axes[0].bar(x, unpack, width * 0.9, bottom=load, color=colors[p], alpha=0.45, hatch="..",
-                    label=f"{p} unpack (stacked)")
-        axes[1].bar(x, [packbench.value(med, b, p, "e2e_seconds") for b in bits], width * 0.9, color=colors[p], label=p)
-    for ax, title in zip(axes, ("(a) cold load + unpack, one after the other", "(b) end to end: 2 load threads, "
-                                                                              "1 unpack thread, overlapped")):
-        ax.set_xticks(range(len(bits)))
-        ax.set_xticklabels([f"{b:g} bits" for b in bits])
-        ax.set_ylabel("seconds (median)")
-        ax.set_title(title, fontsize=9)
-        ax.legend(fontsize=6.5, ncol=2)
-        ax.set_ylim(0, ax.get_ylim()[1] * 1.3)  # room for the legend above the bars
-    fig.suptitle(f"Figure 13 (ours): packing formats; {tags}", fontsize=9)
-    fig.tight_layout()
-    return common.save_figure(fig, NAME, figures_dir)
-
-
 def paper_table(paper: pd.DataFrame | None) -> str:
     if paper is None:
         return ""
@@ -98,7 +66,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     models = ", ".join(sorted(rows["model"].dropna().unique())) if "model" in rows else "?"
     load = rows["loadavg"].dropna() if "loadavg" in rows else pd.Series(dtype=float)
     tags = f"model shape {models}" + (f"; load average {load.min():.1f}–{load.max():.1f}" if len(load) else "")
-    figures = _draw(med, figures_dir, tags)
+    figures, no_figure = packbench.plot(NAME, rows, figures_dir)
     lines, verdicts = [], []
     for p in (paper.itertuples() if paper is not None else []):
         mine, over = ours(med, p.metric, p.versus if isinstance(p.versus, str) else "")
@@ -120,8 +88,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     wide = med_table.assign(cell=[f"{fmt(v)} ({q})" if m in ("unpack_seconds", "instructions_per_weight") else fmt(v)
                                   for v, q, m in zip(med_table["value"], med_table["path"], med_table["metric"])])
     wide = wide.pivot_table(index=["bits", "packing"], columns="metric", values="cell", aggfunc="first").reset_index()
-    body = (f"![{TITLE}](figures/{figures[0].name})\n\n"
-            f"Measured on {tags} (random codes in the paper's Figure 4a bit mix, not a quantized model: the speed of "
+    figure = f"![{TITLE}](figures/{figures[0].name})\n\n" if figures else f"{no_figure}\n\n"
+    body = (figure + f"Measured on {tags} (random codes in the paper's Figure 4a bit mix, not a quantized model: the speed of "
             "loading and unpacking depends on bit-widths and shapes, not on code values). Ratios are other format / "
             "weightlet (> 1: weightlet faster). Instructions per weight are counted by callgrind on this host's "
             "SIMD path (the paper's: Neon 128-bit); it is *reproduced* when at most the paper's +25%.\n\n"

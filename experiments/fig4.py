@@ -31,9 +31,10 @@ def load_rows(store) -> pd.DataFrame:
             for layer, (ls, le) in enumerate(zip(t["load_start"], t["load_end"])):
                 us, ue = (t["unpack_start"][layer], t["unpack_end"][layer]) if "unpack_start" in t else (None, None)
                 out.append({"bits": bits, "packing": packing, "layer": layer, "load_start": ls, "load_end": le,
-                            "unpack_start": us, "unpack_end": ue, "path": t.get("path")})
+                            "unpack_start": us, "unpack_end": ue, "path": t.get("path"),
+                            "bench_dir": str(packbench.bench_dir(store))})
     return pd.DataFrame(out, columns=["bits", "packing", "layer", "load_start", "load_end", "unpack_start",
-                                      "unpack_end", "path"])
+                                      "unpack_end", "path", "bench_dir"])
 
 
 def totals(tl: pd.DataFrame) -> pd.DataFrame:
@@ -63,30 +64,6 @@ def our_ratios(tot: pd.DataFrame, bits) -> dict[str, float]:
             "unpack / load, kquant": get("kquant", "unpack_s") / get("kquant", "load_s")}
 
 
-def _draw(tl: pd.DataFrame, bits, figures_dir: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    packings = [p for p in PACKINGS if p in set(tl["packing"])]
-    fig, axes = plt.subplots(len(packings), 1, figsize=(11, 1.5 * len(packings) + 0.8), sharex=True, squeeze=False)
-    for ax, p in zip(axes[:, 0], packings):
-        t = tl[(tl["bits"] == bits) & (tl["packing"] == p)]
-        ax.broken_barh(list(zip(t["load_start"], t["load_end"] - t["load_start"])), (1.05, 0.8),
-                       facecolors="#1f77b4", edgecolor="white", linewidth=0.3)
-        u = t.dropna(subset=["unpack_start"])
-        ax.broken_barh(list(zip(u["unpack_start"], u["unpack_end"] - u["unpack_start"])), (0.05, 0.8),
-                       facecolors="#ff7f0e", edgecolor="white", linewidth=0.3)
-        ax.set_yticks([0.45, 1.45])
-        ax.set_yticklabels(["unpack", "load"], fontsize=7)
-        ax.set_ylabel(p, rotation=0, ha="right", va="center", fontsize=8)
-    axes[-1, 0].set_xlabel("seconds since the start of the cold load (one block per layer)")
-    fig.suptitle(f"Figure 4b (ours): {bits:g}-bit average, 2 load threads and 1 unpack thread, median run", fontsize=9)
-    fig.tight_layout()
-    return common.save_figure(fig, NAME, figures_dir)
-
-
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
     if rows.empty:
         ref = "" if paper is None else "Paper (Llama3-8B):\n\n" + md_table(
@@ -95,7 +72,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
                        f"`make {packbench.BENCH_TARGET}` in the store)",
                        f"Not run yet: `make reproduce-{NAME}` (runs `make {packbench.BENCH_TARGET}`).\n\n" + ref)
     bits = 5 if 5 in set(rows["bits"]) else sorted(rows["bits"].unique())[0]  # the paper's mix averages ~5 bits
-    figures = _draw(rows, bits, figures_dir)
+    figures, no_figure = packbench.plot(NAME, rows, figures_dir)  # draws 5 bits, the paper's mix's average
     tot = totals(rows)
     mine = our_ratios(tot, bits)
     theirs = paper_ratios(paper) if paper is not None else {}
@@ -107,8 +84,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         lines.append({"ratio": key, "ours": fmt(ours_v), "paper (derived)": f"{value:.3g}", "verdict": v})
     verdict, count = common.overall(verdicts)
     tab = tot[tot["bits"] == bits].assign(**{c: lambda d, c=c: d[c].map(fmt) for c in ("load_s", "unpack_s", "done_s")})
-    body = (f"![{TITLE}](figures/{figures[0].name})\n\n"
-            f"Ours at {bits:g} average bits; the paper's Llama3-8B seconds are not comparable in size, their ratios "
+    figure = f"![{TITLE}](figures/{figures[0].name})\n\n" if figures else f"{no_figure}\n\n"
+    body = (figure + f"Ours at {bits:g} average bits; the paper's Llama3-8B seconds are not comparable in size, their ratios "
             "are. Precision mix (Figure 4a): not measured here (the benchmark packs the paper's mix).\n\n"
             + md_table(pd.DataFrame(lines)) + "\n**Our times** (s; load: first start to last end over 2 threads; "
             "unpack: summed over layers, 1 thread; done: last block's end):\n\n" + md_table(tab))

@@ -49,10 +49,11 @@ def rows(store) -> pd.DataFrame:
     """unpack.csv, with packing names as the paper's CSVs use them; empty when the benchmark has not run."""
     path = bench_dir(store) / "unpack.csv"
     if not path.exists():
-        return pd.DataFrame(columns=["bits", "packing", "path", "metric", "value", "unit", "repetition", "loadavg"])
+        return pd.DataFrame(columns=["bits", "packing", "path", "metric", "value", "unit", "repetition", "loadavg",
+                                     "bench_dir"])
     df = pd.read_csv(path)
     back = {v: k for k, v in ALIASES.items()}
-    return df.assign(packing=df["packing"].replace(back))
+    return df.assign(packing=df["packing"].replace(back), bench_dir=str(path.parent))
 
 
 def timelines(store) -> dict:
@@ -81,3 +82,15 @@ def medians(df: pd.DataFrame) -> pd.DataFrame:
 def value(med: pd.DataFrame, bits, packing: str, metric: str) -> float:
     hit = med[(med["bits"] == bits) & (med["packing"] == packing) & (med["metric"] == metric)]
     return float(hit["value"].iloc[0]) if len(hit) else float("nan")
+
+
+def plot(kind: str, rows: pd.DataFrame, figures_dir: Path) -> tuple[list[Path], str]:
+    """The packing area's figure (harness/plots/<kind>.py, `plot(bench_dir, out_dir)`) for the benchmark these rows
+    came from; ([], why) when that module is not in this checkout."""
+    import importlib
+
+    try:
+        module = importlib.import_module(f"harness.plots.{kind}")
+    except ModuleNotFoundError:
+        return [], f"No figure: harness/plots/{kind}.py (the packing area's plot) is not in this checkout."
+    return list(module.plot(Path(rows["bench_dir"].iloc[0]), figures_dir)), ""

@@ -20,10 +20,10 @@ def bench_store(tmp_path) -> ResultsStore:
 
     import pandas as pd
 
-    from synthetic_rows import bench_csv_rows, bench_timelines
+    from synthetic_rows import bench_csv_rows, bench_json
 
     store = ResultsStore(tmp_path / "runs")
     (store.root / "bench").mkdir(parents=True)
     pd.DataFrame(bench_csv_rows()).to_csv(store.root / "bench" / "unpack.csv", index=False)
-    (store.root / "bench" / "unpack.json").write_text(json.dumps({"timelines": bench_timelines()}))
+    (store.root / "bench" / "unpack.json").write_text(json.dumps(bench_json()))
     return store

@@ -70,7 +70,7 @@ def bench_csv_rows() -> list[dict]:
     for bits in (4, 5, 6, 7):
         for packing in FAKE_LOAD:
             load = FAKE_LOAD[packing] * bits / 5
-            paths = ["scalar", "avx2"] if packing == "weightlet" else ["auto"]
+            paths = ["scalar", "avx2"] if packing == "weightlet" else ["native"]
             for rep in range(3):
                 for path in paths:
                     slow = 4.0 if path == "scalar" else 1.0
@@ -103,7 +103,22 @@ def bench_timelines(layers: int = 4) -> dict:
                 t = max(t, e)
                 unpack_start.append(t)
                 t += un
-            per[packing] = {"mode": "e2e", "path": "auto", "load_start": load_start, "load_end": load_end,
-                            "unpack_start": unpack_start, "unpack_end": [s + un for s in unpack_start]}
+            unpack_end = [s + un for s in unpack_start]
+            per[packing] = {"mode": "e2e", "path": "auto", "load_threads": 2, "seconds": max(unpack_end),
+                            "load_start": load_start, "load_end": load_end, "unpack_start": unpack_start,
+                            "unpack_end": unpack_end}
         out[str(bits)] = per
     return out
+
+
+def bench_json(layers: int = 4) -> dict:
+    """unpack.json as harness/pack/bench.py writes it: provenance, the paper's ratios, a summary, the timelines."""
+    keys = ("load_speedup_vs_mixed48", "unpack_speedup_avx2_vs_kquant", "e2e_speedup_vs_kquant",
+            "e2e_speedup_vs_mixed48", "avx2_instructions_per_weight", "bytes_ratio_mixed48_over_weightlet")
+    paper = {"load_speedup_vs_mixed48": 1.42, "unpack_speedup_vs_kquant": 6.17, "e2e_speedup_vs_kquant": 3.05,
+             "e2e_speedup_vs_mixed48": 1.44, "simd_instructions_per_weight": 0.48}
+    return {"provenance": {"model": "synthetic test fixture", "loadavg_before": 1.0, "loadavg_after": 1.0,
+                           "git_commit": "fixture"},
+            "paper": paper, "summary": {"per_bits": {str(b): dict.fromkeys(keys, 1.0) for b in (4, 5, 6, 7)},
+                                        "avx2_instructions_per_weight_mean_4to7": 0.45},
+            "timelines": bench_timelines(layers)}

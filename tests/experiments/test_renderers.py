@@ -121,8 +121,18 @@ def test_fig13_from_the_packing_benchmark(bench_store, tmp_path):
     assert fig13.ours(med, "load_speedup", "int4int8")[0] == pytest.approx(1.42)
     assert fig13.ours(med, "simd_instructions_per_weight", "")[0] == pytest.approx(0.45)
     assert "| unpack_speedup | kquant | 6.17" in section.body or "| unpack_speedup | kquant | 6.2" in section.body
-    assert section.figures[0].name == "fig13.png" and section.figures[0].exists()
+    _check_packing_figure(section, "fig13")
     assert section.verdict in {"reproduced", "partly reproduced"}
+
+
+def _check_packing_figure(section, name):
+    """The figure is the packing area's plot (harness/plots/<name>.py); without it the section says so."""
+    import importlib.util
+
+    if importlib.util.find_spec("harness.plots") and importlib.util.find_spec(f"harness.plots.{name}"):
+        assert section.figures[0].name == f"{name}.png" and section.figures[0].exists()
+    else:
+        assert not section.figures and f"harness/plots/{name}.py" in section.body
 
 
 def test_fig4_timeline_ratios(bench_store, tmp_path):
@@ -131,4 +141,5 @@ def test_fig4_timeline_ratios(bench_store, tmp_path):
     five = tot[tot["bits"] == 5].set_index("packing")
     assert five.loc["int8", "load_s"] == pytest.approx(1.6)
     assert five.loc["kquant", "unpack_s"] == pytest.approx(0.617 * 5)
-    assert "load int4int8 / int8" in section.body and section.figures[0].exists()
+    assert "load int4int8 / int8" in section.body
+    _check_packing_figure(section, "fig4")
