@@ -4,7 +4,7 @@ with `llama-completion` (mmap, its default and what phones use).
 Command: llama-completion -m M -f PROMPT -n 1 --no-warmup -no-cnv --no-display-prompt -fit off --no-escape
 --ignore-eos -t THREADS. With the prompt not echoed, the only bytes on stdout are the generated token, so the first
 stdout bytes mark the first token: TTFT (primary) is wall clock from spawn to them. llama.cpp's own
-`llama_perf_context_print` load and prompt-eval times (stderr) are secondary columns. The prompt is given as text
+`common_perf_print` load and prompt-eval times (stderr) are secondary columns. The prompt is given as text
 decoded from the token ids by the model's tokenizer; the engine's prompt token count is checked against the ids.
 `-fit off` skips a second parse of the model's metadata that only matters for GPU offload.
 """
@@ -22,7 +22,9 @@ from harness.systems import llamacpp_build as build
 from harness.systems.base import Measurement, Metric, NotRun, Prepared, System, cold_metrics, register_system
 
 BITS_TO_TYPE = {8: "Q8_0", 4: "Q4_0", 16: "F16"}
-_PERF = re.compile(r"llama_perf_context_print:\s+(load time|prompt eval time|eval time)\s+=\s+([\d.]+) ms(?: /\s+(\d+))?")
+# `common_perf_print` (this version's completion tool) or `llama_perf_context_print` (older ones), after a log prefix.
+_PERF = re.compile(r"(?:common_perf_print|llama_perf_context_print):\s+(load time|prompt eval time|eval time)\s+=\s+"
+                   r"([\d.]+) ms(?: /\s+(\d+))?")
 
 
 @register_system
@@ -74,10 +76,10 @@ class LlamaCppSystem(System):
 
 
 def perf_metrics(stderr: bytes) -> list[Metric]:
-    """llama.cpp's own timings from `llama_perf_context_print` lines (secondary columns)."""
+    """llama.cpp's own timings from its perf-print lines on stderr (secondary columns)."""
     found = {m.group(1): m for m in _PERF.finditer(stderr.decode("utf-8", "replace"))}
     if "load time" not in found or "prompt eval time" not in found:
-        raise EngineError("llama-completion printed no llama_perf_context_print load/prompt-eval lines", stderr)
+        raise EngineError("llama-completion printed no perf lines (load time / prompt eval time)", stderr)
     pe = found["prompt eval time"]
     return [Metric("llamacpp_load_s", float(found["load time"].group(2)) / 1e3, "s"),
             Metric("llamacpp_prompt_eval_s", float(pe.group(2)) / 1e3, "s"),
