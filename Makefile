@@ -16,6 +16,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 help:
 	@echo "make setup            create $(VENV): torch==2.13.0 (CPU) first, then the harness and its dependencies"
 	@echo "make system-deps      Debian packages for native builds (aarch64 cross compiler, qemu, clang, valgrind, fuse3)"
+	@echo "make baselines        build llama.cpp tools, convert the default model to GGUF Q8_0 and MNN INT8 (cached)"
+	@echo "make ttft-baselines   cold TTFT sweep: llama.cpp and MNN x two prompt sets x native/200 MB/s flash"
 	@echo "make test             the whole test suite (fast tests plus the real-model tests; what CI runs)"
 
 setup: $(STAMP)
@@ -40,3 +42,16 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not real_model and not slow"
+
+# --- baselines (llama.cpp, MNN, llm.npu; devices; cold-start protocol) ---
+.PHONY: baselines ttft-baselines
+TTFT_SWEEP ?= system=llamacpp,mnn prompts=prose,code device.flash_read_mbps=null,200
+
+# llama.cpp tools from the llama-cpp-python sdist's source (~8 min on 2 cores, once), our FP16 checkpoint -> GGUF
+# Q8_0, and the MNN INT8 export (~1 min), all cached under ~/.cache/edgeflow-bench.
+baselines: setup
+	$(PY) -m harness.systems.prepare
+
+# Cold TTFT of both baselines on both prompt sets, at native read speed and at an emulated 200 MB/s flash.
+ttft-baselines: baselines
+	$(PY) -m harness --multirun experiment=ttft $(TTFT_SWEEP)
