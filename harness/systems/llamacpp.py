@@ -86,10 +86,11 @@ def perf_metrics(stderr: bytes) -> list[Metric]:
             Metric("prompt_tokens", int(pe.group(3)), "tokens")]
 
 
-def bench_throughput(prepared: Prepared, n_prompt: int, n_gen: int, threads: int, timeout_s: float) -> list[Metric]:
+def bench_throughput(prepared: Prepared, n_prompt: int, n_gen: int, threads: int, timeout_s: float,
+                     repetitions: int = 3) -> list[Metric]:
     """Warm throughput from `llama-bench -o json` (prompt processing and generation tokens/s)."""
     cmd = [prepared.artifacts["llama-bench"], "-m", prepared.artifacts["gguf"], "-p", str(n_prompt), "-n", str(n_gen),
-           "-t", str(threads), "-r", "3", "-o", "json"]
+           "-t", str(threads), "-r", str(repetitions), "-o", "json"]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     if res.returncode != 0:
         raise EngineError(f"llama-bench exited with status {res.returncode}", res.stderr)
@@ -104,10 +105,13 @@ def bench_throughput(prepared: Prepared, n_prompt: int, n_gen: int, threads: int
         raise EngineError(f"cannot parse llama-bench JSON ({e}): {res.stdout[:300]!r}", res.stderr) from None
 
 
-def perplexity(prepared: Prepared, text_file: str, ctx: int, threads: int, timeout_s: float) -> float:
-    """`llama-perplexity -f text -c ctx`: the final estimate, on the same text as the harness's perplexity."""
-    cmd = [prepared.artifacts["llama-perplexity"], "-m", prepared.artifacts["gguf"], "-f", text_file, "-c", str(ctx),
-           "-t", str(threads), "-b", str(ctx)]
+def perplexity(llama_perplexity: str, gguf: str, text_file: str, ctx: int, threads: int, timeout_s: float,
+               chunks: int | None = None) -> float:
+    """`llama-perplexity -f text -c ctx [--chunks N]`: llama.cpp's final estimate over non-overlapping ctx-token windows
+    of the text (each window scored on its second half), so its accuracy sits on the same text as the harness's."""
+    cmd = [llama_perplexity, "-m", gguf, "-f", text_file, "-c", str(ctx), "-b", str(ctx), "-t", str(threads)]
+    if chunks:
+        cmd += ["--chunks", str(chunks)]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     m = re.search(r"Final estimate: PPL = ([\d.]+)", res.stdout + res.stderr)
     if res.returncode != 0 or not m:
