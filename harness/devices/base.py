@@ -21,6 +21,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
+from harness.registry import Registry
+
 
 @dataclass
 class DeviceConfig:
@@ -130,17 +132,11 @@ def parse_proc_status(text: str) -> dict:
     return out
 
 
-DEVICES: dict[str, type[Device]] = {}
-
-
-def register_device(cls: type[Device]) -> type[Device]:
-    DEVICES[cls.name] = cls
-    return cls
+DEVICES = Registry("device", DeviceConfig)
+register_device = DEVICES.register
 
 
 def get_device(cfg) -> Device:
     """A device from a DeviceConfig or a mapping with its keys (e.g. a Hydra node)."""
-    if not isinstance(cfg, DeviceConfig):
-        cfg = DeviceConfig(**{k: cfg[k] for k in cfg})
-    return DEVICES[cfg.name](cfg)
+    return DEVICES.create(cfg)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
+from harness.registry import Registry
 from harness.measure.cold import ColdRun, EngineError, ProtocolConfig, summarize  # noqa: F401  (re-exported)
 
 
@@ -122,18 +123,13 @@ def cold_metrics(run: ColdRun, device) -> list[Metric]:
 
 
 SYSTEM_NAMES = ("llamacpp", "mnn", "llmnpu", "edgeflow")
-SYSTEMS: dict[str, type[System]] = {}
-
-
-def register_system(cls: type[System]) -> type[System]:
-    SYSTEMS[cls.name] = cls
-    return cls
+SYSTEMS = Registry("system", SystemConfig)
+register_system = SYSTEMS.register
 
 
 def get_system(cfg) -> System:
     """A system from a SystemConfig or a mapping with its keys (e.g. a Hydra node)."""
-    if not isinstance(cfg, SystemConfig):
-        cfg = SystemConfig(**{k: cfg[k] for k in cfg})
+    cfg = SYSTEMS.config(cfg)
     if cfg.name not in SYSTEMS:
         raise NotRun(f"system {cfg.name!r} is not implemented in this build of the harness")
-    return SYSTEMS[cfg.name](cfg)
+    return SYSTEMS.create(cfg)

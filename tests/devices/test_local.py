@@ -31,12 +31,12 @@ def test_config_validation_names_the_key():
 
 def test_spawned_process_is_sampled_and_reaped_with_its_peak_rss():
     dev = get_device({"name": "local", "flash_read_mbps": None})
-    code = "import sys; b = bytearray(64 << 20); sys.stdout.write('tok'); sys.stdout.flush(); sys.stdin.read()"
+    code = "import sys, time; b = bytearray(64 << 20); sys.stdout.write('tok'); sys.stdout.flush(); time.sleep(1)"
     proc = dev.spawn([sys.executable, "-c", code])
     assert proc.stdout.read(3) == b"tok"
     mem = dev.sample_memory(proc.pid)
     assert mem["rss_kb"] > 64 * 1024 and mem["hwm_kb"] >= mem["rss_kb"]
-    assert proc.wait(timeout=10) == 0  # stdin is /dev/null: read() returns at once
+    assert proc.wait(timeout=10) == 0
     assert proc.peak_rss_kb() > 64 * 1024
     assert proc.bytes_read() is not None
     assert dev.sample_memory(proc.pid) is None
