@@ -52,6 +52,6 @@ def ttft(job) -> Iterator[dict]:
                     yield job.row(m.name, m.value, m.unit, repetition=r, bits=float(bits), dataset=prompts_cfg.name,
                                   prompt_tokens=len(ids), flash_emulated_mbps=device.flash_read_mbps,
                                   label="emulated" if emulated else "measured", device_info=info,
-                                  notes=notes if m.reason is None else f"{m.reason}; {notes}")
+                                  notes="; ".join(x for x in (m.reason, m.detail, notes) if x))
     finally:
         device.close()

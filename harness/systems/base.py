@@ -32,6 +32,7 @@ class Metric:
     value: float | None
     unit: str
     reason: str | None = None  # why value is None
+    detail: str | None = None  # supporting data for the row's notes (e.g. the RSS timeline)
 
 
 @dataclass
@@ -111,7 +112,7 @@ def cold_metrics(run: ColdRun, device) -> list[Metric]:
         Metric("ttft_s", run.ttft_s, "s"),
         Metric("exit_s", run.exit_s, "s"),
         Metric("peak_rss_mb", None if run.peak_rss_kb is None else run.peak_rss_kb / 1024, "MiB",
-               None if run.peak_rss_kb is not None else "no RSS sample"),
+               None if run.peak_rss_kb is not None else "no RSS sample", rss_timeline(run.rss_timeline)),
         Metric("bytes_read_mb", mb(run.bytes_read), "MB", None if run.bytes_read is not None else "not known on this device"),
         Metric("energy_j", run.energy_j, "J", energy_reason),
         Metric("resident_before", run.resident_before, "fraction"),
@@ -120,6 +121,13 @@ def cold_metrics(run: ColdRun, device) -> list[Metric]:
         Metric("flash_emulated_mbps", device.flash_read_mbps, "MB/s",
                None if device.flash_read_mbps is not None else "native storage speed"),
     ]
+
+
+def rss_timeline(samples: list[tuple[float, int]], points: int = 40) -> str:
+    """The VmRSS timeline, thinned to at most `points` samples, as "rss timeline (s, MiB): [[t, mib], ...]"."""
+    step = max(1, len(samples) // points)
+    thinned = samples[::step] + (samples[-1:] if samples and (len(samples) - 1) % step else [])
+    return "rss timeline (s, MiB): " + str([[round(t, 3), round(kb / 1024, 1)] for t, kb in thinned])
 
 
 SYSTEM_NAMES = ("llamacpp", "mnn", "llmnpu", "edgeflow")
