@@ -1,0 +1,87 @@
+"""The native library through ctypes: bit-exact with the Python packer on every unpack path this CPU has, the same
+files accepted and the same corruptions rejected as by the Python reader, and the C++ tests (ctest, host and
+aarch64 under qemu) pass."""
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from harness import native
+from harness.pack import LAYOUTS, PackedFile, PackError, pack_artifact
+from harness.pack.synthetic import random_codes
+from tests.pack.conftest import tiny_artifact  # noqa: F401  (fixture)
+from tests.pack.test_container import corruptions
+
+pytestmark = pytest.mark.native
+
+
+@pytest.fixture(scope="module", autouse=True)
+def restore_path():
+    yield
+    native.set_unpack_path("auto")
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_native_unpack_matches_python_on_every_path(layout):
+    rng = np.random.default_rng(11)
+    lay = LAYOUTS[layout]
+    paths = native.supported_paths()
+    assert "scalar" in paths
+    for c, d in [(1, 1), (9, 17), (8, 128), (13, 129), (31, 576), (5, 1000)]:
+        for trial in range(9):
+            bits = np.full(c, trial, np.uint8) if trial else rng.integers(1, 9, c).astype(np.uint8)
+            codes = random_codes(bits, d, rng)
+            payload = lay.encode(codes, bits)
+            for path in paths:
+                native.set_unpack_path(path)
+                np.testing.assert_array_equal(native.unpack_payload(lay.dtype, c, d, payload), codes,
+                                              err_msg=f"{layout} {path} [{c}, {d}]")
+            if c > 3:
+                np.testing.assert_array_equal(native.unpack_payload(lay.dtype, c, d, payload, 2, 4), codes[2:4])
+
+
+def test_native_reads_packed_artifact(tiny_artifact, tmp_path):
+    path = pack_artifact(tiny_artifact, tmp_path / "m.efpk")
+    py = PackedFile(path)
+    with native.NativeFile(path) as f:
+        assert [t.name.decode() for t in f.tensors()] == [t.name for t in py.tensors]
+        for name, q in tiny_artifact.linears.items():
+            np.testing.assert_array_equal(f.unpack(f"{name}.weight"), q.codes.numpy())
+        assert f.read("model.norm.weight") == py.payload("model.norm.weight")
+
+
+def test_native_rejects_what_python_rejects(tiny_artifact, tmp_path):
+    good = pack_artifact(tiny_artifact, tmp_path / "good.efpk").read_bytes()
+    for label, bad, match in corruptions(good):
+        path = tmp_path / "bad.efpk"
+        path.write_bytes(bad)
+        with pytest.raises(native.NativeError, match=match):
+            with native.NativeFile(path) as f:
+                for t in f.tensors():
+                    name = t.name.decode()
+                    f.unpack(name) if t.dtype >= 16 else f.read(name)
+        with pytest.raises(PackError):  # and the Python reader agrees
+            pf = PackedFile(path)
+            for t in pf.tensors:
+                pf.quant_codes(t.name[:-7]) if t.dtype >= 16 else pf.array(t.name)
+        assert label
+
+
+def test_native_errors_are_messages_not_crashes():
+    with pytest.raises(native.NativeError, match="cannot open"):
+        native.NativeFile("/nonexistent.efpk")
+    with pytest.raises(native.NativeError, match="shorter than its bit-width section"):
+        native.unpack_payload(16, 4, 128, b"\0" * 10)
+    with pytest.raises(native.NativeError, match="not supported|unknown"):
+        native.set_unpack_path("neon" if "neon" not in native.supported_paths() else "avx2")
+
+
+def test_ctest_host_and_aarch64():
+    """The C++ tests, on this host and (when the cross compiler and qemu are installed) on aarch64 under qemu."""
+    run = subprocess.run(["make", "-s", "-C", str(native.RUNTIME.parent), "test-native", "STAMP=/dev/null"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    assert "100% tests passed" in run.stdout
+    if shutil.which("aarch64-linux-gnu-g++") and shutil.which("qemu-aarch64-static"):
+        assert "neon" in run.stdout
