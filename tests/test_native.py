@@ -1,7 +1,9 @@
 """The native library through ctypes: bit-exact with the Python packer on every unpack path this CPU has, the same
 files accepted and the same corruptions rejected as by the Python reader, and the C++ tests (ctest, host and
 aarch64 under qemu) pass."""
+import os
 import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -87,3 +89,32 @@ def test_ctest_host():
 def test_ctest_aarch64_neon_under_qemu():
     out = native.ctest("aarch64")
     assert "100% tests passed" in out and "paths scalar neon, 0 failures" in out
+
+
+def _dump_matches(cmd_prefix, build_dir, packed, artifact, tmp_path, path):
+    out = tmp_path / f"dump-{path}.bin"
+    env = dict(os.environ, EDGEFLOW_UNPACK=path)
+    run = subprocess.run([*cmd_prefix, str(build_dir / "unpack_dump"), str(packed), str(out)], env=env,
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == path
+    got = np.fromfile(out, np.int8)
+    want = np.concatenate([q.codes.numpy().reshape(-1) for q in artifact.linears.values()])
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("layout", ["weightlet", "kquant", "mixed48"])
+def test_python_packed_file_unpacks_bit_exact_on_host_paths(tiny_artifact, tmp_path, layout):
+    packed = pack_artifact(tiny_artifact, tmp_path / f"{layout}.efpk", layout=layout)
+    build_dir = native.build("host")
+    for path in native.supported_paths():
+        _dump_matches([], build_dir, packed, tiny_artifact, tmp_path, path)
+
+
+@pytest.mark.skipif(not (shutil.which("aarch64-linux-gnu-g++") and shutil.which("qemu-aarch64-static")),
+                    reason="needs the Debian packages g++-aarch64-linux-gnu and qemu-user-static")
+@pytest.mark.parametrize("layout", ["weightlet", "kquant"])
+def test_python_packed_file_unpacks_bit_exact_on_neon_under_qemu(tiny_artifact, tmp_path, layout):
+    packed = pack_artifact(tiny_artifact, tmp_path / f"{layout}.efpk", layout=layout)
+    for path in ("neon", "scalar"):
+        _dump_matches(["qemu-aarch64-static"], native.build("aarch64"), packed, tiny_artifact, tmp_path, path)
