@@ -55,3 +55,29 @@ baselines: setup
 # Cold TTFT of both baselines on both prompt sets, at native read speed and at an emulated 200 MB/s flash.
 ttft-baselines: baselines
 	$(PY) -m harness --multirun experiment=ttft $(TTFT_SWEEP)
+
+# --- packing format and unpack kernels (pack) ---
+# Native builds live in edgeflow_runtime/build-{host,aarch64,fuzz}; harness/native.py rebuilds them when a source
+# changes. aarch64 needs g++-aarch64-linux-gnu and qemu-user-static; fuzz needs clang (libFuzzer); bench-unpack
+# needs valgrind (instruction counts).
+.PHONY: native native-aarch64 test-native fuzz bench-unpack fig13
+
+native: setup
+	$(PY) -m harness.native build --arch host
+
+native-aarch64: setup
+	$(PY) -m harness.native build --arch aarch64
+
+test-native: setup
+	$(PY) -m harness.native test --arch all
+
+fuzz: setup
+	$(PY) -m harness.native fuzz --seconds $(or $(FUZZ_SECONDS),60)
+
+bench-unpack: setup
+	$(PY) -m harness.pack.bench
+
+fig13: setup
+	test -f results/runs/bench/unpack.json || $(PY) -m harness.pack.bench
+	$(PY) -m harness.plots.fig13
+	$(PY) -m harness.plots.fig4
