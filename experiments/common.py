@@ -53,6 +53,7 @@ class Section:
     summary: str                       # one line: why this verdict
     body: str = ""                     # Markdown: our numbers beside the paper's
     figures: list[Path] = field(default_factory=list)
+    context: str = ""                  # where ours were measured: device, flash emulation, proxy datasets
 
 
 def not_run_section(name: str, title: str, reason: str) -> Section:
@@ -127,6 +128,9 @@ def unrun_reasons(df: pd.DataFrame) -> pd.DataFrame:
 
 def labels(df: pd.DataFrame) -> list[str]:
     """The labels a reader must see beside these numbers: emulated flash, proxy datasets, devices."""
+    if df.empty or not {"device", "flash_emulated_mbps", "label", "metric"} <= set(df.columns):
+        hosts = sorted(df["host"].dropna().unique()) if "host" in df.columns else []
+        return ["host " + ", ".join(hosts)] if hosts else []
     out = []
     devices = sorted(d for d in df["device"].dropna().unique())
     if devices:
@@ -138,6 +142,11 @@ def labels(df: pd.DataFrame) -> list[str]:
         out.append("flash emulated")
     elif (df["metric"] == "ttft_s").any():
         out.append("flash not emulated (host storage)")
+    busy = df[(df["metric"] == "host_busy") & (df["value"] > 0)]
+    if len(busy):
+        loads = df.loc[df["metric"] == "load_avg_1m", "value"]
+        peak = f", 1-min load average up to {loads.max():.1f}" if len(loads) else ""
+        out.append(f"host busy during {len(busy)} timed runs{peak}: timings noisy")
     if "proxy" in set(df["label"]):
         proxies = sorted(set(df.loc[df["label"] == "proxy", "dataset"].dropna()))
         out.append("proxy datasets (local stand-ins): " + ", ".join(proxies))

@@ -236,7 +236,13 @@ def _ratio_panel(ax, model, ours: pd.DataFrame, paper: pd.DataFrame | None, t, e
                 ax.text(x, v, f"{v:.2f}", ha="center", va="bottom", fontsize=5.5, rotation=90)
         if ours[ours["system"] == base].empty:
             series = DISPLAY[base]
-            reason = _unrun_reason(t["unrun"], model, "", series) if series in expected["series"] else "not in sweep"
+            measured = set(t["ttft"].loc[t["ttft"]["model"] == model, "series"])
+            if series in measured:
+                reason = "no EdgeFlow TTFT on the same datasets"
+            elif series in expected["series"]:
+                reason = _unrun_reason(t["unrun"], model, "", series)
+            else:
+                reason = "not in the sweep"
             ax.text(i, 0.97, "\n".join(textwrap.wrap("ours: " + reason, 24)[:3]), ha="center", va="top",
                     fontsize=6, color="#b00000", transform=ax.get_xaxis_transform())
     ax.axhline(1, color="black", linewidth=0.6, linestyle=":")

@@ -36,7 +36,7 @@ def sections(store: ResultsStore, out_dir: Path) -> list[Section]:
 def markdown(secs: list[Section], store: ResultsStore) -> str:
     summary = common.md_table(pd.DataFrame(
         [{"artifact": s.name, "what": s.title.split(" - ", 1)[-1], "verdict": s.verdict, "why": s.summary,
-          "reproduce": f"`make reproduce-{s.name}`"} for s in secs]))
+          "measured on": s.context or "–", "reproduce": f"`make reproduce-{s.name}`"} for s in secs]))
     head = [
         "# EdgeFlow-Bench: our measurements beside the paper's",
         "",
@@ -61,7 +61,7 @@ def markdown(secs: list[Section], store: ResultsStore) -> str:
     for s in secs:
         body += [f"## {s.title}", "", f"**Verdict: {s.verdict}** — {s.summary}.", "", s.body.strip(), ""]
         paper = common.load_paper(s.name)
-        if s.verdict == common.NOT_RUN and paper is not None and "Paper" not in s.body:
+        if s.verdict == common.NOT_RUN and paper is not None and "paper" not in s.body.lower():
             body += ["The paper's values, for when it runs:", "", common.md_table(paper)]
         body += [f"_Paper source_: {common.paper_source(s.name)}", ""]
     return "\n".join(head + body) + "\n"

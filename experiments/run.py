@@ -51,7 +51,10 @@ def rows_of(name: str, store: ResultsStore, **params) -> pd.DataFrame:
 def render(name: str, store: ResultsStore | None = None, out_dir: Path = RESULTS_DIR, **params) -> Section:
     module = get(name)
     store = store or ResultsStore()
-    return module.render(rows_of(name, store, **params), common.load_paper(name), Path(out_dir) / "figures")
+    rows = rows_of(name, store, **params)
+    section = module.render(rows, common.load_paper(name), Path(out_dir) / "figures")
+    section.context = section.context or "; ".join(common.labels(rows))
+    return section
 
 
 def run(name: str, store: ResultsStore | None = None, out_dir: Path = RESULTS_DIR, overrides: list[str] = (),
