@@ -60,7 +60,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     if rows.empty:
         return Section(NAME, TITLE, common.NOT_RUN, "packing benchmark not available (no output of "
                        f"`make {packbench.BENCH_TARGET}` in the store)",
-                       f"Not run yet: `make reproduce-{NAME}` (runs `make {packbench.BENCH_TARGET}`).\n\n"
+                       f"Not run yet: `make reproduce-{NAME}` (runs the packing benchmark, `make {packbench.BENCH_TARGET}`).\n\n"
                        + paper_table(paper))
     med = packbench.medians(rows)
     models = ", ".join(sorted(rows["model"].dropna().unique())) if "model" in rows else "?"

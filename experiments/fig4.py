@@ -70,7 +70,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             paper[["packing", "bits", "metric", "value", "unit", "notes"]])
         return Section(NAME, TITLE, common.NOT_RUN, "packing benchmark not available (no output of "
                        f"`make {packbench.BENCH_TARGET}` in the store)",
-                       f"Not run yet: `make reproduce-{NAME}` (runs `make {packbench.BENCH_TARGET}`).\n\n" + ref)
+                       f"Not run yet: `make reproduce-{NAME}` (runs the packing benchmark, `make {packbench.BENCH_TARGET}`).\n\n" + ref)
     bits = 5 if 5 in set(rows["bits"]) else sorted(rows["bits"].unique())[0]  # the paper's mix averages ~5 bits
     figures, no_figure = packbench.plot(NAME, rows, figures_dir)  # draws 5 bits, the paper's mix's average
     tot = totals(rows)

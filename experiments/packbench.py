@@ -9,9 +9,11 @@ This module runs it and reads those files; fig4.py and fig13.py compare them wit
 """
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
-import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -31,18 +33,19 @@ def bench_dir(store) -> Path:
     return Path(store.root) / "bench"
 
 
-def has_target(target: str = BENCH_TARGET) -> bool:
-    if shutil.which("make") is None:
-        return False
-    probe = subprocess.run(["make", "-n", target], cwd=common.REPO, capture_output=True, text=True)
-    return probe.returncode == 0
+def measure(store=None) -> None:
+    """Run the benchmark (what `make bench-unpack` runs) with this Python, writing into the store's bench/ folder;
+    raises BenchUnavailable when the packing area's benchmark is not in this checkout."""
+    from harness.runner.store import ResultsStore
 
-
-def measure() -> None:
-    """Run the benchmark; raises BenchUnavailable naming what is missing."""
-    if not has_target():
-        raise BenchUnavailable(f"this checkout's Makefile has no `{BENCH_TARGET}` target (packing benchmark)")
-    subprocess.run(["make", BENCH_TARGET], cwd=common.REPO, check=True)
+    if importlib.util.find_spec("harness.pack") is None or importlib.util.find_spec("harness.pack.bench") is None:
+        raise BenchUnavailable("harness/pack/bench.py (the packing benchmark) is not in this checkout")
+    out = bench_dir(store or ResultsStore())
+    if (out / "unpack.csv").exists() and (out / "unpack.json").exists():  # resumable, like the sweeps
+        print(f"[experiments] packing benchmark already measured in {out}; delete it to measure again",
+              file=sys.stderr)
+        return
+    subprocess.run([sys.executable, "-m", "harness.pack.bench", "--out", str(out)], cwd=common.REPO, check=True)
 
 
 def rows(store) -> pd.DataFrame:
@@ -87,8 +90,6 @@ def value(med: pd.DataFrame, bits, packing: str, metric: str) -> float:
 def plot(kind: str, rows: pd.DataFrame, figures_dir: Path) -> tuple[list[Path], str]:
     """The packing area's figure (harness/plots/<kind>.py, `plot(bench_dir, out_dir)`) for the benchmark these rows
     came from; ([], why) when that module is not in this checkout."""
-    import importlib
-
     try:
         module = importlib.import_module(f"harness.plots.{kind}")
     except ModuleNotFoundError:

@@ -24,7 +24,8 @@ def accepted(name: str, params: dict) -> dict:
     """The subset of `params` that `name`'s sweep takes (for `run all`, where options are shared)."""
     module = get(name)
     if hasattr(module, "measure"):
-        return {k: v for k, v in params.items() if k in inspect.signature(module.measure).parameters}
+        takes = set(inspect.signature(module.measure).parameters) - {"store"}
+        return {k: v for k, v in params.items() if k in takes}
     return {k: v for k, v in params.items() if k in inspect.signature(module.sweep).parameters}
 
 
@@ -70,7 +71,7 @@ def run(name: str, store: ResultsStore | None = None, out_dir: Path = RESULTS_DI
         if unknown:
             raise SweepParameterError(f"{name} is measured by a benchmark that takes no {', '.join(unknown)}")
         try:
-            module.measure(**params)
+            module.measure(store, **params)
         except common.NotAvailable as e:  # rendered as "not run" with this reason
             print(f"[experiments] {name}: not run: {e}", file=sys.stderr)
     elif launcher:

@@ -143,3 +143,10 @@ def test_fig4_timeline_ratios(bench_store, tmp_path):
     assert five.loc["kquant", "unpack_s"] == pytest.approx(0.617 * 5)
     assert "load int4int8 / int8" in section.body
     _check_packing_figure(section, "fig4")
+
+
+def test_packing_benchmark_is_not_rerun_when_its_output_exists(bench_store, monkeypatch):
+    from experiments import packbench
+
+    monkeypatch.setattr(packbench.subprocess, "run", lambda *a, **k: pytest.fail("benchmark rerun"))
+    packbench.measure(bench_store)
