@@ -9,7 +9,7 @@ Each module declares:
                        figures (results/figures/<NAME>.png and .pdf) and a Markdown section with our numbers beside
                        the paper's (results/paper/<NAME>.csv, passed as `paper`, None when absent) and a verdict
 An artifact whose measurement is not a Hydra sweep (the packing benchmark of fig13/fig4) defines instead
-  measure()            runs its benchmark, and
+  measure(store)       runs its benchmark into the store (skipping it when already measured), and
   load_rows(store)     reads what that benchmark wrote.
 """
 from __future__ import annotations
