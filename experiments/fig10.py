@@ -129,6 +129,30 @@ def accuracy_drops(acc: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["model", "bits", "drop_pp", "datasets"])
 
 
+LONG_PROMPTS = ("mmlu", "hellaswag")
+
+
+def llmnpu_statements(t: dict[str, pd.DataFrame]) -> list[dict]:
+    """Our numbers for the paper's two llm.npu+ statements: the TTFT ratio range on long prompts (MMLU, HellaSwag;
+    EdgeFlow at its default 5 bits) and the largest accuracy gain over llm.npu+ (percentage points, mean over
+    datasets, max over bits)."""
+    out = []
+    ttft = t["ttft"]
+    for model, per in ttft.groupby("model"):
+        wide = per.pivot_table(index="dataset", columns="series", values="median")
+        if {"llm.npu+", "EF 5b"} <= set(wide.columns):
+            r = (wide["llm.npu+"] / wide["EF 5b"]).reindex(list(LONG_PROMPTS)).dropna()
+            if len(r):
+                out.append({"model": model, "metric": "ttft_ratio_long", "min": float(r.min()), "max": float(r.max())})
+    for model, per in t["accuracy"].groupby("model"):
+        wide = per.pivot_table(index="dataset", columns="series", values="median")
+        efs = [c for c in wide.columns if c.startswith("EF ")]
+        if "llm.npu+" in wide.columns and efs:
+            gain = max(100 * (wide[ef] - wide["llm.npu+"]).dropna().mean() for ef in efs)
+            out.append({"model": model, "metric": "accuracy_gain_max", "min": gain, "max": gain})
+    return out
+
+
 # --- figure -----------------------------------------------------------------------------------------------------------------
 
 def _colors(order: list[str]) -> dict[str, tuple]:
@@ -324,6 +348,24 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             drop_lines.append({"model": h.model, "EF bits": f"{p.bits:g}", "ours (pp)": f"{h.drop_pp:.2f}",
                                "paper (%)": f"{p.value:.2f}", "difference": f"{h.drop_pp - p.value:+.2f}",
                                "verdict": v})
+    npu_lines = []
+    if paper is not None:
+        stated = {m: v for m, v in zip(paper["metric"], paper["value"])}
+        for h in llmnpu_statements(t):
+            if h["metric"] == "ttft_ratio_long" and "ttft_ratio_min" in stated:
+                lo, hi = stated["ttft_ratio_min"], stated["ttft_ratio_max"]
+                v = common.ratio_verdict((h["min"] + h["max"]) / 2, (lo + hi) / 2)
+                ours_txt, paper_txt = f"{h['min']:.2f}–{h['max']:.2f}×", f"{lo:.2f}–{hi:.2f}×"
+                what = "llm.npu+ / EF 5b TTFT on MMLU and HellaSwag (midpoints compared)"
+            elif h["metric"] == "accuracy_gain_max" and "accuracy_gain_pct_max" in stated:
+                v = common.points_verdict(h["max"], stated["accuracy_gain_pct_max"])
+                ours_txt, paper_txt = f"{h['max']:.2f} pp", f"{stated['accuracy_gain_pct_max']:.2f}%"
+                what = "largest accuracy gain over llm.npu+ (max over bits of the mean over datasets)"
+            else:
+                continue
+            verdicts.append(v)
+            npu_lines.append({"model": h["model"], "statement": what, "ours": ours_txt, "paper": paper_txt,
+                              "verdict": v})
     verdict, count = common.overall(verdicts)
     if verdict == common.NOT_RUN:
         summary = "no baseline/EdgeFlow pair measured on the same model and dataset"
@@ -339,6 +381,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     if drop_lines:
         body += ["\n**Accuracy drop** of EdgeFlow vs the mean of the baselines (ours in percentage points, averaged "
                  "over datasets):\n", md_table(pd.DataFrame(drop_lines))]
+    if npu_lines:
+        body += ["\n**llm.npu+ statements** of section 5.2:\n", md_table(pd.DataFrame(npu_lines))]
     for metric, unit in (("ttft", "s"), ("accuracy", "fraction")):
         s = t[metric]
         if s.empty:

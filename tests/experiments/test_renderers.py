@@ -150,3 +150,25 @@ def test_packing_benchmark_is_not_rerun_when_its_output_exists(bench_store, monk
 
     monkeypatch.setattr(packbench.subprocess, "run", lambda *a, **k: pytest.fail("benchmark rerun"))
     packbench.measure(bench_store)
+
+
+def test_fig10_llmnpu_statements_when_it_ran(tmp_path):
+    """With llm.npu+ measured (as on a phone), the long-prompt ratio and accuracy gain are compared too."""
+    from synthetic_rows import _row, fig10_rows
+
+    rows = fig10_rows(reps=1)
+    rows["ttft"] = [r for r in rows["ttft"] if r["system"] != "llmnpu"]
+    for dataset, ttft in (("mmlu", 1.39 * 2.2), ("hellaswag", 1.39 * 3.5)):
+        rows["ttft"].append(_row(system="llmnpu", dataset=dataset, metric="ttft_s", value=ttft, unit="s"))
+        rows["accuracy"].append(_row(system="llmnpu", dataset=dataset, metric="accuracy", value=0.49, unit="fraction"))
+    store = ResultsStore(tmp_path / "runs")
+    for experiment, r in rows.items():
+        store.append(experiment, r)
+    t = fig10.tidy(common.read_rows(store, fig10.EXPERIMENTS))
+    got = {s["metric"]: s for s in fig10.llmnpu_statements(t)}
+    ef5 = t["ttft"].set_index(["dataset", "series"])["median"]
+    assert got["ttft_ratio_long"]["min"] == pytest.approx(min(1.39 * 2.2 / ef5["mmlu", "EF 5b"],
+                                                               1.39 * 3.5 / ef5["hellaswag", "EF 5b"]))
+    assert got["accuracy_gain_max"]["max"] == pytest.approx(1.0)  # EF 7b 0.50 vs 0.49
+    section = _render("fig10", store, tmp_path)
+    assert "llm.npu+ statements" in section.body
