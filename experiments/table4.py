@@ -24,8 +24,8 @@ BITS = (4, 5, 6, 7)
 DISPLAY = {"smoothquant": "SmoothQuant", "shadow_outlier": "SO", "cmpq": "CMPQ", "edgeflow": "EdgeFlow"}
 _ALIASES = {"so": "shadow_outlier", "shadowoutlier": "shadow_outlier", "shadow outlier": "shadow_outlier",
             "smoothquant": "smoothquant", "cmpq": "cmpq", "edgeflow": "edgeflow", "ef": "edgeflow",
-            "fp16": "fp16", "none": "fp16"}
-FP16_NAMES = ("fp16", "none")  # quantizer names under which the unquantized model's perplexity may be stored
+            "fp16": "fp16", "none": "fp16", "fp": "fp16"}
+FP16_NAMES = ("fp", "fp16", "none")  # quantizer names under which the unquantized model is stored
 
 
 def sweep(models=("smollm2-135m",), quantizers=QUANTIZERS, bits=BITS) -> list[list[str]]:
