@@ -15,7 +15,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from hydra.errors import HydraException
+
 from experiments import ARTIFACTS, multirun, report, run
+from harness.config import ConfigError
 from harness.runner.store import ResultsStore
 
 
@@ -83,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             else:
                 section = run.run(name, store, args.out, args.overrides, args.launcher, **kwargs)
-        except run.SweepParameterError as e:
-            print(f"error: {e}", file=sys.stderr)
+        except (run.SweepParameterError, ConfigError, HydraException) as e:  # bad options or configs: no traceback
+            print(f"error: {name}: {e}", file=sys.stderr)
             return 2
         print(f"{name}: {section.verdict} — {section.summary}")
         for f in section.figures:

@@ -72,3 +72,10 @@ def test_fig10_rejects_unknown_system():
 def test_unknown_parameter_is_a_clear_error():
     with pytest.raises(run.SweepParameterError, match="table4's sweep takes"):
         run.points("table4", flash_mbps=200)
+
+
+def test_cli_reports_a_bad_option_without_a_traceback(capsys):
+    from experiments.__main__ import main
+
+    assert main(["run", "table4", "--flash-mbps", "200", "--dry-run"]) == 2
+    assert "table4's sweep takes" in capsys.readouterr().err
