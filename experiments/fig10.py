@@ -178,10 +178,14 @@ def _short(text: str, n: int = 38) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def _dataset_label(dataset: str, tokens: pd.DataFrame, model: str) -> str:
+def _dataset_label(dataset: str, tokens: pd.DataFrame, model: str, bands: pd.DataFrame | None) -> str:
+    """'lambada / 78–80 tok / paper 59–97': our prompt lengths, and Table 3's."""
     t = tokens[(tokens["model"] == model) & (tokens["dataset"] == dataset)]
-    band = f"\n{int(t['min'].iloc[0])}–{int(t['max'].iloc[0])} tok" if len(t) else ""
-    return dataset + band
+    label = dataset + (f"\n{int(t['min'].iloc[0])}–{int(t['max'].iloc[0])} tok" if len(t) else "")
+    p = bands[bands["dataset"] == dataset] if bands is not None else pd.DataFrame()
+    if len(p):
+        label += f"\npaper {int(p['prompt_tokens_min'].iloc[0])}–{int(p['prompt_tokens_max'].iloc[0])}"
+    return label
 
 
 def _main_panel(ax, model, t, order, colors, expected, acc_label):
@@ -221,7 +225,8 @@ def _main_panel(ax, model, t, order, colors, expected, acc_label):
     ax.set_yscale("log")
     ax.set_ylabel("cold TTFT (s), log scale")
     ax.set_xticks(range(len(datasets)))
-    ax.set_xticklabels([_dataset_label(d, t["prompt_tokens"], model) for d in datasets], fontsize=8)
+    bands = common.load_paper("table3")
+    ax.set_xticklabels([_dataset_label(d, t["prompt_tokens"], model, bands) for d in datasets], fontsize=8)
     ax.set_xlim(-0.5, len(datasets) - 0.5)
     ax2.set_ylim(0, 100)
     ax2.set_ylabel("accuracy (%)")
