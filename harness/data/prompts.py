@@ -3,7 +3,8 @@
 Offline (`source="corpus"`, the default) a prompt is text from the corpus's `tasks` split, starting at a seeded
 paragraph and cut at a token boundary to a length drawn uniformly from the dataset's band; fixed-length mode is a band
 of one length (e.g. 128 tokens for the engine benchmarks). Token counts are without special tokens (a BOS the model
-adds is extra), and every prompt is checked to re-tokenize to exactly its length, since systems under test take text.
+adds is extra). Each prompt carries its text and its ids, the text's own tokenization, checked to have exactly the
+drawn length: engines that take text and engines that take ids see the same prompt.
 
 Online (`source="dataset"`) the prompts would be the real dataset's few-shot prompts as lm-eval builds them; that
 needs the Hugging Face hub and is not built yet: it fails with DatasetUnavailable naming the dataset.
@@ -26,8 +27,12 @@ class Prompt:
     dataset: str
     index: int
     text: str
-    n_tokens: int  # len(tokenizer(text, add_special_tokens=False).input_ids)
+    ids: tuple[int, ...]  # tokenizer(text, add_special_tokens=False).input_ids: what every engine is given
     source: str  # CORPUS_PROMPT_LABEL, or the lm-eval task the prompt came from
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.ids)
 
 
 def prompt_set(tokenizer, dataset: DatasetConfig, n: int | None = None, seed: int | None = None,
@@ -59,9 +64,9 @@ def corpus_prompts(tokenizer, name: str, min_tokens: int, max_tokens: int, n: in
         length = rng.randint(min_tokens, max_tokens)
         for _ in range(MAX_TRIES_PER_PROMPT):
             work = works[rng.randrange(len(works))]
-            text = _cut(tokenizer, work.paragraphs[rng.randrange(len(work.paragraphs)):], length)
-            if text is not None:
-                prompts.append(Prompt(name, index, text, length, CORPUS_PROMPT_LABEL))
+            cut = _cut(tokenizer, work.paragraphs[rng.randrange(len(work.paragraphs)):], length)
+            if cut is not None:
+                prompts.append(Prompt(name, index, *cut, CORPUS_PROMPT_LABEL))
                 break
         else:
             raise ValueError(f"no corpus prompt of exactly {length} tokens after {MAX_TRIES_PER_PROMPT} tries "
@@ -69,8 +74,8 @@ def corpus_prompts(tokenizer, name: str, min_tokens: int, max_tokens: int, n: in
     return prompts
 
 
-def _cut(tokenizer, paragraphs: tuple[str, ...], length: int) -> str | None:
-    """The first `length` tokens of the paragraphs as text, or None if the text is short or does not round-trip."""
+def _cut(tokenizer, paragraphs: tuple[str, ...], length: int) -> tuple[str, tuple[int, ...]] | None:
+    """The first `length` tokens of the paragraphs as (text, ids), or None if too short or it does not round-trip."""
     text, chars = [], 0
     for para in paragraphs:  # ~4 characters a token: take enough text, not the whole work
         text.append(para)
@@ -81,6 +86,7 @@ def _cut(tokenizer, paragraphs: tuple[str, ...], length: int) -> str | None:
     if len(ids) < length:
         return None
     cut = tokenizer.decode(ids[:length]).strip()
-    if len(tokenizer(cut, add_special_tokens=False).input_ids) != length:
+    cut_ids = tuple(tokenizer(cut, add_special_tokens=False).input_ids)
+    if len(cut_ids) != length:
         return None  # the cut fell inside a merge or on whitespace: retokenizing changes the count
-    return cut
+    return cut, cut_ids
