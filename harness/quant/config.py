@@ -13,7 +13,7 @@ from harness.artifact import LINEAR_SUFFIXES
 from harness.quant.metric import MAX_BITS, RE_METRICS
 
 DEFAULT_LAYERS = tuple(f"*.{s}" for s in LINEAR_SUFFIXES)  # every q/k/v/o/gate/up/down projection
-DEFAULT_ALPHA_GRID = tuple(round(0.1 * i, 1) for i in range(11))  # 0.0, 0.1, ..., 1.0
+DEFAULT_ALPHA_GRID = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 
 
 @dataclass
@@ -26,7 +26,7 @@ class QuantizerConfig:
     beta: float = 1.0  # output smoothing exponent (the paper fixes 1)
     embedding_bits: int = 8  # embeddings and LM head: 8 = per-row INT8 weight-only, 16 = kept in FP16
     re_metric: str = "closed"  # closed: Appendix A's closed form; exact: cosine distance
-    grid_tokens: int = 256  # calibration rows per linear on which the alpha grid search measures output error
+    grid_tokens: int = 128  # calibration rows per linear on which the alpha grid search measures output error
 
     def __post_init__(self):
         _check(isinstance(self.name, str) and self.name, "name", "a non-empty string", self.name)

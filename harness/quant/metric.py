@@ -21,9 +21,8 @@ BIT_WIDTHS = torch.arange(1, MAX_BITS + 1)
 
 def relative_error_closed(w: torch.Tensor) -> torch.Tensor:
     """float64 [C, 8] closed-form RE of each row of w [C, D]; 0 for all-zero rows."""
-    w = w.double()
-    peak2 = w.abs().amax(dim=1) ** 2  # [C]
-    mean2 = (w * w).mean(dim=1)  # [C]
+    peak2 = w.abs().amax(dim=1).double() ** 2  # [C]; reductions in float32, the [C, 8] table in float64
+    mean2 = w.pow(2).mean(dim=1).double()  # [C]
     ratio = torch.where(mean2 > 0, peak2 / mean2.clamp_min(1e-300), torch.zeros_like(mean2))
     return ratio[:, None] / (6.0 * 4.0 ** BIT_WIDTHS.double())[None, :]
 

@@ -36,5 +36,7 @@ def smooth_weight(weight: torch.Tensor, in_scale: torch.Tensor, out_scale: torch
     """W' [C, D] = W / in_scale[k] / out_scale[c]; an input channel with in_scale 0 is left out of the quantized
     path (its column is 0: shadow outliers compute it in float instead)."""
     kept = in_scale > 0
+    if bool(kept.all()):
+        return weight * torch.outer(1.0 / out_scale, 1.0 / in_scale)
     cols = torch.where(kept, in_scale, torch.ones_like(in_scale))
     return torch.where(kept[None, :], weight / cols[None, :], torch.zeros_like(weight)) / out_scale[:, None]
