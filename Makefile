@@ -26,3 +26,9 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not real_model and not slow"
+
+# --- quant ---
+.PHONY: bench-quant
+bench-quant: setup  ## time calibration + quantization (default model, and a random Llama at 1x and 2x width)
+	$(PY) -m harness.quant.bench --threads 1
+	$(PY) -m harness.quant.bench --threads 2
