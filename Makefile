@@ -5,13 +5,29 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: setup test test-fast help
+# Debian packages for the native builds and tests: aarch64 cross compiler, qemu to run it, clang for the fuzzer,
+# valgrind for instruction counts, fuse3 for flash emulation. Installed only when a tool is missing.
+SYSTEM_TOOLS := aarch64-linux-gnu-g++ qemu-aarch64-static clang valgrind fusermount3 cmake
+SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user-static clang lld libclang-rt-14-dev valgrind fuse3 libfuse3-dev cmake
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: setup system-deps test test-fast help
 
 help:
 	@echo "make setup            create $(VENV): torch==2.13.0 (CPU) first, then the harness and its dependencies"
+	@echo "make system-deps      Debian packages for native builds (aarch64 cross compiler, qemu, clang, valgrind, fuse3)"
+	@echo "make baselines        build llama.cpp tools, convert the default model to GGUF Q8_0 and MNN INT8 (cached)"
+	@echo "make ttft-baselines   cold TTFT sweep: llama.cpp and MNN x two prompt sets x native/200 MB/s flash"
 	@echo "make test             the whole test suite (fast tests plus the real-model tests; what CI runs)"
 
 setup: $(STAMP)
+
+system-deps:
+	@missing=$$(for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || echo $$t; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages (missing: $$missing)"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(SYSTEM_PACKAGES); \
+	fi
 
 # torch first and pinned: any other torch spec pulls a multi-GB CUDA build.
 $(STAMP): pyproject.toml
@@ -26,6 +42,66 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not real_model and not slow"
+
+# --- baselines (llama.cpp, MNN, llm.npu; devices; cold-start protocol) ---
+.PHONY: baselines ttft-baselines
+TTFT_SWEEP ?= system=llamacpp,mnn prompts=prose,code device.flash_read_mbps=null,200
+
+# llama.cpp tools from the llama-cpp-python sdist's source (~8 min on 2 cores, once), our FP16 checkpoint -> GGUF
+# Q8_0, and the MNN INT8 export (~1 min), all cached under ~/.cache/edgeflow-bench.
+baselines: setup
+	$(PY) -m harness.systems.prepare
+
+# Cold TTFT of both baselines on both prompt sets, at native read speed and at an emulated 200 MB/s flash.
+ttft-baselines: baselines
+	$(PY) -m harness --multirun experiment=ttft $(TTFT_SWEEP)
+
+# --- packing format and unpack kernels (pack) ---
+# Native builds live in edgeflow_runtime/build-{host,aarch64,fuzz}; harness/native.py rebuilds them when a source
+# changes. aarch64 needs g++-aarch64-linux-gnu and qemu-user-static; fuzz needs clang (libFuzzer); bench-unpack
+# needs valgrind (instruction counts).
+.PHONY: native native-aarch64 test-native fuzz bench-unpack fig13
+
+native: setup
+	$(PY) -m harness.native build --arch host
+
+native-aarch64: setup
+	$(PY) -m harness.native build --arch aarch64
+
+test-native: setup
+	$(PY) -m harness.native test --arch all
+
+fuzz: setup
+	$(PY) -m harness.native fuzz --seconds $(or $(FUZZ_SECONDS),60)
+
+bench-unpack: setup
+	$(PY) -m harness.pack.bench
+
+fig13: setup
+	test -f results/runs/bench/unpack.json || $(PY) -m harness.pack.bench
+	$(PY) -m harness.plots.fig13
+	$(PY) -m harness.plots.fig4
+
+# --- experiments ---
+# One target per paper artifact: measure it (resumably) and draw it beside the paper's values; `report` writes
+# results/REPORT.md and .html from whatever the store holds. Options: MODELS=llama3-8b,phi3-3.8b (default: the
+# embedded smollm2-135m), DATASETS=lambada,mmlu, FLASH_MBPS=200 (emulate phone flash; fig10 and table3),
+# LAUNCHER=local_parallel|slurm (accuracy and perplexity sweeps through a Hydra launcher; docs/scale-out.md),
+# EXP_ARGS='experiment.repetitions=5' (more options or Hydra overrides for every point).
+ARTIFACTS := fig10 table3 table4 table5 fig12 fig13 fig4
+EXP_SELECT = $(if $(MODELS),--models $(MODELS)) $(if $(DATASETS),--datasets $(DATASETS)) $(if $(LAUNCHER),--launcher $(LAUNCHER))
+reproduce-fig10 reproduce-table3: EXP_FLASH = $(if $(FLASH_MBPS),--flash-mbps $(FLASH_MBPS))
+reproduce-fig13 reproduce-fig4: EXP_SELECT =
+.PHONY: report reproduce-all $(addprefix reproduce-,$(ARTIFACTS))
+
+$(addprefix reproduce-,$(ARTIFACTS)): reproduce-%: setup
+	$(PY) -m experiments run $* $(EXP_SELECT) $(EXP_FLASH) $(EXP_ARGS)
+
+reproduce-all: setup $(addprefix reproduce-,$(ARTIFACTS))
+	$(PY) -m experiments report
+
+report: setup
+	$(PY) -m experiments report
 
 # --- quant ---
 .PHONY: bench-quant

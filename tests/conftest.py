@@ -1,27 +1,14 @@
-"""Shared fixtures: a tiny random Llama (GQA, untied embeddings by default) and calibration token sequences."""
 import pytest
-import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+
+from harness.models.zoo import ModelSpec
 
 
-def tiny_llama(hidden=64, intermediate=128, layers=2, heads=4, kv_heads=2, vocab=256, tie=False, seed=0):
-    torch.manual_seed(seed)
-    config = LlamaConfig(hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers,
-                         num_attention_heads=heads, num_key_value_heads=kv_heads, vocab_size=vocab,
-                         max_position_embeddings=512, tie_word_embeddings=tie)
-    model = LlamaForCausalLM(config).float().eval()
-    with torch.no_grad():  # a few large input channels, as real LLM activations have, so smoothing matters
-        for layer in model.model.layers:
-            layer.input_layernorm.weight[:3] = 8.0
-    return model
+@pytest.fixture(scope="session")
+def default_model_spec() -> ModelSpec:
+    """The embedded default model's spec, read from its Hydra config like the app does."""
+    from omegaconf import OmegaConf
 
+    from harness.cli import CONF_DIR
+    from harness.config import build
 
-@pytest.fixture
-def model():
-    return tiny_llama()
-
-
-@pytest.fixture
-def calibration():
-    gen = torch.Generator().manual_seed(1)
-    return [torch.randint(0, 256, (32,), generator=gen) for _ in range(4)]
+    return build(ModelSpec, OmegaConf.load(f"{CONF_DIR}/model/smollm2-135m.yaml"), "model")

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from harness.eval.perplexity import perplexity
-from tests.conftest import tiny_llama
+from tests.tiny_llama import tiny_llama
 
 
 class Uniform(torch.nn.Module):

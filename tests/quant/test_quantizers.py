@@ -4,7 +4,7 @@ import torch
 from harness.artifact import load_artifact, save_artifact
 from harness.quant import REGISTRY, ConfigError, make_quantizer
 from harness.quant.fakequant import OUTLIER_IDX, build_fakequant_model
-from tests.conftest import tiny_llama
+from tests.tiny_llama import tiny_llama
 
 BUILTIN = {"edgeflow": 4.5, "uniform": 4, "cmpq": 4.5, "smoothquant": 5, "shadow_outlier": 6}
 
