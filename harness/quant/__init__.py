@@ -7,7 +7,8 @@
 
 See base.py for the plugin contract, docs/quantizers.md for the methods, docs/quantized-artifact.md for the output.
 """
-from harness.quant.base import REGISTRY, LayerResult, Quantizer, make_quantizer, register
+from harness.quant.base import REGISTRY, LayerResult, Quantizer, make_quantizer, quantizer_config, register
 from harness.quant.config import ConfigError, QuantizerConfig
 
-__all__ = ["REGISTRY", "ConfigError", "LayerResult", "Quantizer", "QuantizerConfig", "make_quantizer", "register"]
+__all__ = ["REGISTRY", "ConfigError", "LayerResult", "Quantizer", "QuantizerConfig", "make_quantizer", "quantizer_config",
+           "register"]

@@ -51,9 +51,15 @@ def register(cls: type["Quantizer"]) -> type["Quantizer"]:
 
 def make_quantizer(config: Mapping | QuantizerConfig) -> "Quantizer":
     """Build a registered quantizer from a config mapping (Hydra's `quantizer` group) or a config object."""
+    config = quantizer_config(config)
+    return _lookup(config.name)(config)
+
+
+def quantizer_config(config: Mapping | QuantizerConfig) -> QuantizerConfig:
+    """Validate a `quantizer` group against its quantizer's Config dataclass (ConfigError names the bad key)."""
     if isinstance(config, QuantizerConfig):
         cls = _lookup(config.name)
-        return cls(config if isinstance(config, cls.Config) else cls.Config(**vars(config)))
+        return config if isinstance(config, cls.Config) else cls.Config(**vars(config))
     if hasattr(config, "_metadata"):  # an OmegaConf DictConfig
         from omegaconf import OmegaConf
 
@@ -64,7 +70,7 @@ def make_quantizer(config: Mapping | QuantizerConfig) -> "Quantizer":
     unknown = sorted(set(config) - allowed)
     if unknown:
         raise ConfigError(f"quantizer {cls.name!r} has no key(s) {unknown}; allowed keys: {sorted(allowed)}")
-    return cls(cls.Config(**config))
+    return cls.Config(**config)
 
 
 def _lookup(name: str) -> type["Quantizer"]:

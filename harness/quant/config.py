@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from harness.artifact import LINEAR_SUFFIXES
+from harness.config import ConfigError  # the app's error type: the CLI prints it without a traceback
 from harness.quant.metric import MAX_BITS, RE_METRICS
 
 DEFAULT_LAYERS = tuple(f"*.{s}" for s in LINEAR_SUFFIXES)  # every q/k/v/o/gate/up/down projection
@@ -57,10 +58,6 @@ class QuantizerConfig:
     def params(self) -> dict:
         """Plain-data form for the artifact manifest."""
         return dataclasses.asdict(self)
-
-
-class ConfigError(ValueError):
-    """A quantizer configuration key is unknown or out of range."""
 
 
 def _check(ok, key: str, allowed: str, value) -> None:
