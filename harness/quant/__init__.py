@@ -10,5 +10,5 @@ See base.py for the plugin contract, docs/quantizers.md for the methods, docs/qu
 from harness.quant.base import REGISTRY, LayerResult, Quantizer, make_quantizer, quantizer_config, register
 from harness.quant.config import ConfigError, QuantizerConfig
 
-__all__ = ["REGISTRY", "ConfigError", "LayerResult", "Quantizer", "QuantizerConfig", "make_quantizer", "quantizer_config",
-           "register"]
+__all__ = ["REGISTRY", "ConfigError", "LayerResult", "Quantizer", "QuantizerConfig", "make_quantizer",
+           "quantizer_config", "register"]

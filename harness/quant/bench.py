@@ -58,7 +58,8 @@ def main(argv=None) -> None:
     gen = torch.Generator().manual_seed(0)
 
     def report(label, model):
-        calib = [torch.randint(0, model.config.vocab_size, (args.seq_len,), generator=gen) for _ in range(args.sequences)]
+        vocab = model.config.vocab_size
+        calib = [torch.randint(0, vocab, (args.seq_len,), generator=gen) for _ in range(args.sequences)]
         row = {"model": label, "quantizer": args.quantizer, "budget": args.budget, "threads": args.threads,
                **time_quantization(model, calib, config), "loadavg": os.getloadavg()[0]}
         print(json.dumps(row), flush=True)
@@ -71,7 +72,8 @@ def main(argv=None) -> None:
     report("smollm2-135m", model)
     c = model.config
     shape = dict(layers=args.random_layers, heads=c.num_attention_heads, kv_heads=c.num_key_value_heads, vocab=4096)
-    base = report(f"random-{c.hidden_size}x{c.intermediate_size}", random_llama(c.hidden_size, c.intermediate_size, **shape))
+    base = report(f"random-{c.hidden_size}x{c.intermediate_size}",
+                  random_llama(c.hidden_size, c.intermediate_size, **shape))
     wide = report(f"random-{2 * c.hidden_size}x{2 * c.intermediate_size}",
                   random_llama(2 * c.hidden_size, 2 * c.intermediate_size, **shape))
     print(json.dumps({"width_x2": {"weights_ratio": wide["linear_weights"] / base["linear_weights"],
