@@ -8,7 +8,7 @@ tidy row; a pair that fails gives a row with its error and the sweep goes on. Th
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import torch
@@ -32,13 +32,17 @@ def calibration_sequences(token_ids: torch.Tensor, num_sequences: int = 32, seq_
 
 def perplexity_sweep(model, model_name: str, pairs: list[tuple[str | Mapping, float]], calibration,
                      eval_tokens: torch.Tensor, window: int = 2048, max_windows: int | None = None,
-                     artifact_root: str | Path | None = None, include_fp: bool = True) -> list[dict]:
-    """One row per (quantizer name or config mapping, budget bits); artifacts saved under artifact_root if given."""
+                     artifact_root: str | Path | None = None, include_fp: bool = True,
+                     on_row: Callable[[dict], None] | None = None) -> list[dict]:
+    """One row per (quantizer name or config mapping, budget bits); artifacts saved under artifact_root if given;
+    on_row(row) is called as each row is ready (to store rows as they come in a long sweep)."""
     rows = []
+    emit = on_row or (lambda row: None)
     base = {"model": model_name, "metric": "perplexity", "unit": "ppl"}
     if include_fp:
         fp = perplexity(model, eval_tokens, window, max_windows)
         rows.append({**base, "quantizer": "fp", "bits": 16.0, "value": fp["ppl"], **_eval_cols(fp)})
+        emit(rows[-1])
     for spec, budget in pairs:
         config = {"name": spec} if isinstance(spec, str) else dict(spec)
         config["budget_bits"] = budget
@@ -60,6 +64,7 @@ def perplexity_sweep(model, model_name: str, pairs: list[tuple[str | Mapping, fl
         except Exception as e:  # recorded, and the sweep goes on
             row.update(value=float("nan"), error=f"{type(e).__name__}: {e}")
         rows.append(row)
+        emit(row)
     return rows
 
 

@@ -12,7 +12,10 @@ def test_sweep_rows(model, tmp_path):
     assert len(calib) == 3 and all(len(c) == 32 for c in calib)
     pairs = [({"name": "edgeflow", "alpha_grid": [0.5]}, 4.5), ({"name": "uniform", "alpha_grid": [0.5]}, 8),
              ("uniform", 4.5)]
-    rows = perplexity_sweep(model, "tiny", pairs, calib, stream, window=100, max_windows=2, artifact_root=tmp_path)
+    seen = []
+    rows = perplexity_sweep(model, "tiny", pairs, calib, stream, window=100, max_windows=2, artifact_root=tmp_path,
+                            on_row=seen.append)
+    assert seen == rows
     assert [(r["quantizer"], r["bits"]) for r in rows] == [("fp", 16.0), ("edgeflow", 4.5), ("uniform", 8.0),
                                                            ("uniform", 4.5)]
     fp, ef, int8, bad = rows
