@@ -98,5 +98,34 @@ def allocate_two_level(re: torch.Tensor, budget: float) -> torch.Tensor:
     return bits
 
 
+def allocate_optimal_dp(re: torch.Tensor, budget: float) -> torch.Tensor:
+    """The exact optimum for any gains, convex or not: a multiple-choice knapsack by dynamic programming,
+    O(C * total * 8) time and O(C * total) bytes. A reference for checking greedy, not used by the quantizers.
+
+    best[t] = least total RE of the channels seen so far using exactly t bits; choice[i, t] = bits of channel i.
+    """
+    c = re.shape[0]
+    total = total_bits(c, budget)
+    re = re.double()
+    best = torch.full((total + 1,), float("inf"), dtype=torch.float64)
+    best[0] = 0.0
+    choice = torch.zeros(c, total + 1, dtype=torch.int8)
+    for i in range(c):
+        new = torch.full_like(best, float("inf"))
+        for b in range(1, min(MAX_BITS, total) + 1):
+            cand = torch.full_like(best, float("inf"))
+            cand[b:] = best[: total + 1 - b] + re[i, b - 1]
+            better = cand < new
+            new = torch.where(better, cand, new)
+            choice[i] = torch.where(better, torch.tensor(b, dtype=torch.int8), choice[i])
+        best = new
+    t = int(torch.argmin(best))  # the optimum may use fewer bits than allowed only if gains can be negative
+    bits = torch.zeros(c, dtype=torch.int64)
+    for i in range(c - 1, -1, -1):
+        bits[i] = int(choice[i, t])
+        t -= int(bits[i])
+    return bits
+
+
 def total_re(re: torch.Tensor, bits: torch.Tensor) -> float:
     return float(re.gather(1, (bits - 1)[:, None]).sum())

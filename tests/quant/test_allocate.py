@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from harness.quant.allocate import (allocate_greedy, allocate_greedy_heap, allocate_greedy_sorted,
-                                    allocate_two_level, allocate_uniform, gains, total_bits, total_re)
+                                    allocate_optimal_dp, allocate_two_level, allocate_uniform, gains, total_bits,
+                                    total_re)
 from harness.quant.metric import relative_error_closed, relative_error_exact
 
 
@@ -100,6 +101,30 @@ def test_exact_metric_gains_measured_against_exhaustive():
     assert nonconvex > 0  # the exact metric does produce non-convex gains on 16-weight channels
     assert suboptimal <= nonconvex
     print(f"exact metric: {nonconvex}/40 instances non-convex, greedy suboptimal on {suboptimal}, worst +{worst:.1%}")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_dynamic_programming_reference_matches_exhaustive_search(seed):
+    gen = torch.Generator().manual_seed(100 + seed)
+    re = relative_error_exact(torch.randn(3, 8, generator=gen)) if seed % 2 else convex_re(3, gen)
+    budget = [2.0, 3.5, 5.0][seed % 3]
+    bits = allocate_optimal_dp(re, budget)
+    assert int(bits.sum()) <= total_bits(3, budget) and bits.min() >= 1 and bits.max() <= 8
+    assert total_re(re, bits) == pytest.approx(exhaustive(re, budget), rel=1e-12, abs=1e-15)
+
+
+def test_exact_metric_misleads_greedy_where_sparse_outliers_dominate_but_the_closed_form_does_not():
+    """Channels whose peak is a rare outlier: at 1-2 bits the bulk rounds to zero, so the exact RE's first gain is
+    smaller than its second (non-convex) and greedy on it stalls those channels. Greedy on the closed form, whose
+    gains are always convex, lands within 1% of the exact metric's true optimum (dynamic programming)."""
+    gen = torch.Generator().manual_seed(7)
+    w = torch.randn(64, 256, generator=gen) * torch.rand(64, 1, generator=gen) ** 2
+    w = w * (1 + 4 * (torch.rand(64, 256, generator=gen) > 0.99))  # sparse outliers, 5x
+    exact, closed = relative_error_exact(w), relative_error_closed(w)
+    for budget in (3.0, 4.5):
+        best = total_re(exact, allocate_optimal_dp(exact, budget))
+        assert total_re(exact, allocate_greedy(exact, budget)) > 1.2 * best
+        assert best <= total_re(exact, allocate_greedy(closed, budget)) <= 1.01 * best
 
 
 def test_two_level_and_uniform():
