@@ -3,21 +3,14 @@
 ratios for this figure, so those are printed beside ours instead of being drawn as bars."""
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-BENCH = Path("results/runs/bench")
-FIGURES = Path("results/figures")
-LABELS = {"int8": "INT8 (padded)", "mixed48": "INT4/INT8 mixed", "kquant": "K-quant-like", "weightlet": "EdgeFlow weightlet"}
-COLORS = {"int8": "#999999", "mixed48": "#4c72b0", "kquant": "#dd8452", "weightlet": "#55a868"}
+from harness.plots.packing import BENCH, COLORS, FIGURES, LABELS, cli, save
 
 
 def medians(csv: Path) -> pd.Series:
@@ -85,23 +78,8 @@ def plot(bench: Path = BENCH, out: Path = FIGURES) -> list[Path]:
     fig.text(0.01, -0.02, note, family="monospace", fontsize=8, va="top")
     fig.suptitle(f"Figure 13: packing formats - {prov['model']}; load average {prov['loadavg_before']:.1f} "
                  f"-> {prov['loadavg_after']:.1f}; commit {prov['git_commit']}", fontsize=9)
-    fig.tight_layout()
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "fig13.png", out / "fig13.pdf"]
-    for p in paths:
-        fig.savefig(p, bbox_inches="tight", dpi=130)
-    plt.close(fig)
-    return paths
-
-
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--bench", type=Path, default=BENCH)
-    ap.add_argument("--out", type=Path, default=FIGURES)
-    a = ap.parse_args(argv)
-    for p in plot(a.bench, a.out):
-        print(p)
+    return save(fig, out, "fig13")
 
 
 if __name__ == "__main__":
-    main()
+    cli(__doc__, plot)
