@@ -73,7 +73,8 @@ def plot(bench: Path = BENCH, out: Path = FIGURES) -> list[Path]:
             f"end-to-end vs K-quant:        {paper['e2e_speedup_vs_kquant']:.2f}x      {mean('e2e_speedup_vs_kquant'):.2f}x\n"
             f"end-to-end vs mixed:          {paper['e2e_speedup_vs_mixed48']:.2f}x      {mean('e2e_speedup_vs_mixed48'):.2f}x\n"
             f"instructions/weight:          {paper['simd_instructions_per_weight']:.2f} (Neon SIMD)   "
-            f"{doc['summary']['avx2_instructions_per_weight_mean_4to7']:.2f} (AVX2, all instr.)")
+            f"{doc['summary']['avx2_instructions_per_weight_mean_4to7']:.2f} (AVX2, callgrind, all instr.), "
+            f"{doc['summary']['neon_static_loop_instructions_per_weight_mean_4to7']:.2f} (Neon loop, static)")
     prov = doc["provenance"]
     fig.text(0.01, -0.02, note, family="monospace", fontsize=8, va="top")
     fig.suptitle(f"Figure 13: packing formats - {prov['model']}; load average {prov['loadavg_before']:.1f} "
