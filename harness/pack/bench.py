@@ -197,11 +197,11 @@ def summarise(df: pd.DataFrame) -> dict:
 def report(summary: dict) -> str:
     lines = ["bits | bytes mixed/weightlet | load x vs mixed | unpack x vs kquant (avx2) | e2e x vs kquant | "
              "e2e x vs mixed | avx2 instr/weight"]
-    for b, s in summary["per_bits"].items():
-        lines.append(f"{int(b):4d} | {s['bytes_ratio_mixed48_over_weightlet']:21.2f} | {s['load_speedup_vs_mixed48']:15.2f} | "
+    per = {int(b): s for b, s in summary["per_bits"].items()}  # (int keys turn into strings in JSON)
+    for b, s in per.items():
+        lines.append(f"{b:4d} | {s['bytes_ratio_mixed48_over_weightlet']:21.2f} | {s['load_speedup_vs_mixed48']:15.2f} | "
                      f"{s['unpack_speedup_avx2_vs_kquant']:25.2f} | {s['e2e_speedup_vs_kquant']:15.2f} | "
                      f"{s['e2e_speedup_vs_mixed48']:14.2f} | {s['avx2_instructions_per_weight']:.3f}")
-    per = summary["per_bits"]
     five = per.get(5, {}).get("bytes_ratio_mixed48_over_weightlet", float("nan"))
     ipw = summary["avx2_instructions_per_weight_mean_4to7"]
     spd = summary["unpack_speedup_avx2_vs_kquant_mean"]
