@@ -77,6 +77,8 @@ def plot(bench: Path = BENCH, out: Path = FIGURES) -> list[Path]:
     ax_b.legend(fontsize=8)
 
     s, paper = doc["summary"]["per_bits"], doc["paper"]
+    # (absent from files written before the Neon count existed, or where the aarch64 tools are missing)
+    neon = doc["summary"].get("neon_static_loop_instructions_per_weight_mean_4to7", float("nan"))
     mean = lambda key: np.mean([v[key] for v in s.values()])  # noqa: E731
     note = (f"ratios (mean over {bits[0]}-{bits[-1]} bits)   paper (Llama3-8B, phone)   measured (this host)\n"
             f"load, weightlet vs mixed:     {paper['load_speedup_vs_mixed48']:.2f}x      {mean('load_speedup_vs_mixed48'):.2f}x\n"
@@ -86,7 +88,7 @@ def plot(bench: Path = BENCH, out: Path = FIGURES) -> list[Path]:
             f"end-to-end vs mixed:          {paper['e2e_speedup_vs_mixed48']:.2f}x      {mean('e2e_speedup_vs_mixed48'):.2f}x\n"
             f"instructions/weight:          {paper['simd_instructions_per_weight']:.2f} (Neon SIMD)   "
             f"{doc['summary']['avx2_instructions_per_weight_mean_4to7']:.2f} (AVX2, callgrind, all instr.), "
-            f"{doc['summary']['neon_static_loop_instructions_per_weight_mean_4to7']:.2f} (Neon loop, static)")
+            f"{neon:.2f} (Neon loop, static)")
     prov = doc["provenance"]
     fig.text(0.01, -0.02, note, family="monospace", fontsize=8, va="top")
     fig.suptitle(f"Figure 13: packing formats - {prov['model']}; load average {prov['loadavg_before']:.1f} "
