@@ -64,12 +64,12 @@ def test_throughput_and_perplexity_of_the_default_model(default_model_spec, tmp_
 
     device = get_device({"name": "local"})
     prepared = get_system({"name": "llamacpp"}).prepare(default_model_spec, 8, device)
-    rates = {m.name: m.value for m in bench_throughput(prepared, 32, 4, 2, 300, repetitions=1)}
+    rates = {m.name: m.value for m in bench_throughput(prepared, 16, 2, 2, 300, repetitions=1)}
     assert rates["llamacpp_pp_tokens_per_s"] > 0 and rates["llamacpp_tg_tokens_per_s"] > 0
     text = tmp_path / "docs.txt"
     text.write_text(SOURCES["stdlib-docs"]())
     f16 = str(Path(prepared.artifacts["gguf"]).with_name("f16.gguf"))
-    ppl = {g: perplexity(prepared.artifacts["llama-perplexity"], g, str(text), 256, 2, 300, chunks=4)
+    ppl = {g: perplexity(prepared.artifacts["llama-perplexity"], g, str(text), 128, 2, 300, chunks=3)
            for g in (f16, prepared.artifacts["gguf"])}
     assert 1 < ppl[f16] < 200
     assert abs(ppl[prepared.artifacts["gguf"]] / ppl[f16] - 1) < 0.02, ppl
