@@ -55,3 +55,50 @@ baselines: setup
 # Cold TTFT of both baselines on both prompt sets, at native read speed and at an emulated 200 MB/s flash.
 ttft-baselines: baselines
 	$(PY) -m harness --multirun experiment=ttft $(TTFT_SWEEP)
+
+# --- packing format and unpack kernels (pack) ---
+# Native builds live in edgeflow_runtime/build-{host,aarch64,fuzz}; harness/native.py rebuilds them when a source
+# changes. aarch64 needs g++-aarch64-linux-gnu and qemu-user-static; fuzz needs clang (libFuzzer); bench-unpack
+# needs valgrind (instruction counts).
+.PHONY: native native-aarch64 test-native fuzz bench-unpack fig13
+
+native: setup
+	$(PY) -m harness.native build --arch host
+
+native-aarch64: setup
+	$(PY) -m harness.native build --arch aarch64
+
+test-native: setup
+	$(PY) -m harness.native test --arch all
+
+fuzz: setup
+	$(PY) -m harness.native fuzz --seconds $(or $(FUZZ_SECONDS),60)
+
+bench-unpack: setup
+	$(PY) -m harness.pack.bench
+
+fig13: setup
+	test -f results/runs/bench/unpack.json || $(PY) -m harness.pack.bench
+	$(PY) -m harness.plots.fig13
+	$(PY) -m harness.plots.fig4
+
+# --- experiments ---
+# One target per paper artifact: measure it (resumably) and draw it beside the paper's values; `report` writes
+# results/REPORT.md and .html from whatever the store holds. Options: MODELS=llama3-8b,phi3-3.8b (default: the
+# embedded smollm2-135m), DATASETS=lambada,mmlu, FLASH_MBPS=200 (emulate phone flash; fig10 and table3),
+# LAUNCHER=local_parallel|slurm (accuracy and perplexity sweeps through a Hydra launcher; docs/scale-out.md),
+# EXP_ARGS='experiment.repetitions=5' (more options or Hydra overrides for every point).
+ARTIFACTS := fig10 table3 table4 table5 fig12 fig13 fig4
+EXP_SELECT = $(if $(MODELS),--models $(MODELS)) $(if $(DATASETS),--datasets $(DATASETS)) $(if $(LAUNCHER),--launcher $(LAUNCHER))
+reproduce-fig10 reproduce-table3: EXP_FLASH = $(if $(FLASH_MBPS),--flash-mbps $(FLASH_MBPS))
+reproduce-fig13 reproduce-fig4: EXP_SELECT =
+.PHONY: report reproduce-all $(addprefix reproduce-,$(ARTIFACTS))
+
+$(addprefix reproduce-,$(ARTIFACTS)): reproduce-%: setup
+	$(PY) -m experiments run $* $(EXP_SELECT) $(EXP_FLASH) $(EXP_ARGS)
+
+reproduce-all: setup $(addprefix reproduce-,$(ARTIFACTS))
+	$(PY) -m experiments report
+
+report: setup
+	$(PY) -m experiments report
