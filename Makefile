@@ -44,7 +44,7 @@ test-fast: setup
 	$(PY) -m pytest -q -m "not real_model and not slow"
 
 # --- baselines (llama.cpp, MNN, llm.npu; devices; cold-start protocol) ---
-.PHONY: baselines ttft-baselines
+.PHONY: baselines ttft-baselines bench-baselines
 TTFT_SWEEP ?= system=llamacpp,mnn prompts=prose,code device.flash_read_mbps=null,200
 
 # llama.cpp tools from the llama-cpp-python sdist's source (~8 min on 2 cores, once), our FP16 checkpoint -> GGUF
@@ -102,3 +102,8 @@ reproduce-all: setup $(addprefix reproduce-,$(ARTIFACTS))
 
 report: setup
 	$(PY) -m experiments report
+
+# Cold TTFT of llama.cpp Q8_0 and MNN INT8 (128-token prompt, 2 threads) at native speed and at emulated 200 MB/s
+# flash, repetitions interleaved, with ratios against each other. Run on an idle host: it prints the load average.
+bench-baselines: baselines
+	$(PY) -m harness.measure.bench_baselines 5 200
