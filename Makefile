@@ -56,6 +56,11 @@ baselines: setup
 ttft-baselines: baselines
 	$(PY) -m harness --multirun experiment=ttft $(TTFT_SWEEP)
 
+# Cold TTFT of llama.cpp Q8_0 and MNN INT8 (128-token prompt, 2 threads) at native speed and at emulated 200 MB/s
+# flash, repetitions interleaved, with ratios against each other. Run on an idle host: it prints the load average.
+bench-baselines: baselines
+	$(PY) -m harness.measure.bench_baselines 5 200
+
 # --- packing format and unpack kernels (pack) ---
 # Native builds live in edgeflow_runtime/build-{host,aarch64,fuzz}; harness/native.py rebuilds them when a source
 # changes. aarch64 needs g++-aarch64-linux-gnu and qemu-user-static; fuzz needs clang (libFuzzer); bench-unpack
@@ -102,11 +107,6 @@ reproduce-all: setup $(addprefix reproduce-,$(ARTIFACTS))
 
 report: setup
 	$(PY) -m experiments report
-
-# Cold TTFT of llama.cpp Q8_0 and MNN INT8 (128-token prompt, 2 threads) at native speed and at emulated 200 MB/s
-# flash, repetitions interleaved, with ratios against each other. Run on an idle host: it prints the load average.
-bench-baselines: baselines
-	$(PY) -m harness.measure.bench_baselines 5 200
 
 # --- data and evaluation ---
 .PHONY: data eval-local
