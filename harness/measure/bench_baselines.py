@@ -1,5 +1,5 @@
 """`python -m harness.measure.bench_baselines [REPS] [MBPS]`: cold TTFT of llama.cpp Q8_0 and MNN INT8 on the default
-model, 128-token prose prompt, 2 threads, at native read speed and at an emulated MBPS (default 200) MB/s.
+model, a 128-token corpus prompt, 2 threads, at native read speed and at an emulated MBPS (default 200) MB/s.
 
 Repetitions are interleaved (rep 1 of every configuration, then rep 2, ...) so that a change in the host's load
 touches every configuration alike; each run is the shared cold protocol (evict + verify, fresh process). Prints the
@@ -16,14 +16,14 @@ from harness.cli import CONF_DIR
 from harness.config import build
 from harness.devices import get_device
 from harness.measure.cold import ProtocolConfig
-from harness.measure.prompts import PromptsConfig, make_prompts
+from harness.data.prompts import fixed_length_prompts
 from harness.models.zoo import ModelSpec, checkpoint_dir
 from harness.systems import SystemConfig, get_system
 
 
 def main(reps: int = 5, mbps: float = 200.0) -> None:
     model = build(ModelSpec, OmegaConf.load(f"{CONF_DIR}/model/smollm2-135m.yaml"), "model")
-    ids = make_prompts(PromptsConfig(), AutoTokenizer.from_pretrained(checkpoint_dir(model)))[0]
+    ids = list(fixed_length_prompts(AutoTokenizer.from_pretrained(checkpoint_dir(model)), 128, 1)[0].ids)
     protocol = ProtocolConfig(repetitions=1, warmup_runs=0, busy_policy="flag")
     devices = {"native": get_device({"name": "local"}), f"{mbps:g} MB/s": get_device({"name": "local", "flash_read_mbps": mbps})}
     systems = {name: get_system(SystemConfig(name=name, threads=2)) for name in ("llamacpp", "mnn")}

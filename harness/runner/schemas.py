@@ -12,10 +12,9 @@ def _schemas() -> dict[str, type]:
     from harness.data.config import DatasetConfig
     from harness.devices.base import DeviceConfig
     from harness.measure.cold import ProtocolConfig
-    from harness.measure.prompts import PromptsConfig
     from harness.systems.base import SystemConfig
 
-    return {"system": SystemConfig, "device": DeviceConfig, "protocol": ProtocolConfig, "prompts": PromptsConfig,
+    return {"system": SystemConfig, "device": DeviceConfig, "protocol": ProtocolConfig,
             "dataset": DatasetConfig}
 
 
