@@ -3,7 +3,8 @@
 Uses the groups system (conf/system), device (conf/device), protocol (conf/protocol) and dataset (conf/dataset: its
 `n_prompts` prompts with token counts in the paper's Table 3 band, from harness.data.prompts), and from
 `experiment.extra`: `bits` (weight bits handed to the system's prepare; default 8) and optionally `prompt_tokens`
-(fixed-length prompts instead of a dataset's band, e.g. 128 for the engine benchmarks; `n_prompts` of them, default 1).
+(fixed-length prompts instead of a dataset's band, e.g. 128 for the engine benchmarks) and `n_prompts` (how many;
+default: the dataset's n_prompts, or 1 for fixed lengths).
 Yields one row per metric per repetition per prompt; a metric a device cannot give (energy here) is a row with value
 null and the reason in notes. Rows measured under flash emulation are labelled `emulated` and carry
 flash_emulated_mbps.
@@ -27,14 +28,15 @@ def ttft_prompts(job, tokenizer) -> tuple[str, list]:
     from harness.data.prompts import fixed_length_prompts, prompt_set
 
     extra = job.experiment.extra
+    count = extra.get("n_prompts")
     if extra.get("prompt_tokens"):
         n = int(extra["prompt_tokens"])
-        return f"fixed-{n}", fixed_length_prompts(tokenizer, n, int(extra.get("n_prompts", 1)))
+        return f"fixed-{n}", fixed_length_prompts(tokenizer, n, int(count or 1))
     if job.cfg.get("dataset") is None:
         raise ValueError("experiment ttft needs prompts: dataset=<name> (conf/dataset) or "
                          "experiment.extra.prompt_tokens=<n>")
     dataset = build(DatasetConfig, job.cfg.dataset, "dataset")
-    return dataset.name, prompt_set(tokenizer, dataset)
+    return dataset.name, prompt_set(tokenizer, dataset, n=int(count) if count else None)
 
 
 def ttft(job) -> Iterator[dict]:
