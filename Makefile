@@ -5,13 +5,27 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: setup test test-fast help
+# Debian packages for the native builds and tests: aarch64 cross compiler, qemu to run it, clang for the fuzzer,
+# valgrind for instruction counts, fuse3 for flash emulation. Installed only when a tool is missing.
+SYSTEM_TOOLS := aarch64-linux-gnu-g++ qemu-aarch64-static clang valgrind fusermount3 cmake
+SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user-static clang lld libclang-rt-14-dev valgrind fuse3 libfuse3-dev cmake
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: setup system-deps test test-fast help
 
 help:
 	@echo "make setup            create $(VENV): torch==2.13.0 (CPU) first, then the harness and its dependencies"
+	@echo "make system-deps      Debian packages for native builds (aarch64 cross compiler, qemu, clang, valgrind, fuse3)"
 	@echo "make test             the whole test suite (fast tests plus the real-model tests; what CI runs)"
 
 setup: $(STAMP)
+
+system-deps:
+	@missing=$$(for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || echo $$t; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages (missing: $$missing)"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(SYSTEM_PACKAGES); \
+	fi
 
 # torch first and pinned: any other torch spec pulls a multi-GB CUDA build.
 $(STAMP): pyproject.toml

@@ -1,0 +1,108 @@
+"""Run one configuration: validate it, skip it when already measured, measure, and store one row per measurement.
+
+Every Hydra job (`python -m harness ...`, each point of a --multirun sweep) and every point of an experiment's sweep
+goes through `run_job`. What is measured depends on `experiment.kind` (harness/runner/kinds.py).
+"""
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from dataclasses import dataclass, field
+
+from omegaconf import DictConfig
+
+from harness.config import ConfigError, build, config_hash, require
+from harness.models.zoo import ModelSpec
+from harness.runner import provenance
+from harness.runner.store import FAILED, NOT_RUN, OK, ResultsStore
+
+
+@dataclass
+class ExperimentConfig:
+    name: str
+    kind: str
+    repetitions: int = 1
+    eval_limit: int | None = None  # items per accuracy task (None = all)
+    ppl_max_windows: int | None = None  # perplexity windows (None = all)
+    notes: str = ""
+    extra: dict = field(default_factory=dict)  # kind-specific settings, documented in the kind's function
+
+    def __post_init__(self):
+        from harness.runner.kinds import KINDS
+
+        require(self.kind in KINDS, "experiment.kind", f"must be one of {sorted(KINDS)}, got {self.kind!r}")
+        require(self.repetitions >= 1, "experiment.repetitions", f"must be >= 1, got {self.repetitions}")
+
+
+@dataclass
+class Job:
+    """A validated configuration and what every row it writes shares."""
+
+    cfg: DictConfig
+    experiment: ExperimentConfig
+    model: ModelSpec
+    config_hash: str
+
+    def row(self, metric: str, value, unit: str, **fields) -> dict:
+        base = {
+            "model": self.model.name, "config_hash": self.config_hash, "metric": metric,
+            "value": None if value is None else float(value), "unit": unit, "status": OK, "label": "measured",
+            "repetition": 0, "git_commit": provenance.git_commit(), "host": provenance.host(),
+            "time": provenance.now(),
+        }
+        for group in ("system", "quantizer", "packing", "pipeline", "dataset", "device"):
+            node = self.cfg.get(group)
+            if node is not None and node.get("name") is not None:
+                base[group] = str(node.name)
+        if self.cfg.get("quantizer") is not None and self.cfg.quantizer.get("budget_bits") is not None:
+            base["bits"] = float(self.cfg.quantizer.budget_bits)
+        return {**base, **fields}
+
+
+def prepare_job(cfg: DictConfig) -> Job:
+    """Validate every group; raises ConfigError naming the bad key before any work starts."""
+    from harness.runner.schemas import validate_groups
+
+    experiment = build(ExperimentConfig, cfg.experiment, "experiment")
+    model = build(ModelSpec, cfg.model, "model")
+    validate_groups(cfg)
+    return Job(cfg=cfg, experiment=experiment, model=model, config_hash=config_hash(cfg))
+
+
+def run_job(cfg: DictConfig, store: ResultsStore | None = None) -> str:
+    """Measure one configuration; returns its status (ok / failed / not run / skipped)."""
+    from harness.runner.kinds import KINDS, NotRunError
+
+    job = prepare_job(cfg)
+    store = store or ResultsStore(cfg.run.results_dir)
+    name = job.experiment.name
+    if cfg.run.resume and job.config_hash in store.completed(name):
+        print(f"[edgeflow-bench] {name} {job.config_hash}: already measured, skipping (run.resume=false to redo)",
+              file=sys.stderr)
+        return "skipped"
+    rows: list[dict] = []
+    try:
+        for row in KINDS[job.experiment.kind](job):
+            rows.append(row)
+        status = OK
+    except NotRunError as e:
+        rows = [job.row("not_run", None, "", status=NOT_RUN, label="not run", error=str(e))]
+        status = NOT_RUN
+    except ConfigError:
+        raise
+    except Exception as e:  # recorded, and the sweep goes on (unless run.fail_fast)
+        tail = traceback.format_exc(limit=3)[-2000:]
+        print(f"[edgeflow-bench] {name} {job.config_hash} failed: {type(e).__name__}: {e}", file=sys.stderr)
+        # Rows measured before the failure are kept; the failed row makes the configuration count as not done.
+        rows.append(job.row("error", None, "", status=FAILED, label="failed", error=f"{type(e).__name__}: {e}\n{tail}"))
+        status = FAILED
+        if cfg.run.fail_fast:
+            store.append(name, rows)
+            raise
+    store.append(name, rows)
+    return status
+
+
+def describe(row: dict) -> str:
+    return json.dumps({k: row.get(k) for k in ("metric", "value", "unit", "label")})

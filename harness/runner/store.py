@@ -1,0 +1,73 @@
+"""The results store: one long-format row per measurement, appended atomically to a Parquet dataset.
+
+Layout: `results/runs/<experiment>/part-<time>-<pid>-<rand>.parquet`, one file per appended batch. A batch is written
+to a hidden temporary file in the same folder and renamed into place, so a process killed mid-write leaves at most a
+hidden `.tmp-*` file that readers ignore: nothing already stored is ever rewritten or lost.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+# Every row has these columns (DESIGN.md, Conventions). `label` says what kind of number `value` is:
+# measured | emulated (flash throttled) | proxy (local stand-in dataset) | paper | not run.
+COLUMNS: dict[str, pa.DataType] = {
+    "experiment": pa.string(), "system": pa.string(), "model": pa.string(), "quantizer": pa.string(),
+    "bits": pa.float64(), "packing": pa.string(), "pipeline": pa.string(), "dataset": pa.string(),
+    "prompt_tokens": pa.int64(), "device": pa.string(), "metric": pa.string(), "value": pa.float64(),
+    "unit": pa.string(), "repetition": pa.int64(), "status": pa.string(), "label": pa.string(),
+    "error": pa.string(), "notes": pa.string(), "flash_emulated_mbps": pa.float64(),
+    "config_hash": pa.string(), "git_commit": pa.string(), "host": pa.string(), "device_info": pa.string(),
+    "time": pa.string(),
+}
+SCHEMA = pa.schema(list(COLUMNS.items()))
+OK, FAILED, NOT_RUN = "ok", "failed", "not run"
+
+
+def default_root() -> Path:
+    return Path(os.environ.get("EDGEFLOW_RESULTS", Path(__file__).resolve().parents[2] / "results" / "runs"))
+
+
+class ResultsStore:
+    def __init__(self, root: str | os.PathLike | None = None):
+        self.root = Path(root) if root else default_root()
+
+    def append(self, experiment: str, rows: list[dict]) -> Path | None:
+        """Write `rows` as one new part file; unknown keys are an error, missing ones are null."""
+        if not rows:
+            return None
+        unknown = {k for r in rows for k in r} - COLUMNS.keys()
+        if unknown:
+            raise KeyError(f"result rows have unknown columns {sorted(unknown)}; known: {list(COLUMNS)}")
+        table = pa.Table.from_pylist([{**r, "experiment": experiment} for r in rows], schema=SCHEMA)
+        folder = self.root / experiment
+        folder.mkdir(parents=True, exist_ok=True)
+        # Names sort in append order (nanosecond clock first), which `completed` relies on.
+        name = f"part-{time.time_ns():020d}-{os.getpid()}-{secrets.token_hex(4)}.parquet"
+        tmp = folder / f".tmp-{name}"
+        pq.write_table(table, tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, folder / name)
+        return folder / name
+
+    def read(self, experiment: str | None = None) -> pd.DataFrame:
+        """All rows (of one experiment, or of all); an empty frame with the schema's columns when there are none."""
+        folders = [self.root / experiment] if experiment else sorted(p for p in self.root.glob("*") if p.is_dir())
+        parts = [p for f in folders if f.is_dir() for p in sorted(f.glob("part-*.parquet"))]
+        if not parts:
+            return SCHEMA.empty_table().to_pandas()
+        return pd.concat([pq.read_table(p, schema=SCHEMA).to_pandas() for p in parts], ignore_index=True)
+
+    def completed(self, experiment: str) -> set[str]:
+        """Config hashes whose latest attempt succeeded (or was definitively not runnable): a resumed sweep skips them.
+        A configuration whose latest attempt failed is not in the set, so a rerun retries it."""
+        df = self.read(experiment).dropna(subset=["config_hash"])
+        last = df.groupby("config_hash", sort=False).tail(1)  # rows are in append order
+        return set(last.loc[last["status"].isin([OK, NOT_RUN]), "config_hash"])

@@ -1,0 +1,57 @@
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from harness.runner.store import FAILED, OK, ResultsStore
+
+
+def test_append_and_read_roundtrip(tmp_path):
+    store = ResultsStore(tmp_path)
+    store.append("e", [{"metric": "ttft_s", "value": 1.5, "unit": "s", "status": OK, "config_hash": "a"}])
+    store.append("e", [{"metric": "ttft_s", "value": 2.5, "unit": "s", "status": OK, "config_hash": "b"}])
+    df = store.read("e")
+    assert list(df["value"]) == [1.5, 2.5]
+    assert set(df["experiment"]) == {"e"}
+    assert store.read("missing").empty
+
+
+def test_unknown_column_is_an_error(tmp_path):
+    with pytest.raises(KeyError, match="unknown columns"):
+        ResultsStore(tmp_path).append("e", [{"metrc": "typo"}])
+
+
+def test_completed_retries_a_configuration_whose_latest_attempt_failed(tmp_path):
+    store = ResultsStore(tmp_path)
+    store.append("e", [{"config_hash": "a", "status": OK}, {"config_hash": "b", "status": FAILED}])
+    assert store.completed("e") == {"a"}
+    store.append("e", [{"config_hash": "b", "status": OK}])
+    assert store.completed("e") == {"a", "b"}
+    store.append("e", [{"config_hash": "a", "status": OK}, {"config_hash": "a", "status": FAILED}])
+    assert store.completed("e") == {"b"}
+
+
+def test_kill_mid_write_leaves_the_store_readable(tmp_path):
+    # A writer appends big batches in a loop; SIGKILL lands at an arbitrary point of some write.
+    writer = textwrap.dedent(f"""
+        from harness.runner.store import ResultsStore
+        store = ResultsStore({str(tmp_path)!r})
+        rows = [{{"metric": "m", "value": float(i), "notes": "x" * 200, "config_hash": "h"}} for i in range(20000)]
+        while True:
+            store.append("e", rows)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", writer], env={**os.environ, "PYTHONPATH": os.getcwd()})
+    deadline = time.monotonic() + 60
+    while len(list((tmp_path / "e").glob("part-*.parquet"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.13)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    df = ResultsStore(tmp_path).read("e")
+    parts = list((tmp_path / "e").glob("part-*.parquet"))
+    assert len(parts) >= 2
+    assert len(df) == 20000 * len(parts)  # every visible part is complete
