@@ -1,1 +1,168 @@
-int main(){return 0;}
+// INT8 throughput of this machine and of our GEMM, for `make bench-runtime`.
+//
+//   edgeflow-bench-int8 [threads] [seconds]
+//
+// peak: every thread issues independent chains of the SIMD INT8 multiply instruction alone (x86: pmaddubsw, 32
+// multiply-adds per instruction; aarch64: sdot, 16 per instruction); reported in GOPS counting a multiply-add as
+// 2 operations. This is the ceiling any INT8 engine on these units can reach.
+// step: the same with the minimal exact signed x signed step on AVX2 (psignb + pmaddubsw + pmaddwd + paddd), the
+// inner loop of our kernel. gemm: our best kernel on the default model's prefill matmuls (T = 128 tokens), split
+// over the threads as the accelerator emulator does. Output: one JSON object.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+
+#include "gemm.h"
+#include "thread_pool.h"
+
+using namespace edgeflow;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr int kChains = 8;  // independent accumulators: enough to cover the multiply latency
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) double peak_ops(long iters, bool full_step) {
+    __m256i acc[kChains];
+    __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2);
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_epi32(i);
+    for (long it = 0; it < iters; ++it) {
+        for (int i = 0; i < kChains; ++i) {
+            if (full_step) {
+                const __m256i p = _mm256_maddubs_epi16(a, _mm256_sign_epi8(b, acc[i]));
+                acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(p, ones));
+            } else {  // each chain feeds its own result back in, so no two chains compute the same thing
+                acc[i] = _mm256_maddubs_epi16(acc[i], b);
+            }
+        }
+        __asm__ volatile("" : "+x"(a), "+x"(b));  // keep the loop from being folded
+    }
+    int sink = 0;
+    for (int i = 0; i < kChains; ++i) sink += _mm256_extract_epi32(acc[i], 0);
+    static std::atomic<int> g;
+    g += sink;
+    return double(iters) * kChains * 32 * 2;
+}
+bool have_peak() { return __builtin_cpu_supports("avx2"); }
+const char* peak_name() { return "avx2 pmaddubsw"; }
+#elif defined(__aarch64__)
+__attribute__((target("arch=armv8.2-a+dotprod"))) double peak_ops(long iters, bool) {
+    int32x4_t acc[kChains];
+    int8x16_t a = vdupq_n_s8(3), b = vdupq_n_s8(-2);
+    for (int i = 0; i < kChains; ++i) acc[i] = vdupq_n_s32(i);
+    for (long it = 0; it < iters; ++it) {
+        for (int i = 0; i < kChains; ++i) acc[i] = vdotq_s32(acc[i], vreinterpretq_s8_s32(acc[i]), b);
+        __asm__ volatile("" : "+w"(a), "+w"(b));
+    }
+    int sink = 0;
+    for (int i = 0; i < kChains; ++i) sink += vgetq_lane_s32(acc[i], 0);
+    static std::atomic<int> g;
+    g += sink;
+    return double(iters) * kChains * 16 * 2;
+}
+bool have_peak() {
+    for (const auto& k : available_gemm_kernels())
+        if (std::string(k.name) == "neon-sdot") return true;
+    return false;
+}
+const char* peak_name() { return "neon sdot"; }
+#endif
+
+// GOPS of peak_ops on `threads` threads running together for about `seconds`.
+double measure_peak(int threads, double seconds, bool full_step) {
+    long iters = 1 << 16;
+    for (;;) {  // calibrate on one thread
+        const auto t0 = Clock::now();
+        peak_ops(iters, full_step);
+        const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+        if (dt > 0.02) {
+            iters = long(iters * seconds / dt) + 1;
+            break;
+        }
+        iters *= 4;
+    }
+    std::vector<std::thread> ts;
+    std::vector<double> ops(threads);
+    const auto t0 = Clock::now();
+    for (int i = 0; i < threads; ++i) ts.emplace_back([&, i] { ops[i] = peak_ops(iters, full_step); });
+    for (auto& t : ts) t.join();
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    double total = 0;
+    for (double o : ops) total += o;
+    return total / dt / 1e9;
+}
+
+// GOPS of the best kernel over the default model's prefill matmuls (one layer), median of several runs.
+double measure_gemm(int threads, double seconds) {
+    const int T = 128, H = 576, I = 1536, KV = 192;
+    const int shapes[][2] = {{H, H}, {KV, H}, {KV, H}, {H, H}, {I, H}, {I, H}, {H, I}};  // [C, K]
+    std::vector<int8_t> a(size_t(T) * I, 7);
+    std::vector<std::vector<int8_t>> w;
+    for (const auto& s : shapes) w.emplace_back(size_t(s[0]) * s[1], int8_t(-3));
+    std::vector<int32_t> y(size_t(T) * I);
+    ThreadPool pool(threads);
+    const GemmFn fn = best_gemm_kernel().fn;
+    double ops_per_layer = 0;
+    for (const auto& s : shapes) ops_per_layer += 2.0 * T * s[0] * s[1];
+    auto layer = [&] {
+        for (size_t i = 0; i < w.size(); ++i) {
+            const int C = shapes[i][0], K = shapes[i][1];
+            const int n = 4 * threads, per = ((C + n - 1) / n + 15) / 16 * 16;
+            pool.parallel_for((C + per - 1) / per, [&](int j) {
+                const int c0 = j * per, c1 = std::min(C, c0 + per);
+                fn(T, c1 - c0, K, a.data(), K, w[i].data() + size_t(c0) * K, K, y.data() + c0, C);
+            });
+        }
+    };
+    layer();
+    std::vector<double> rates;
+    const auto start = Clock::now();
+    while (rates.size() < 5 || std::chrono::duration<double>(Clock::now() - start).count() < seconds) {
+        const auto t0 = Clock::now();
+        layer();
+        rates.push_back(ops_per_layer / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9);
+        if (rates.size() > 1000) break;
+    }
+    std::sort(rates.begin(), rates.end());
+    return rates[rates.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
+    const double seconds = argc > 2 ? std::atof(argv[2]) : 0.5;
+    if (threads < 1 || seconds <= 0) {
+        std::fprintf(stderr, "usage: edgeflow-bench-int8 [threads >= 1] [seconds > 0]\n");
+        return 2;
+    }
+    if (!have_peak()) {
+        std::fprintf(stderr, "edgeflow-bench-int8: this CPU has no AVX2 / sdot; no INT8 peak to measure\n");
+        return 3;
+    }
+    const double peak = measure_peak(threads, seconds, false);
+#if defined(__x86_64__)
+    const double step = measure_peak(threads, seconds, true);
+#else
+    const double step = peak;
+#endif
+    const double gemm = measure_gemm(threads, seconds);
+    std::printf("{\"threads\": %d, \"peak_instruction\": \"%s\", \"int8_peak_gops\": %.2f, "
+                "\"int8_exact_step_gops\": %.2f, \"gemm_kernel\": \"%s\", \"gemm_gops\": %.2f, "
+                "\"gemm_efficiency\": %.3f}\n",
+                threads, peak_name(), peak, step, best_gemm_kernel().name, gemm, gemm / peak);
+    return 0;
+}
