@@ -1,0 +1,316 @@
+"""The packed model file: header, metadata tables and 4096-aligned per-layer regions (byte layout: docs/format.md).
+
+The writer turns a quantized-model artifact (docs/quantized-artifact.md) into one file; the reader validates every
+field before trusting it, so a corrupt or truncated file raises PackError naming the problem.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import tempfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from harness.artifact import Artifact
+from harness.pack import LAYOUT_BY_DTYPE, get_layout
+from harness.pack.base import PackError
+
+MAGIC = b"EFPK\r\n\x1a\n"
+VERSION = 1
+HEADER = struct.Struct("<8sIIQQQIIIIII")  # 64 bytes, see docs/format.md "Header"
+CONFIG = struct.Struct("<8I2f6I")  # 64 bytes: model config + sizes of the string table and the JSON
+REGION = struct.Struct("<IIQQII")  # 32 bytes
+TENSOR = struct.Struct("<IIBBHI4IQQIIQ")  # 64 bytes
+ALIGNMENT = 4096  # regions start and end here, so a layer can be read with O_DIRECT
+TENSOR_ALIGN = 64  # payloads start here inside a region
+assert HEADER.size == CONFIG.size == TENSOR.size == 64 and REGION.size == 32
+
+F32, F16, I8, U8 = 1, 2, 3, 4
+RAW_DTYPES = {F32: np.float32, F16: np.float16, I8: np.int8, U8: np.uint8}
+DTYPE_OF_NUMPY = {np.dtype(v): k for k, v in RAW_DTYPES.items()}
+REGION_EMBEDDING, REGION_LAYER, REGION_FINAL = 0, 1, 2
+
+CONFIG_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+               "head_dim", "vocab_size", "max_position_embeddings")
+# order of a layer's tensors on disk: the order the forward pass needs them
+MODULE_ORDER = ("input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+_LAYER_NAME = re.compile(r"model\.layers\.(\d+)\.(.+)")
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    dtype: int
+    shape: tuple[int, ...]
+    region: int
+    offset: int  # absolute file offset of the payload
+    size: int  # payload bytes
+    crc32: int
+
+
+@dataclass(frozen=True)
+class RegionInfo:
+    kind: int  # REGION_EMBEDDING, REGION_LAYER or REGION_FINAL
+    layer: int
+    offset: int
+    size: int
+    first_tensor: int
+    n_tensors: int
+
+
+# --- writing --------------------------------------------------------------------------------------------------------
+
+def pack_artifact(artifact: Artifact, path: str | os.PathLike, layout: str = "weightlet") -> Path:
+    """Write `artifact` as one packed file with its quantized linears in `layout`; atomic (temp file + rename)."""
+    lay = get_layout(layout)
+    entries: list[tuple[str, int, tuple[int, ...], bytes]] = []
+    for name, q in artifact.linears.items():
+        codes, bits = q.codes.numpy(), q.bits.numpy()
+        entries.append((f"{name}.weight", lay.dtype, tuple(codes.shape), lay.encode(codes, bits)))
+        entries.append(_raw(f"{name}.w_scale", q.w_scale.numpy()))
+        entries.append(_raw(f"{name}.in_scale", q.in_scale.numpy()))
+        if q.act_scale is not None:
+            entries.append(_raw(f"{name}.act_scale", q.act_scale.numpy()))
+    for name, t in artifact.others.items():
+        entries.append(_raw(name, t.numpy()))
+    provenance = {"format": "edgeflow-packed", "version": VERSION, "layout": lay.name,
+                  "model": artifact.manifest.get("model"), "quantizer": artifact.manifest.get("quantizer")}
+    return write_packed(path, artifact.config, entries, provenance, lay.dtype)
+
+
+def write_packed(path, config: dict, entries, provenance: dict, packing: int) -> Path:
+    """entries: (name, dtype, shape, payload). Groups them into regions, lays them out, writes header and tables."""
+    regions = _group_by_region(entries)
+    strings, name_offsets = bytearray(), {}
+    for _, _, items in regions:
+        for name, *_ in items:
+            name_offsets[name] = len(strings)
+            strings += name.encode()
+    js = json.dumps(provenance, sort_keys=True).encode()
+    n_tensors = sum(len(items) for *_, items in regions)
+    meta_size = CONFIG.size + REGION.size * len(regions) + TENSOR.size * n_tensors + len(strings) + len(js)
+
+    # lay out: regions from the first 4096 boundary after the metadata, payloads 64-aligned inside a region
+    region_rows, tensor_rows, chunks = [], [], []
+    cursor = _align(HEADER.size + meta_size, ALIGNMENT)
+    for kind, layer, items in regions:
+        start, pos = cursor, cursor
+        first = len(tensor_rows)
+        for name, dtype, shape, payload in items:
+            pos = _align(pos, TENSOR_ALIGN)
+            dims = list(shape) + [0] * (4 - len(shape))
+            tensor_rows.append(TENSOR.pack(name_offsets[name], len(name.encode()), dtype, len(shape), 0,
+                                           len(region_rows), *dims, pos, len(payload), zlib.crc32(payload), 0, 0))
+            chunks.append((pos, payload))
+            pos += len(payload)
+        cursor = _align(pos, ALIGNMENT)
+        region_rows.append(REGION.pack(kind, layer, start, cursor - start, first, len(items)))
+    file_size = cursor
+
+    flags = 1 if config.get("tie_word_embeddings", False) else 0
+    cfg = CONFIG.pack(*(int(config.get(k) or 0) for k in CONFIG_KEYS), float(config.get("rms_norm_eps", 1e-5)),
+                      float(config.get("rope_theta", 10000.0)), flags, len(strings), len(js), 0, 0, 0)
+    meta = cfg + b"".join(region_rows) + b"".join(tensor_rows) + bytes(strings) + js
+    assert len(meta) == meta_size
+    head = HEADER.pack(MAGIC, VERSION, HEADER.size, file_size, HEADER.size, meta_size, zlib.crc32(meta), ALIGNMENT,
+                       len(regions), n_tensors, packing, 0)
+    head = head[:60] + struct.pack("<I", zlib.crc32(head[:60]))
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(head + meta)
+            for pos, payload in chunks:
+                f.seek(pos)
+                f.write(payload)
+            f.truncate(file_size)  # zero padding up to the last region's end
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _raw(name: str, array: np.ndarray) -> tuple[str, int, tuple[int, ...], bytes]:
+    array = np.require(array, requirements="C")  # (ascontiguousarray would turn a scalar into shape [1])
+    if array.dtype not in DTYPE_OF_NUMPY:
+        raise PackError(f"{name}: dtype {array.dtype} cannot be stored (float32, float16, int8 or uint8)")
+    if array.ndim > 4:
+        raise PackError(f"{name}: {array.ndim} dimensions, at most 4 can be stored")
+    return name, DTYPE_OF_NUMPY[array.dtype], tuple(array.shape), array.tobytes()
+
+
+def _group_by_region(entries):
+    """[(kind, layer, entries in on-disk order)]: the embedding, each layer in turn, then everything else."""
+    embedding, layers, final = [], {}, []
+    for e in entries:
+        m = _LAYER_NAME.fullmatch(e[0])
+        if m:
+            layers.setdefault(int(m.group(1)), []).append(e)
+        elif e[0].startswith("model.embed_tokens."):
+            embedding.append(e)
+        else:
+            final.append(e)
+
+    def order(e):
+        rest = _LAYER_NAME.fullmatch(e[0]).group(2)
+        module = next((i for i, m in enumerate(MODULE_ORDER) if rest.startswith(m + ".")), len(MODULE_ORDER))
+        return module, e[0]
+
+    out = [(REGION_EMBEDDING, 0, sorted(embedding))] if embedding else []
+    out += [(REGION_LAYER, i, sorted(layers[i], key=order)) for i in sorted(layers)]
+    out += [(REGION_FINAL, 0, sorted(final))] if final else []
+    return out
+
+
+def _align(n: int, a: int) -> int:
+    return -(-n // a) * a
+
+
+# --- reading --------------------------------------------------------------------------------------------------------
+
+class PackedFile:
+    """A validated packed model file. Tensor payloads are read on demand with their CRC-32 checked."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        with open(self.path, "rb") as f:
+            actual_size = os.fstat(f.fileno()).st_size
+            head = f.read(HEADER.size)
+            self._check(len(head) == HEADER.size, f"truncated: {actual_size} bytes, smaller than the 64-byte header")
+            (magic, version, header_size, file_size, meta_offset, meta_size, meta_crc, alignment, n_regions,
+             n_tensors, self.packing, header_crc) = HEADER.unpack(head)
+            self._check(magic == MAGIC, f"bad magic {magic!r}: not an EdgeFlow packed model file")
+            self._check(version == VERSION, f"format version {version}, this reader supports version {VERSION}")
+            self._check(zlib.crc32(head[:60]) == header_crc, "header checksum mismatch")
+            self._check(header_size == HEADER.size, f"header_size {header_size}, expected {HEADER.size}")
+            self._check(file_size == actual_size, f"header says {file_size} bytes but the file has {actual_size} "
+                        "(truncated or appended to)")
+            self._check(alignment >= TENSOR_ALIGN and alignment & (alignment - 1) == 0,
+                        f"alignment {alignment} is not a power of two >= {TENSOR_ALIGN}")
+            expect_meta = CONFIG.size + REGION.size * n_regions + TENSOR.size * n_tensors
+            self._check(meta_offset == HEADER.size and expect_meta <= meta_size <= file_size - meta_offset,
+                        f"metadata range [{meta_offset}, +{meta_size}) is inconsistent with the file")
+            f.seek(meta_offset)
+            meta = f.read(meta_size)
+        self._check(zlib.crc32(meta) == meta_crc, "metadata checksum mismatch")
+        self.alignment, self.file_size = alignment, file_size
+        self._parse_meta(meta, n_regions, n_tensors)
+
+    def _parse_meta(self, meta: bytes, n_regions: int, n_tensors: int) -> None:
+        cfg = CONFIG.unpack_from(meta, 0)
+        strings_size, json_size = cfg[11], cfg[12]
+        pos = CONFIG.size + REGION.size * n_regions + TENSOR.size * n_tensors
+        self._check(pos + strings_size + json_size == len(meta), "metadata size disagrees with its tables")
+        strings = meta[pos : pos + strings_size]
+        try:
+            self.provenance = json.loads(meta[pos + strings_size :])
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise PackError(f"{self.path}: provenance JSON is invalid ({e})") from None
+        self.config = dict(zip(CONFIG_KEYS, cfg[:8]), rms_norm_eps=cfg[8], rope_theta=cfg[9],
+                           tie_word_embeddings=bool(cfg[10] & 1))
+
+        self.regions: list[RegionInfo] = []
+        end_prev = HEADER.size + len(meta)
+        for i in range(n_regions):
+            r = RegionInfo(*REGION.unpack_from(meta, CONFIG.size + REGION.size * i))
+            self._check(r.offset % self.alignment == 0 and r.size % self.alignment == 0,
+                        f"region {i} at {r.offset}+{r.size} is not {self.alignment}-aligned")
+            self._check(r.offset >= end_prev and r.offset + r.size <= self.file_size,
+                        f"region {i} [{r.offset}, {r.offset + r.size}) overlaps the metadata, another region or "
+                        f"points past the end of the file ({self.file_size} bytes)")
+            self._check(r.first_tensor + r.n_tensors <= n_tensors, f"region {i} lists tensors past the index")
+            end_prev = r.offset + r.size
+            self.regions.append(r)
+
+        self.tensors: list[TensorInfo] = []
+        self._by_name: dict[str, int] = {}
+        base = CONFIG.size + REGION.size * n_regions
+        for i in range(n_tensors):
+            (name_off, name_len, dtype, ndim, _, region, *dims, offset, size, crc, _, _) = TENSOR.unpack_from(
+                meta, base + TENSOR.size * i)
+            self._check(name_len > 0 and name_off + name_len <= strings_size, f"tensor {i}: name outside the strings")
+            try:
+                name = strings[name_off : name_off + name_len].decode()
+            except UnicodeDecodeError:
+                raise PackError(f"{self.path}: tensor {i}: name is not UTF-8") from None
+            self._check(ndim <= 4 and region < n_regions, f"{name}: ndim {ndim} or region {region} out of range")
+            reg = self.regions[region]
+            self._check(reg.first_tensor <= i < reg.first_tensor + reg.n_tensors, f"{name}: not listed by its region")
+            self._check(offset % TENSOR_ALIGN == 0 and reg.offset <= offset and offset + size <= reg.offset + reg.size,
+                        f"{name}: payload [{offset}, {offset + size}) lies outside its region "
+                        f"[{reg.offset}, {reg.offset + reg.size}) or is not {TENSOR_ALIGN}-aligned")
+            info = TensorInfo(name, dtype, tuple(dims[:ndim]), region, offset, size, crc)
+            self._check_size(info)
+            self._check(name not in self._by_name, f"tensor name {name!r} appears twice")
+            self._by_name[name] = i
+            self.tensors.append(info)
+
+    def _check_size(self, t: TensorInfo) -> None:
+        count = int(np.prod(t.shape, dtype=np.int64)) if t.shape else 1
+        if t.dtype in RAW_DTYPES:
+            expect = count * np.dtype(RAW_DTYPES[t.dtype]).itemsize
+            self._check(t.size == expect, f"{t.name}: {t.size} bytes, its dtype and shape {t.shape} need {expect}")
+        elif t.dtype in LAYOUT_BY_DTYPE:
+            self._check(len(t.shape) == 2 and all(1 <= n < 2**31 for n in t.shape),
+                        f"{t.name}: a quantized weight must be 2-D with 1 <= C, D < 2^31, got shape {t.shape}")
+            if not LAYOUT_BY_DTYPE[t.dtype].has_bits_section:
+                self._check(t.size == count, f"{t.name}: {t.size} bytes, raw INT8 codes {t.shape} need {count}")
+        else:
+            raise PackError(f"{self.path}: {t.name}: unknown dtype {t.dtype}")
+
+    def _check(self, ok: bool, message: str) -> None:
+        if not ok:
+            raise PackError(f"{self.path}: {message}")
+
+    # --- access --------------------------------------------------------------------------------------------------
+
+    def info(self, name: str) -> TensorInfo:
+        if name not in self._by_name:
+            raise KeyError(f"{self.path}: no tensor {name!r}")
+        return self.tensors[self._by_name[name]]
+
+    def payload(self, name: str) -> bytes:
+        t = self.info(name)
+        with open(self.path, "rb") as f:
+            data = os.pread(f.fileno(), t.size, t.offset)
+        self._check(len(data) == t.size, f"{name}: short read")
+        self._check(zlib.crc32(data) == t.crc32, f"{name}: checksum mismatch (payload corrupt)")
+        return data
+
+    def array(self, name: str) -> np.ndarray:
+        """A raw tensor (float32, float16, int8, uint8) as numpy, shape as stored."""
+        t = self.info(name)
+        if t.dtype not in RAW_DTYPES:
+            raise PackError(f"{name} is a packed quantized weight: use quant_codes()")
+        return np.frombuffer(self.payload(name), RAW_DTYPES[t.dtype]).reshape(t.shape)
+
+    def quant_codes(self, module: str) -> tuple[np.ndarray, np.ndarray]:
+        """(codes int8 [C, D], bits uint8 [C]) of the quantized linear `module`, unpacked by the reference decoder."""
+        t = self.info(f"{module}.weight")
+        if t.dtype not in LAYOUT_BY_DTYPE:
+            raise PackError(f"{t.name} is not a packed quantized weight")
+        try:
+            return LAYOUT_BY_DTYPE[t.dtype].decode(self.payload(t.name), *t.shape)
+        except PackError as e:
+            raise PackError(f"{self.path}: {t.name}: {e}") from None
+
+    def linear_stats(self) -> dict:
+        """Bytes the quantized linears occupy (packed weights with their bit-width section, plus float32 w_scale)."""
+        weights = payload = scales = 0
+        for t in self.tensors:
+            if t.dtype in LAYOUT_BY_DTYPE:
+                weights += t.shape[0] * t.shape[1]
+                payload += t.size
+                scales += self.info(t.name[: -len(".weight")] + ".w_scale").size
+        bpw = 8 * (payload + scales) / weights if weights else 0.0
+        return {"weights": weights, "payload_bytes": payload, "scale_bytes": scales,
+                "bits_per_weight": bpw, "file_bytes": self.file_size}

@@ -1,0 +1,127 @@
+"""Packing an artifact and reading it back; corrupt or truncated files are rejected with a clear error."""
+import struct
+import zlib
+
+import numpy as np
+import pytest
+
+from harness.pack import LAYOUTS, PackedFile, PackError, pack_artifact
+from harness.pack.container import ALIGNMENT, HEADER, REGION, TENSOR, CONFIG
+
+
+@pytest.fixture(scope="module")
+def packed(tiny_artifact, tmp_path_factory):
+    d = tmp_path_factory.mktemp("packed")
+    return {name: pack_artifact(tiny_artifact, d / f"{name}.efpk", layout=name) for name in LAYOUTS}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_every_tensor_reads_back(packed, tiny_artifact, layout):
+    f = PackedFile(packed[layout])
+    assert f.config["hidden_size"] == 72 and f.config["num_hidden_layers"] == 2 and f.config["tie_word_embeddings"]
+    assert f.provenance["layout"] == layout
+    for name, q in tiny_artifact.linears.items():
+        codes, bits = f.quant_codes(name)
+        np.testing.assert_array_equal(codes, q.codes.numpy())
+        if layout != "int8":
+            np.testing.assert_array_equal(bits, q.bits.numpy())
+        np.testing.assert_array_equal(f.array(f"{name}.w_scale"), q.w_scale.numpy())
+        np.testing.assert_array_equal(f.array(f"{name}.in_scale"), q.in_scale.numpy())
+        assert f.array(f"{name}.act_scale").shape == ()
+    for name, t in tiny_artifact.others.items():
+        np.testing.assert_array_equal(f.array(name), t.numpy())
+
+
+def test_layers_are_aligned_contiguous_regions(packed):
+    f = PackedFile(packed["weightlet"])
+    kinds = [(r.kind, r.layer) for r in f.regions]
+    assert kinds == [(0, 0), (1, 0), (1, 1), (2, 0)]
+    for r in f.regions:
+        assert r.offset % ALIGNMENT == 0 and r.size % ALIGNMENT == 0
+        names = [t.name for t in f.tensors[r.first_tensor : r.first_tensor + r.n_tensors]]
+        if r.kind == 1:
+            assert all(n.startswith(f"model.layers.{r.layer}.") for n in names)
+            assert names[0].endswith("input_layernorm.weight") and names[-1].startswith(f"model.layers.{r.layer}.mlp.down_proj")
+
+
+# --- corruption: each case edits a valid file and names the error it must raise --------------------------------------
+
+def _rewrite_header(data: bytearray, **fields) -> None:
+    names = ["magic", "version", "header_size", "file_size", "meta_offset", "meta_size", "meta_crc", "alignment",
+             "n_regions", "n_tensors", "packing", "header_crc"]
+    values = dict(zip(names, HEADER.unpack_from(data)))
+    values.update(fields)
+    HEADER.pack_into(data, 0, *(values[n] for n in names))
+    if "header_crc" not in fields:
+        struct.pack_into("<I", data, 60, zlib.crc32(bytes(data[:60])))
+
+
+def _rewrite_meta(data: bytearray, edit) -> None:
+    meta_size = HEADER.unpack_from(data)[5]
+    meta = bytearray(data[64 : 64 + meta_size])
+    edit(meta)
+    data[64 : 64 + meta_size] = meta
+    _rewrite_header(data, meta_crc=zlib.crc32(bytes(meta)))
+
+
+
+def corruptions(data: bytes):
+    n_regions, n_tensors = HEADER.unpack_from(data)[8:10]
+    tensors_at = 64 + CONFIG.size + REGION.size * n_regions
+    quant = next(i for i in range(n_tensors) if TENSOR.unpack_from(data, tensors_at + 64 * i)[2] >= 16)
+    rec = tensors_at + 64 * quant  # absolute offset of a quantized weight's record
+    offset = struct.unpack_from("<Q", data, rec + 32)[0]
+
+    def meta_field(pos, fmt, value):
+        def edit(meta):
+            struct.pack_into(fmt, meta, pos - 64, value)
+        return edit
+
+    def case(label, fn, match):
+        d = bytearray(data)
+        fn(d)
+        return label, bytes(d), match
+
+    yield case("bad magic", lambda d: d.__setitem__(slice(0, 4), b"GGUF"), "bad magic")
+    yield case("wrong version", lambda d: _rewrite_header(d, version=2), "version 2")
+    yield case("header checksum", lambda d: d.__setitem__(20, d[20] ^ 1), "header checksum")
+    yield case("metadata checksum", lambda d: d.__setitem__(64 + 70, d[64 + 70] ^ 1), "metadata checksum")
+    yield "truncated", data[: len(data) - ALIGNMENT], "truncated"
+    yield "tiny", data[:40], "truncated"
+    yield case("index past the end", lambda d: _rewrite_meta(d, meta_field(rec + 32, "<Q", len(data) + 64)),
+               "outside its region")
+    yield case("size past the region", lambda d: _rewrite_meta(d, meta_field(rec + 40, "<Q", 1 << 40)),
+               "outside its region")
+    yield case("region past the end", lambda d: _rewrite_meta(
+        d, meta_field(64 + CONFIG.size + REGION.size * (n_regions - 1) + 16, "<Q", 1 << 20)), "past the end")
+    yield case("payload checksum", lambda d: d.__setitem__(offset + 100, d[offset + 100] ^ 0x10), "checksum mismatch")
+    yield case("unknown dtype", lambda d: _rewrite_meta(d, meta_field(rec + 8, "<B", 99)), "unknown dtype")
+
+
+def test_corrupt_files_are_rejected(packed, tmp_path):
+    data = packed["weightlet"].read_bytes()
+    for label, bad, match in corruptions(data):
+        path = tmp_path / "bad.efpk"
+        path.write_bytes(bad)
+        with pytest.raises(PackError, match=match):
+            f = PackedFile(path)
+            for t in f.tensors:  # errors found only when a payload is used
+                f.quant_codes(t.name[:-7]) if t.dtype >= 16 else f.array(t.name)
+        assert label
+
+
+def test_bit_code_padding_in_a_payload_is_rejected(packed, tmp_path):
+    data = bytearray(packed["weightlet"].read_bytes())
+    f = PackedFile(packed["weightlet"])
+    t = next(t for t in f.tensors if t.dtype == 16)
+    c = t.shape[0]
+    pos = t.offset + (3 * c) // 8 + 1  # a byte that holds only padding bits
+    data[pos] |= 0x80
+    crc = zlib.crc32(bytes(data[t.offset : t.offset + t.size]))
+    index = f.tensors.index(t)
+    rec = 64 + CONFIG.size + REGION.size * len(f.regions) + TENSOR.size * index
+    _rewrite_meta(data, lambda meta: struct.pack_into("<I", meta, rec - 64 + 48, crc))
+    path = tmp_path / "pad.efpk"
+    path.write_bytes(bytes(data))
+    with pytest.raises(PackError, match="padding bits"):
+        PackedFile(path).quant_codes(t.name[:-7])
