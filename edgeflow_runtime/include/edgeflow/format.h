@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace edgeflow {
@@ -95,6 +96,7 @@ class PackedFile {
   void verify_payload(const TensorInfo& t, const void* payload) const;
 
   const ByteSource& source() const { return *src_; }
+  const std::string& path() const { return label_; }  // "<memory>" for from_memory
 
  private:
   void parse();
@@ -108,6 +110,7 @@ class PackedFile {
   uint64_t file_size_ = 0;
   std::vector<TensorInfo> tensors_;
   std::vector<RegionInfo> regions_;
+  std::unordered_map<std::string, uint32_t> by_name_;
 };
 
 uint32_t crc32(const void* data, size_t n, uint32_t crc = 0);  // zlib's CRC-32; chainable like zlib.crc32
