@@ -44,7 +44,7 @@ public:
     // One greedy decode step after prefill: feeds `token` at the next position, returns the argmax of its logits.
     int32_t decode_step(int32_t token);
 
-    uint64_t bytes_read() const { return source_ ? source_->bytes_read() : 0; }
+    uint64_t bytes_read() const { return source_ ? source_->bytes_read() : bytes_read_after_load_; }
     double prefill_start_s() const { return prefill_t0_; }
     double prefill_end_s() const { return prefill_t1_; }
 

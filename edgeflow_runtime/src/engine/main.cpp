@@ -6,7 +6,8 @@
 // chunks, prints the first token (and greedily decodes --new-tokens more), and optionally writes a JSON report and
 // a Chrome trace. Exit codes (also in --help): see kUsage.
 #include <fcntl.h>
-#include <sys/resource.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -152,16 +153,43 @@ void evict_from_page_cache(const std::string& path) {
     if (rc != 0) throw ExitError(kIoError, "posix_fadvise(DONTNEED) on " + path + " failed: " + std::strerror(rc));
 }
 
+// Bytes of the file in the page cache now (mincore over a read-only mapping), to show that eviction worked.
+long resident_bytes(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) return -1;
+    struct stat st {};
+    long resident = -1;
+    if (fstat(fd, &st) == 0 && st.st_size > 0) {
+        void* p = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+        if (p != MAP_FAILED) {
+            const long page = sysconf(_SC_PAGESIZE);
+            std::vector<unsigned char> vec((size_t(st.st_size) + page - 1) / page);
+            if (mincore(p, size_t(st.st_size), vec.data()) == 0) {
+                resident = 0;
+                for (unsigned char v : vec) resident += (v & 1) ? page : 0;
+            }
+            munmap(p, size_t(st.st_size));
+        }
+    }
+    ::close(fd);
+    return resident;
+}
+
+// Peak resident set of this process: VmHWM from /proc/self/status. (getrusage's ru_maxrss survives execve, so
+// after a fork from a large parent, e.g. Python, it reports the parent's size.) -1 where /proc is unavailable.
 long peak_rss_bytes() {
-    struct rusage ru {};
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_maxrss * 1024L;
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.compare(0, 6, "VmHWM:") == 0) return std::atol(line.c_str() + 6) * 1024L;
+    return -1;
 }
 
 int run(const Args& a) {
     const std::vector<int32_t> prompt = read_prompt(a);
     check_readable(a.model);
     if (a.evict) evict_from_page_cache(a.model);
+    const long resident_at_start = a.json ? resident_bytes(a.model) : -1;
 
     const double t_start = now_s();  // the TTFT clock starts here: after argument parsing and eviction
     Engine engine(open_packed_model(a.model, a.load), a.engine);
@@ -215,6 +243,7 @@ int run(const Args& a) {
     if (!warm.empty()) std::printf("  \"warm_prefill_tokens_per_s\": %.3f,\n", warm[warm.size() / 2]);
     std::printf("  \"decode_s\": %.6f,\n", t_decoded - t_first);
     std::printf("  \"bytes_read\": %llu,\n", static_cast<unsigned long long>(engine.bytes_read()));
+    std::printf("  \"model_resident_bytes_at_start\": %ld,\n", resident_at_start);
     std::printf("  \"peak_rss_bytes\": %ld,\n", peak_rss_bytes());
     std::printf("  \"tokens\": [");
     for (size_t i = 0; i < generated.size(); ++i) std::printf("%s%d", i ? ", " : "", generated[i]);
@@ -232,6 +261,9 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "edgeflow-run: %s\n", e.what());
         if (e.code == kUsageError) std::fprintf(stderr, "(edgeflow-run --help for usage)\n");
         return e.code;
+    } catch (const IoError& e) {
+        std::fprintf(stderr, "edgeflow-run: %s\n", e.what());
+        return kIoError;
     } catch (const FormatError& e) {
         std::fprintf(stderr, "edgeflow-run: invalid model file: %s\n", e.what());
         return kBadModel;

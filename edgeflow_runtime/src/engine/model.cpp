@@ -54,13 +54,19 @@ void Model::check_layer(int i) const {
     L.down.check(p + "down_proj", H, I);
 }
 
-void Model::check_globals() const {
-    auto table_ok = [&](const RowTable& t) {
-        return t.rows == cfg.vocab && t.cols == cfg.hidden && t.codes.size() == size_t(t.rows) * t.cols &&
-               t.w_scale.size() == size_t(t.rows);
-    };
-    expect(table_ok(embed), "embed_tokens must be an INT8 table of [vocab, hidden] with a scale per row");
-    expect(cfg.tied_embeddings || table_ok(lm_head), "lm_head must be an INT8 table of [vocab, hidden]");
+namespace {
+bool table_ok(const RowTable& t, const LlamaConfig& cfg) {
+    return t.rows == cfg.vocab && t.cols == cfg.hidden && t.codes.size() == size_t(t.rows) * t.cols &&
+           t.w_scale.size() == size_t(t.rows);
+}
+}  // namespace
+
+void Model::check_embedding() const {
+    expect(table_ok(embed, cfg), "embed_tokens must be an INT8 table of [vocab, hidden] with a scale per row");
+}
+
+void Model::check_final() const {
+    expect(cfg.tied_embeddings || table_ok(lm_head, cfg), "lm_head must be an INT8 table of [vocab, hidden]");
     expect(final_norm.size() == size_t(cfg.hidden), "model.norm.weight must have [hidden]");
 }
 

@@ -14,6 +14,11 @@ struct EngineError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// A file cannot be opened or read (missing, permissions, O_DIRECT unsupported, I/O error).
+struct IoError : EngineError {
+    using EngineError::EngineError;
+};
+
 struct LlamaConfig {
     int hidden = 0;        // H
     int intermediate = 0;  // I
@@ -65,8 +70,11 @@ struct Model {
     std::vector<LayerWeights> layers;
 
     const RowTable& head() const { return cfg.tied_embeddings ? embed : lm_head; }
-    void check_layer(int i) const;  // throws EngineError if layer i's shapes disagree with cfg
-    void check_globals() const;
+    // Each throws EngineError naming the tensor whose shape disagrees with cfg.
+    void check_layer(int i) const;
+    void check_embedding() const;
+    void check_final() const;  // final norm and (untied) LM head
+    void check_globals() const { check_embedding(), check_final(); }
 };
 
 }  // namespace edgeflow

@@ -137,24 +137,26 @@ void set_named_tensor(Model& model, ScaleStaging& staging, const TensorView& t) 
     throw EngineError("unknown tensor " + t.name);
 }
 
+void ScaleStaging::finish_layer(Model& model, int l) {
+    for (const char* p : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                          "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}) {
+        const std::string module = "model.layers." + std::to_string(l) + "." + p;
+        QLinear* q = find_linear(model, module);
+        auto it = linears.find(module);
+        if (it == linears.end() || q->codes.empty()) throw EngineError(module + ": codes missing");
+        const Scales& s = it->second;
+        if (!s.has_act) throw EngineError(module + ": no act_scale (weight-only schemes are not runtime-compatible)");
+        if (s.w_scale.size() != size_t(q->C) || s.in_scale.size() != size_t(q->K))
+            throw EngineError(module + ": w_scale must have [C] and in_scale [K] values");
+        q->set_scales(s.w_scale.data(), s.in_scale.data(), s.act_scale);
+        linears.erase(it);
+    }
+    model.check_layer(l);
+}
+
 void ScaleStaging::finish(Model& model) {
-    for (int l = 0; l < model.cfg.n_layers; ++l)
-        for (const char* p : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-                              "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}) {
-            const std::string module = "model.layers." + std::to_string(l) + "." + p;
-            QLinear* q = find_linear(model, module);
-            auto it = linears.find(module);
-            if (it == linears.end() || q->codes.empty()) throw EngineError(module + ": codes missing");
-            const Scales& s = it->second;
-            if (!s.has_act)
-                throw EngineError(module + ": no act_scale (weight-only schemes are not runtime-compatible)");
-            if (s.w_scale.size() != size_t(q->C) || s.in_scale.size() != size_t(q->K))
-                throw EngineError(module + ": w_scale must have [C] and in_scale [K] values");
-            q->set_scales(s.w_scale.data(), s.in_scale.data(), s.act_scale);
-        }
-    linears.clear();
+    for (int l = 0; l < model.cfg.n_layers; ++l) finish_layer(model, l);
     model.check_globals();
-    for (int l = 0; l < model.cfg.n_layers; ++l) model.check_layer(l);
 }
 
 }  // namespace edgeflow

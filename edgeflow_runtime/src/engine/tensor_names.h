@@ -25,7 +25,8 @@ struct ScaleStaging {
         bool has_act = false;
     };
     std::map<std::string, Scales> linears;  // module name -> scales
-    void finish(Model& model);              // computes m / scale of every linear; throws if something is missing
+    void finish_layer(Model& model, int layer);  // computes m / scale of the layer's linears and checks its shapes
+    void finish(Model& model);                   // every layer, then the embeddings, final norm and LM head
 };
 
 void set_named_tensor(Model& model, ScaleStaging& staging, const TensorView& t);
