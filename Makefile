@@ -40,3 +40,24 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not real_model and not slow"
+
+# --- runtime (the native engine, edgeflow_runtime/src/engine) ---
+.PHONY: runtime test-runtime test-sanitize bench-runtime
+
+runtime: setup
+	$(PY) -m harness.runtime build host aarch64
+
+# engine ctests on the host and, statically linked, under qemu-aarch64-static; then parity and CLI tests
+test-runtime: setup
+	$(PY) -m harness.runtime test host aarch64
+	$(PY) -m pytest -q tests/runtime
+
+# the same native tests and the CLI error cases with AddressSanitizer + UBSan (any report fails the run)
+test-sanitize: setup
+	$(PY) -m harness.runtime test sanitize
+	EDGEFLOW_RUN_BINARY=$(CURDIR)/edgeflow_runtime/build-sanitize/src/engine/edgeflow-run \
+	  $(PY) -m pytest -q tests/runtime/test_cli.py
+
+# warm prefill vs llama.cpp Q8_0 and the INT8 peak, cold TTFT at 4..8 bits (2 threads, 128-token prompt)
+bench-runtime: setup
+	$(PY) -m harness.runtime_bench

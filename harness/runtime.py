@@ -44,25 +44,48 @@ class RuntimeRunError(RuntimeError):
         self.code = code
 
 
+# Builds of edgeflow_runtime/: name -> extra CMake arguments. Build directories are edgeflow_runtime/build-<name>.
+BUILDS = {
+    "host": ["-DCMAKE_BUILD_TYPE=Release"],
+    # static, Neon + sdot; ctest runs it under qemu-aarch64-static (set by the toolchain file)
+    "aarch64": ["-DCMAKE_BUILD_TYPE=Release", f"-DCMAKE_TOOLCHAIN_FILE={RUNTIME_SRC / 'cmake/aarch64-linux-gnu.cmake'}",
+                "-DEDGEFLOW_SHARED=OFF", "-DEDGEFLOW_BENCH=OFF"],
+    # AddressSanitizer + UndefinedBehaviorSanitizer, any report is fatal (make test-sanitize)
+    "sanitize": ["-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DEDGEFLOW_SHARED=OFF", "-DEDGEFLOW_BENCH=OFF",
+                 "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"],
+}
+
+
 def build_dir(target: str = "host") -> Path:
     return RUNTIME_SRC / f"build-{target}"
 
 
-def build_runtime(target: str = "host", build_type: str = "Release", jobs: int = 2) -> Path:
-    """Configure (first time) and build the runtime for `target` ("host"); returns the build directory.
+def build_runtime(target: str = "host", jobs: int = 2) -> Path:
+    """Configure (first time) and build edgeflow_runtime for `target` (a key of BUILDS); returns the build directory.
 
     The build is incremental, so calling this before every use costs a second when nothing changed.
     """
-    if target != "host":
-        raise ValueError(f"build_runtime builds the host runtime; use `make runtime` for {target!r}")
+    if target not in BUILDS:
+        raise ValueError(f"unknown runtime build {target!r}; choose one of {sorted(BUILDS)}")
     if shutil.which("cmake") is None:
         raise RuntimeError("cmake is not installed (make system-deps installs the native build tools)")
     out = build_dir(target)
     if not (out / "CMakeCache.txt").is_file():
-        subprocess.run(["cmake", "-S", str(RUNTIME_SRC), "-B", str(out), f"-DCMAKE_BUILD_TYPE={build_type}"],
-                       check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["cmake", "--build", str(out), "-j", str(jobs)], check=True, stdout=subprocess.DEVNULL)
+        _check(["cmake", "-S", str(RUNTIME_SRC), "-B", str(out), *BUILDS[target]])
+    _check(["nice", "-n", "10", "cmake", "--build", str(out), "-j", str(jobs)])
     return out
+
+
+def ctest(target: str, pattern: str = "engine") -> str:
+    """Runs the engine's native tests of a build (under qemu for aarch64); returns ctest's output, raises on failure."""
+    return _check(["ctest", "--test-dir", str(build_dir(target)), "--output-on-failure", "-R", pattern]).stdout
+
+
+def _check(cmd: list[str]) -> subprocess.CompletedProcess:
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{(res.stdout + res.stderr)[-4000:]}")
+    return res
 
 
 def _engine_dir() -> Path:
@@ -223,3 +246,15 @@ class NativeEngine:
 def gemm_kernel() -> str:
     """The INT8 GEMM kernel the runtime uses on this CPU ("avx2", "neon-sdot", ...)."""
     return _library().ef_engine_gemm_kernel().decode()
+
+
+if __name__ == "__main__":  # python -m harness.runtime build host aarch64 | test host aarch64
+    import sys
+
+    if len(sys.argv) < 3 or sys.argv[1] not in ("build", "test"):
+        sys.exit("usage: python -m harness.runtime {build|test} TARGET... (targets: " + ", ".join(BUILDS) + ")")
+    for name in sys.argv[2:]:
+        print(f"edgeflow_runtime: {sys.argv[1]} {name} ({build_dir(name)})", flush=True)
+        build_runtime(name)
+        if sys.argv[1] == "test":
+            print(ctest(name, "engine|unpack|format"))

@@ -8,9 +8,9 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from harness.artifact import LINEAR_SUFFIXES, Artifact, QuantLinear
 
 
-def tiny_llama(seed: int = 0, tie: bool = True) -> LlamaForCausalLM:
+def tiny_llama(seed: int = 0, tie: bool = True, layers: int = 2) -> LlamaForCausalLM:
     torch.manual_seed(seed)
-    cfg = LlamaConfig(hidden_size=64, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
+    cfg = LlamaConfig(hidden_size=64, intermediate_size=160, num_hidden_layers=layers, num_attention_heads=4,
                       num_key_value_heads=2, head_dim=16, vocab_size=256, max_position_embeddings=128,
                       rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
                       tie_word_embeddings=tie, initializer_range=0.1)

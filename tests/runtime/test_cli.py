@@ -121,6 +121,16 @@ def test_bad_inputs_exit_codes(packed, binary, tmp_path):
         assert "Sanitizer" not in res.stderr and "runtime error" not in res.stderr
 
 
+def test_failure_while_loading_many_layers_does_not_hang(binary, tmp_path):
+    # 12 layers: more regions than the loader keeps in flight, so reading is blocked on unpacking when the first
+    # compute task fails; the failure must cancel the blocked read instead of waiting forever.
+    path = pack_artifact(make_artifact(tiny_llama(seed=8, layers=12), seed=8), tmp_path / "deep.efpk")
+    res = run(binary, path, "--tokens", "1,2,256")
+    assert res.returncode == 5 and "outside the vocabulary" in res.stderr
+    ok = run(binary, path, "--tokens", "1,2,3")
+    assert ok.returncode == 0, ok.stderr
+
+
 def test_run_edgeflow_raises_with_code(packed, binary):
     _, _, path = packed
     with pytest.raises(RuntimeRunError) as e:

@@ -89,9 +89,14 @@ void TaskGraph::run(Executor* const executors[kNumLanes]) {
 
 void TaskGraph::finished(Task* task, std::exception_ptr error) {
     if (error) {
-        std::lock_guard<std::mutex> lk(mu_);
-        if (!error_) error_ = error;
-        failed_ = true;
+        bool first = false;
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            first = !error_;
+            if (first) error_ = error;
+            failed_ = true;
+        }
+        if (first && on_failure) on_failure();
     }
     for (Task* n : task->next)
         if (n->waiting.fetch_sub(1) == 1) executors_[int(n->lane)]->submit(n, this);

@@ -104,6 +104,7 @@ public:
     void run(Executor* const executors[kNumLanes]);
 
     void finished(Task* task, std::exception_ptr error);  // called by executors
+    std::function<void()> on_failure;  // runs once, on the thread of the first task that fails
     bool failed() const { return failed_.load(); }
     size_t size() const { return tasks_.size(); }
 

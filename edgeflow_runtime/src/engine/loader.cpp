@@ -7,7 +7,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <condition_variable>
 #include <mutex>
+#include <tuple>
 
 #include "edgeflow/format.h"
 #include "edgeflow/unpack.h"
@@ -18,10 +20,72 @@ namespace {
 
 constexpr size_t kDirectAlign = 4096;  // O_DIRECT buffer, offset and size alignment (regions are 4096-aligned)
 
-struct AlignedFree {
-    void operator()(uint8_t* p) const { std::free(p); }
+// Region buffers, 4096-aligned (O_DIRECT) and recycled: a buffer whose layer has been unpacked is reused for a later
+// region, so its pages are faulted in once instead of once per layer. A buffer comes back when its last reference
+// goes; one whose raw tables the model keeps (the embedding) simply stays out. At most kMaxBuffers are out at once:
+// reading blocks until unpacking catches up, which bounds memory and is what makes the reuse happen.
+class BufferPool : public std::enable_shared_from_this<BufferPool> {
+public:
+    static constexpr int kMaxBuffers = 6;  // embedding + final (kept by the model) + 4 layers in flight
+
+    ~BufferPool() {
+        for (auto& [p, cap] : free_) std::free(p);
+    }
+    std::shared_ptr<uint8_t> acquire(size_t size) {
+        uint8_t* p = nullptr;
+        size_t cap = 0;
+        {
+            std::unique_lock<std::mutex> lk(mu_);
+            cv_.wait(lk, [&] { return cancelled_ || out_ < kMaxBuffers || !free_.empty(); });
+            if (cancelled_) throw EngineError("loading cancelled");
+            ++out_;
+            for (size_t i = 0; i < free_.size(); ++i)
+                if (free_[i].second >= size) {
+                    std::tie(p, cap) = free_[i];
+                    free_.erase(free_.begin() + long(i));
+                    break;
+                }
+        }
+        if (!p) {
+            void* m = nullptr;
+            if (posix_memalign(&m, kDirectAlign, size) != 0) {
+                release(nullptr, 0);
+                throw std::bad_alloc();
+            }
+            p = static_cast<uint8_t*>(m);
+            cap = size;
+        }
+        std::weak_ptr<BufferPool> pool = shared_from_this();
+        return std::shared_ptr<uint8_t>(p, [pool, cap](uint8_t* q) {
+            if (auto alive = pool.lock()) alive->release(q, cap);
+            else std::free(q);
+        });
+    }
+
+    // Wakes and fails a reader waiting for a buffer: after another task failed, unpacking may never catch up.
+    void cancel() {
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            cancelled_ = true;
+        }
+        cv_.notify_all();
+    }
+
+private:
+    void release(uint8_t* p, size_t cap) {
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            if (p) free_.emplace_back(p, cap);
+            --out_;
+        }
+        cv_.notify_one();
+    }
+    std::mutex mu_;
+    std::condition_variable cv_;
+    int out_ = 0;  // buffers handed out and not yet returned
+    bool cancelled_ = false;
+    std::vector<std::pair<uint8_t*, size_t>> free_;
 };
-using Buffer = std::unique_ptr<uint8_t, AlignedFree>;
 
 const char* raw_dtype(DType t) {
     switch (t) {
@@ -75,13 +139,12 @@ public:
     }
 
     LlamaConfig config() const override { return cfg_; }
+    void cancel() override { pool_->cancel(); }
     uint64_t bytes_read() const override { return bytes_read_.load(); }
 
     void load(int unit) override {
         const RegionInfo& r = file_.regions().at(unit);
-        void* p = nullptr;
-        if (posix_memalign(&p, kDirectAlign, r.size) != 0) throw std::bad_alloc();
-        Buffer buf(static_cast<uint8_t*>(p));
+        std::shared_ptr<uint8_t> buf = pool_->acquire(r.size);
         for (uint64_t done = 0; done < r.size;) {
             const ssize_t got = ::pread(fd_, buf.get() + done, r.size - done, off_t(r.offset + done));
             if (got < 0 && errno == EINTR) continue;
@@ -95,7 +158,7 @@ public:
     }
 
     void unpack(int unit, Model& model) override {
-        Buffer buf;
+        std::shared_ptr<uint8_t> buf;  // shared: raw tables (the embedding) stay in it and keep it alive
         {
             std::lock_guard<std::mutex> lk(mu_);
             buf = std::move(buffers_[unit]);
@@ -103,7 +166,7 @@ public:
         const RegionInfo& r = file_.regions().at(unit);
         try {
             for (uint32_t i = r.first_tensor; i < r.first_tensor + r.n_tensors; ++i)
-                unpack_tensor(file_.tensors()[i], buf.get() + (file_.tensors()[i].offset - r.offset), model);
+                unpack_tensor(file_.tensors()[i], buf.get() + (file_.tensors()[i].offset - r.offset), buf, model);
             std::lock_guard<std::mutex> lk(mu_);
             if (r.kind == RegionKind::Layer) staging_.finish_layer(model, int(r.layer));
             else if (r.kind == RegionKind::Embedding) model.check_embedding();
@@ -116,7 +179,8 @@ public:
     }
 
 private:
-    void unpack_tensor(const TensorInfo& t, const uint8_t* payload, Model& model) {
+    void unpack_tensor(const TensorInfo& t, const uint8_t* payload, const std::shared_ptr<uint8_t>& region,
+                       Model& model) {
         if (opt_.verify_crc) file_.verify_payload(t, payload);
         if (is_quantized(t.dtype)) {
             const std::string suffix = ".weight";
@@ -133,7 +197,7 @@ private:
         }
         const char* dt = raw_dtype(t.dtype);
         if (!dt) throw FormatError(path_ + ": tensor " + t.name + " has an unknown dtype");
-        TensorView view{t.name, dt, std::vector<int64_t>(t.shape, t.shape + t.ndim), payload};
+        TensorView view{t.name, dt, std::vector<int64_t>(t.shape, t.shape + t.ndim), payload, region};
         std::lock_guard<std::mutex> lk(mu_);
         set_named_tensor(model, staging_, view);
     }
@@ -144,7 +208,8 @@ private:
     LlamaConfig cfg_;
     int fd_ = -1;
     std::mutex mu_;
-    std::vector<Buffer> buffers_;  // per unit: bytes read by load(), consumed by unpack()
+    std::shared_ptr<BufferPool> pool_ = std::make_shared<BufferPool>();
+    std::vector<std::shared_ptr<uint8_t>> buffers_;  // per unit: bytes read by load(), consumed by unpack()
     ScaleStaging staging_;
     std::atomic<uint64_t> bytes_read_{0};
 };

@@ -193,10 +193,10 @@ int run(const Args& a) {
 
     const double t_start = now_s();  // the TTFT clock starts here: after argument parsing and eviction
     Engine engine(open_packed_model(a.model, a.load), a.engine);
-    const double t_setup = now_s();
     const std::vector<float> logits = engine.prefill(prompt, false, a.new_tokens);
     const int32_t first = argmax(logits.data(), engine.config().vocab);
     const double t_first = now_s();
+    const double p0 = engine.prefill_start_s(), p1 = engine.prefill_end_s();  // the cold prefill's pipeline
 
     std::vector<int32_t> generated{first};
     for (int i = 0; i < a.new_tokens; ++i) generated.push_back(engine.decode_step(generated.back()));
@@ -221,9 +221,8 @@ int run(const Args& a) {
     std::vector<TraceEvent> cold;
     for (const auto& e : events)
         if (e.t0 < t_first) cold.push_back(e);
-    const TtftBreakdown b = breakdown(cold, engine.prefill_start_s(), engine.prefill_end_s());
+    const TtftBreakdown b = breakdown(cold, p0, p1);
     const double ttft = t_first - t_start;
-    const double pipeline = engine.prefill_end_s() - engine.prefill_start_s();
     std::printf("{\n");
     std::printf("  \"model\": \"%s\",\n", a.model.c_str());
     std::printf("  \"gemm_kernel\": \"%s\", \"unpack_path\": \"%s\",\n", engine.gemm_kernel(),
@@ -235,11 +234,11 @@ int run(const Args& a) {
     std::printf("  \"ttft_s\": %.6f,\n", ttft);
     std::printf("  \"ttft_breakdown_s\": {\"setup\": %.6f, \"io\": %.6f, \"unpack\": %.6f, \"compute\": %.6f, "
                 "\"idle\": %.6f},\n",
-                (t_setup - t_start) + (engine.prefill_start_s() - t_setup) + (t_first - engine.prefill_end_s()),
+                (p0 - t_start) + (t_first - p1),
                 b.io_s, b.unpack_s, b.compute_s, b.idle_s);
     std::printf("  \"busy_s\": {\"io\": %.6f, \"unpack\": %.6f, \"cpu\": %.6f, \"accel\": %.6f},\n", b.io_busy_s,
                 b.unpack_busy_s, b.cpu_busy_s, b.accel_busy_s);
-    std::printf("  \"cold_prefill_tokens_per_s\": %.3f,\n", double(prompt.size()) / pipeline);
+    std::printf("  \"cold_prefill_tokens_per_s\": %.3f,\n", double(prompt.size()) / (p1 - p0));
     if (!warm.empty()) std::printf("  \"warm_prefill_tokens_per_s\": %.3f,\n", warm[warm.size() / 2]);
     std::printf("  \"decode_s\": %.6f,\n", t_decoded - t_first);
     std::printf("  \"bytes_read\": %llu,\n", static_cast<unsigned long long>(engine.bytes_read()));

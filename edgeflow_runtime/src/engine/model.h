@@ -5,6 +5,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace edgeflow {
@@ -37,10 +38,56 @@ struct LlamaConfig {
     void validate() const;  // throws EngineError naming the first bad field
 };
 
+// Read-only array that owns a copy of its values or borrows them from a buffer kept alive by `owner` (the packed
+// file's region as read from disk: the embedding table is used in place, not copied).
+template <class T>
+struct SharedArray {
+    static SharedArray copy_of(const T* p, size_t n) {
+        auto v = std::make_shared<std::vector<T>>(p, p + n);
+        return {v->data(), n, v};
+    }
+    static SharedArray borrow(const T* p, size_t n, std::shared_ptr<const void> owner) { return {p, n, std::move(owner)}; }
+    const T* data() const { return ptr; }
+    size_t size() const { return n; }
+
+    const T* ptr = nullptr;
+    size_t n = 0;
+    std::shared_ptr<const void> owner;
+};
+
+// Per-row INT8 table for the embeddings and the weight-only LM head.
+struct RowTable {
+    int rows = 0, cols = 0;
+    SharedArray<int8_t> codes;   // [rows, cols]
+    SharedArray<float> w_scale;  // [rows]
+};
+
+// std::allocator that leaves new elements uninitialised: weight codes are written by the unpack kernels right after
+// allocation, so zero-filling them first would only cost time on the cold-start path.
+template <class T>
+struct NoInitAllocator : std::allocator<T> {
+    template <class U>
+    struct rebind {
+        using other = NoInitAllocator<U>;
+    };
+    NoInitAllocator() = default;
+    template <class U>
+    NoInitAllocator(const NoInitAllocator<U>&) noexcept {}
+    template <class U>
+    void construct(U* p) noexcept {
+        ::new (static_cast<void*>(p)) U;
+    }
+    template <class U, class... Args>
+    void construct(U* p, Args&&... args) {
+        ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+};
+using CodeBuffer = std::vector<int8_t, NoInitAllocator<int8_t>>;
+
 // One quantized linear y = linear(x) with C outputs and K inputs, ready for the INT8 matmul.
 struct QLinear {
     int C = 0, K = 0;
-    std::vector<int8_t> codes;  // [C, K] row-major: K codes of output channel c at c * K
+    CodeBuffer codes;           // [C, K] row-major: K codes of output channel c at c * K
     std::vector<float> m;       // [K] in_scale[k] / act_scale: multiplies x before rounding to int8
     std::vector<float> scale;   // [C] act_scale * w_scale[c]: turns the int32 accumulator back into float
 
@@ -49,12 +96,6 @@ struct QLinear {
     void check(const std::string& name, int want_c, int want_k) const;
 };
 
-// Per-row INT8 table for the embeddings and the weight-only LM head.
-struct RowTable {
-    int rows = 0, cols = 0;
-    std::vector<int8_t> codes;   // [rows, cols]
-    std::vector<float> w_scale;  // [rows]
-};
 
 struct LayerWeights {
     std::vector<float> attn_norm, ffn_norm;  // [H] RMSNorm weights

@@ -92,6 +92,7 @@ std::vector<ChunkState> run_prefill(Model& model, WeightSource* source, KvCache&
         model.check_globals();
         for (int l = 0; l < L; ++l) model.check_layer(l);
     }
+    if (source) g.on_failure = [source] { source->cancel(); };
     Executor* lanes[kNumLanes];
     ex.lanes(lanes);
     g.run(lanes);

@@ -32,6 +32,8 @@ public:
     virtual void load(int unit) = 0;
     virtual void unpack(int unit, Model& model) = 0;
     virtual uint64_t bytes_read() const = 0;
+    // Called once when any task of the prefill fails: a load() blocked on unpacking must give up (throw).
+    virtual void cancel() {}
 };
 
 struct PrefillOptions {

@@ -30,6 +30,12 @@ std::vector<float> floats(const TensorView& t) {
     return v;
 }
 
+template <class T>
+SharedArray<T> shared(const TensorView& t) {
+    const auto* p = static_cast<const T*>(t.data);
+    return t.owner ? SharedArray<T>::borrow(p, numel(t), t.owner) : SharedArray<T>::copy_of(p, numel(t));
+}
+
 bool split_suffix(const std::string& name, std::string& module, std::string& field) {
     const auto dot = name.rfind('.');
     if (dot == std::string::npos) return false;
@@ -97,10 +103,10 @@ void set_named_tensor(Model& model, ScaleStaging& staging, const TensorView& t) 
             expect_tensor(t, "int8", {V, H});
             tab.rows = int(V);
             tab.cols = int(H);
-            tab.codes.assign(static_cast<const int8_t*>(t.data), static_cast<const int8_t*>(t.data) + numel(t));
+            tab.codes = shared<int8_t>(t);
         } else if (field == "w_scale") {
             expect_tensor(t, "float32", {V});
-            tab.w_scale = floats(t);
+            tab.w_scale = shared<float>(t);
         } else if (field == "bits") {
             expect_tensor(t, "uint8", {V});
             const auto* b = static_cast<const uint8_t*>(t.data);

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@ struct TensorView {
     std::string name, dtype;  // dtype "int8", "uint8", "float32"
     std::vector<int64_t> shape;
     const void* data;
+    std::shared_ptr<const void> owner = nullptr;  // keeps data alive: large tables borrow it instead of copying
 };
 
 // Scales of each quantized linear, kept until all its tensors are known (m and scale need in_scale, w_scale and

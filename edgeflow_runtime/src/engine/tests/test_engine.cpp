@@ -2,6 +2,9 @@
 // logits as one chunk and as the plain sequential forward; decode must agree with a longer prefill; bad requests
 // must fail with clear errors.
 #include <cmath>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -29,10 +32,12 @@ static Model tiny_model(unsigned seed) {
     auto table = [&](RowTable& t) {
         t.rows = c.vocab;
         t.cols = c.hidden;
-        t.codes.resize(size_t(t.rows) * t.cols);
-        for (auto& x : t.codes) x = int8_t(code(rng) * 16);
-        t.w_scale.resize(t.rows);
-        for (auto& s : t.w_scale) s = 0.01f * uni(rng);
+        std::vector<int8_t> codes(size_t(t.rows) * t.cols);
+        for (auto& x : codes) x = int8_t(code(rng) * 16);
+        std::vector<float> scales(t.rows);
+        for (auto& s : scales) s = 0.01f * uni(rng);
+        t.codes = SharedArray<int8_t>::copy_of(codes.data(), codes.size());
+        t.w_scale = SharedArray<float>::copy_of(scales.data(), scales.size());
     };
     auto linear = [&](QLinear& q, int C, int K) {
         q.C = C;
@@ -69,6 +74,36 @@ static EngineOptions opts(int chunk, int threads = 2) {
     o.chunk = chunk;
     return o;
 }
+
+// A weight source whose reads of later layers block until cancel(), like a loader waiting for free buffers, and
+// whose unpack of layer 0 fails: the prefill must fail with that error instead of waiting forever.
+class StuckSource : public WeightSource {
+public:
+    explicit StuckSource(Model m) : m_(std::move(m)) {}
+    LlamaConfig config() const override { return m_.cfg; }
+    uint64_t bytes_read() const override { return 0; }
+    void load(int unit) override {
+        if (unit < 2) return;
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [&] { return cancelled_; });
+        throw EngineError("read cancelled");
+    }
+    void unpack(int unit, Model& model) override {
+        if (unit == 1) throw EngineError("layer 0 is corrupt");
+        if (unit == 0) model.embed = m_.embed;
+    }
+    void cancel() override {
+        std::lock_guard<std::mutex> lk(mu_);
+        cancelled_ = true;
+        cv_.notify_all();
+    }
+
+private:
+    Model m_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool cancelled_ = false;
+};
 
 int main() {
     std::vector<int32_t> prompt;
@@ -118,6 +153,10 @@ int main() {
             tok = next;
         }
         CHECK_THROWS(std::exception, "context is full", e2.decode_step(tok));
+    }
+    {
+        Engine e(std::make_unique<StuckSource>(tiny_model(7)), opts(4));
+        CHECK_THROWS(std::exception, "layer 0 is corrupt", e.prefill(prompt, false, 0));
     }
     // Bad requests.
     {
