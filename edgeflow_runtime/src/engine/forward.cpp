@@ -50,6 +50,13 @@ void Forward::matmul(const int8_t* xq, int T, const QLinear& w, int32_t* acc) co
     });
 }
 
+// Row-wise operators split into one block of consecutive tokens per CPU thread: fn(t0, n) handles rows t0..t0+n-1.
+template <class F>
+static void for_row_blocks(ThreadPool& pool, int T, F&& fn) {
+    const int per = (T + pool.size() - 1) / pool.size();
+    pool.parallel_for((T + per - 1) / per, [&](int i) { fn(i * per, std::min(per, T - i * per)); });
+}
+
 void Forward::embed(ChunkState& s) const {
     const auto& e = model_.embed;
     for (int t = 0; t < s.T; ++t)
@@ -63,14 +70,18 @@ void Forward::embed(ChunkState& s) const {
 void Forward::attn_in(int layer, ChunkState& s) const {
     const auto& cfg = model_.cfg;
     const auto& L = model_.layers[layer];
-    if (layer > 0) {
-        const auto& prev = model_.layers[layer - 1].down;
-        dequantize_add_rows(s.T, cfg.hidden, s.acc0.data(), prev.C, prev.scale.data(), s.x.data());
-    }
-    rmsnorm_rows(s.T, cfg.hidden, s.x.data(), L.attn_norm.data(), cfg.rms_eps, s.h.data());
-    quantize_rows(s.T, cfg.hidden, s.h.data(), L.q.m.data(), s.xq0.data());
-    quantize_rows(s.T, cfg.hidden, s.h.data(), L.k.m.data(), s.xq1.data());
-    quantize_rows(s.T, cfg.hidden, s.h.data(), L.v.m.data(), s.xq2.data());
+    const int H = cfg.hidden;
+    for_row_blocks(cpu_, s.T, [&](int t0, int n) {
+        const size_t o = size_t(t0) * H;
+        if (layer > 0) {
+            const auto& prev = model_.layers[layer - 1].down;
+            dequantize_add_rows(n, H, s.acc0.data() + o, H, prev.scale.data(), s.x.data() + o);
+        }
+        rmsnorm_rows(n, H, s.x.data() + o, L.attn_norm.data(), cfg.rms_eps, s.h.data() + o);
+        quantize_rows(n, H, s.h.data() + o, L.q.m.data(), s.xq0.data() + o);
+        quantize_rows(n, H, s.h.data() + o, L.k.m.data(), s.xq1.data() + o);
+        quantize_rows(n, H, s.h.data() + o, L.v.m.data(), s.xq2.data() + o);
+    });
 }
 
 void Forward::qkv(int layer, ChunkState& s) const {
@@ -87,11 +98,14 @@ void Forward::attention(int layer, ChunkState& s) const {
     if (s.pos0 + s.T > cache_.ctx)
         throw EngineError("positions up to " + std::to_string(s.pos0 + s.T) + " exceed the context of " +
                           std::to_string(cache_.ctx));
-    dequantize_rows(s.T, qd, s.acc0.data(), qd, L.q.scale.data(), s.q.data());
-    dequantize_rows(s.T, kvd, s.acc1.data(), kvd, L.k.scale.data(), s.k.data());
-    dequantize_rows(s.T, kvd, s.acc2.data(), kvd, L.v.scale.data(), s.v.data());
-    rope_rows(s.T, cfg.n_heads, cfg.head_dim, s.pos0, rope_cos_.data(), rope_sin_.data(), s.q.data());
-    rope_rows(s.T, cfg.n_kv_heads, cfg.head_dim, s.pos0, rope_cos_.data(), rope_sin_.data(), s.k.data());
+    for_row_blocks(cpu_, s.T, [&](int t0, int n) {
+        const size_t oq = size_t(t0) * qd, okv = size_t(t0) * kvd;
+        dequantize_rows(n, qd, s.acc0.data() + oq, qd, L.q.scale.data(), s.q.data() + oq);
+        dequantize_rows(n, kvd, s.acc1.data() + okv, kvd, L.k.scale.data(), s.k.data() + okv);
+        dequantize_rows(n, kvd, s.acc2.data() + okv, kvd, L.v.scale.data(), s.v.data() + okv);
+        rope_rows(n, cfg.n_heads, cfg.head_dim, s.pos0 + t0, rope_cos_.data(), rope_sin_.data(), s.q.data() + oq);
+        rope_rows(n, cfg.n_kv_heads, cfg.head_dim, s.pos0 + t0, rope_cos_.data(), rope_sin_.data(), s.k.data() + okv);
+    });
     std::copy(s.k.begin(), s.k.begin() + size_t(s.T) * kvd, cache_.k_at(layer, s.pos0));
     std::copy(s.v.begin(), s.v.begin() + size_t(s.T) * kvd, cache_.v_at(layer, s.pos0));
     // One item per query head: each writes its own head_dim slice of every output row of h.
@@ -104,7 +118,9 @@ void Forward::attention(int layer, ChunkState& s) const {
         attention_head(s.T, s.pos0, d, s.q.data() + hd * d, qd, kc + kv_off, vc + kv_off, kvd, s.h.data() + hd * d,
                        scratch.data());
     });
-    quantize_rows(s.T, qd, s.h.data(), L.o.m.data(), s.xq0.data());
+    for_row_blocks(cpu_, s.T, [&](int t0, int n) {
+        quantize_rows(n, qd, s.h.data() + size_t(t0) * qd, L.o.m.data(), s.xq0.data() + size_t(t0) * qd);
+    });
 }
 
 void Forward::o_proj(int layer, ChunkState& s) const {
@@ -114,10 +130,14 @@ void Forward::o_proj(int layer, ChunkState& s) const {
 void Forward::ffn_in(int layer, ChunkState& s) const {
     const auto& cfg = model_.cfg;
     const auto& L = model_.layers[layer];
-    dequantize_add_rows(s.T, cfg.hidden, s.acc0.data(), cfg.hidden, L.o.scale.data(), s.x.data());
-    rmsnorm_rows(s.T, cfg.hidden, s.x.data(), L.ffn_norm.data(), cfg.rms_eps, s.h.data());
-    quantize_rows(s.T, cfg.hidden, s.h.data(), L.gate.m.data(), s.xq1.data());
-    quantize_rows(s.T, cfg.hidden, s.h.data(), L.up.m.data(), s.xq2.data());
+    const int H = cfg.hidden;
+    for_row_blocks(cpu_, s.T, [&](int t0, int n) {
+        const size_t o = size_t(t0) * H;
+        dequantize_add_rows(n, H, s.acc0.data() + o, H, L.o.scale.data(), s.x.data() + o);
+        rmsnorm_rows(n, H, s.x.data() + o, L.ffn_norm.data(), cfg.rms_eps, s.h.data() + o);
+        quantize_rows(n, H, s.h.data() + o, L.gate.m.data(), s.xq1.data() + o);
+        quantize_rows(n, H, s.h.data() + o, L.up.m.data(), s.xq2.data() + o);
+    });
 }
 
 void Forward::gate_up(int layer, ChunkState& s) const {
@@ -130,10 +150,13 @@ void Forward::swiglu(int layer, ChunkState& s) const {
     const auto& cfg = model_.cfg;
     const auto& L = model_.layers[layer];
     const int I = cfg.intermediate;
-    dequantize_rows(s.T, I, s.acc1.data(), I, L.gate.scale.data(), s.g.data());
-    dequantize_rows(s.T, I, s.acc2.data(), I, L.up.scale.data(), s.u.data());
-    silu_mul(s.T * I, s.g.data(), s.u.data());
-    quantize_rows(s.T, I, s.g.data(), L.down.m.data(), s.xq0.data());
+    for_row_blocks(cpu_, s.T, [&](int t0, int n) {
+        const size_t o = size_t(t0) * I;
+        dequantize_rows(n, I, s.acc1.data() + o, I, L.gate.scale.data(), s.g.data() + o);
+        dequantize_rows(n, I, s.acc2.data() + o, I, L.up.scale.data(), s.u.data() + o);
+        silu_mul(n * I, s.g.data() + o, s.u.data() + o);
+        quantize_rows(n, I, s.g.data() + o, L.down.m.data(), s.xq0.data() + o);
+    });
 }
 
 void Forward::down(int layer, ChunkState& s) const {

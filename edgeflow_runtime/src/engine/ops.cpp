@@ -1,10 +1,43 @@
 #include "ops.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
-namespace edgeflow {
+// The loops below are written to auto-vectorize. On x86-64 each hot function is also compiled for Haswell (AVX2 +
+// FMA) and picked at load time (GCC function multi-versioning); elsewhere the baseline ISA's vectors are used.
+#if defined(__x86_64__) && !defined(__clang__)
+#define EF_VECTOR_CLONES __attribute__((target_clones("arch=haswell", "default")))
+#else
+#define EF_VECTOR_CLONES
+#endif
 
+namespace edgeflow {
+namespace {
+
+// exp(x) for float32 without a library call, so loops over it vectorize: x = n ln2 + r with |r| <= ln2 / 2,
+// exp(r) by the Cephes expf polynomial (relative error ~1e-7, like expf), 2^n through the exponent bits.
+inline float exp_approx(float x) {
+    x = x < 88.37f ? x : 88.37f;
+    x = x > -87.33f ? x : -87.33f;  // exp(-87.33) ~ FLT_MIN: keeps 2^n a normal number
+    const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+    const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.f;
+    const int32_t bits = (int32_t(n) + 127) << 23;
+    float scale;
+    std::memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+}  // namespace
+
+EF_VECTOR_CLONES
 void quantize_rows(int T, int K, const float* x, const float* m, int8_t* xq) {
     for (int t = 0; t < T; ++t)
         for (int k = 0; k < K; ++k) {
@@ -15,16 +48,19 @@ void quantize_rows(int T, int K, const float* x, const float* m, int8_t* xq) {
         }
 }
 
+EF_VECTOR_CLONES
 void dequantize_rows(int T, int C, const int32_t* acc, int ldacc, const float* scale, float* y) {
     for (int t = 0; t < T; ++t)
         for (int c = 0; c < C; ++c) y[t * C + c] = float(acc[t * ldacc + c]) * scale[c];
 }
 
+EF_VECTOR_CLONES
 void dequantize_add_rows(int T, int C, const int32_t* acc, int ldacc, const float* scale, float* y) {
     for (int t = 0; t < T; ++t)
         for (int c = 0; c < C; ++c) y[t * C + c] += float(acc[t * ldacc + c]) * scale[c];
 }
 
+EF_VECTOR_CLONES
 void rmsnorm_rows(int T, int H, const float* x, const float* w, float eps, float* y) {
     for (int t = 0; t < T; ++t) {
         const float* xr = x + t * H;
@@ -49,6 +85,7 @@ void rope_tables(int n_pos, int head_dim, float theta, float* cos_out, float* si
     }
 }
 
+EF_VECTOR_CLONES
 void rope_rows(int T, int n_heads, int head_dim, int pos0, const float* cos_tab, const float* sin_tab, float* x) {
     const int half = head_dim / 2;
     for (int t = 0; t < T; ++t) {
@@ -65,6 +102,7 @@ void rope_rows(int T, int n_heads, int head_dim, int pos0, const float* cos_tab,
     }
 }
 
+EF_VECTOR_CLONES
 void attention_head(int T, int pos0, int d, const float* q, int q_stride, const float* k, const float* v,
                     int kv_stride, float* out, float* scratch) {
     const float scale = 1.f / std::sqrt(float(d));
@@ -82,8 +120,9 @@ void attention_head(int T, int pos0, int d, const float* q, int q_stride, const 
             mx = s > mx ? s : mx;
         }
         float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
         for (int j = 0; j < n_ctx; ++j) {
-            scratch[j] = std::exp(scratch[j] - mx);
+            scratch[j] = exp_approx(scratch[j] - mx);
             sum += scratch[j];
         }
         const float inv = 1.f / sum;
@@ -98,8 +137,10 @@ void attention_head(int T, int pos0, int d, const float* q, int q_stride, const 
     }
 }
 
+EF_VECTOR_CLONES
 void silu_mul(int n, float* g, const float* u) {
-    for (int i = 0; i < n; ++i) g[i] = g[i] / (1.f + std::exp(-g[i])) * u[i];
+#pragma omp simd
+    for (int i = 0; i < n; ++i) g[i] = g[i] / (1.f + exp_approx(-g[i])) * u[i];
 }
 
 void embed_rows(int T, int H, const int32_t* tokens, const int8_t* codes, const float* w_scale, float* x) {
@@ -110,6 +151,7 @@ void embed_rows(int T, int H, const int32_t* tokens, const int8_t* codes, const 
     }
 }
 
+EF_VECTOR_CLONES
 void lm_head_rows(int T, int H, int V, int v0, int v1, const float* h, const int8_t* codes, const float* w_scale,
                   float* logits) {
     // Four vocabulary rows at a time share each load of h; the inner loop over k vectorizes.
