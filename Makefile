@@ -45,19 +45,46 @@ test-fast: setup
 .PHONY: runtime test-runtime test-sanitize bench-runtime
 
 runtime: setup
-	$(PY) -m harness.runtime build host aarch64
+	$(PY) -m harness.native build --arch all
 
-# engine ctests on the host and, statically linked, under qemu-aarch64-static; then parity and CLI tests
+# every ctest (engine, reader, unpack) on the host and, statically linked, under qemu-aarch64-static; then the
+# parity and CLI tests
 test-runtime: setup
-	$(PY) -m harness.runtime test host aarch64
+	$(PY) -m harness.native test --arch all
 	$(PY) -m pytest -q tests/runtime
 
-# the same native tests and the CLI error cases with AddressSanitizer + UBSan (any report fails the run)
+# the same C++ tests and the CLI tests (error cases included) with AddressSanitizer + UBSan; any report fails
 test-sanitize: setup
-	$(PY) -m harness.runtime test sanitize
+	$(PY) -m harness.runtime sanitize
 	EDGEFLOW_RUN_BINARY=$(CURDIR)/edgeflow_runtime/build-sanitize/src/engine/edgeflow-run \
 	  $(PY) -m pytest -q tests/runtime/test_cli.py
 
 # warm prefill vs llama.cpp Q8_0 and the INT8 peak, cold TTFT at 4..8 bits (2 threads, 128-token prompt)
 bench-runtime: setup
 	$(PY) -m harness.runtime_bench
+
+# --- packing format and unpack kernels (pack) ---
+# Native builds live in edgeflow_runtime/build-{host,aarch64,fuzz}; harness/native.py rebuilds them when a source
+# changes. aarch64 needs g++-aarch64-linux-gnu and qemu-user-static; fuzz needs clang (libFuzzer); bench-unpack
+# needs valgrind (instruction counts).
+.PHONY: native native-aarch64 test-native fuzz bench-unpack fig13
+
+native: setup
+	$(PY) -m harness.native build --arch host
+
+native-aarch64: setup
+	$(PY) -m harness.native build --arch aarch64
+
+test-native: setup
+	$(PY) -m harness.native test --arch all
+
+fuzz: setup
+	$(PY) -m harness.native fuzz --seconds $(or $(FUZZ_SECONDS),60)
+
+bench-unpack: setup
+	$(PY) -m harness.pack.bench
+
+fig13: setup
+	test -f results/runs/bench/unpack.json || $(PY) -m harness.pack.bench
+	$(PY) -m harness.plots.fig13
+	$(PY) -m harness.plots.fig4

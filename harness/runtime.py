@@ -1,7 +1,7 @@
 """The native runtime (edgeflow_runtime/) from Python: build it, run `edgeflow-run` cold on a packed file and read
 its JSON report, and score token sequences on the runtime's own numerics through its C ABI (ctypes).
 
-    build_runtime()                           cmake configure (once) + incremental build, returns the build dir
+    build_runtime()                           incremental build (harness.native), returns the build dir
     run_edgeflow(packed, tokens, ...)         one edgeflow-run process -> RunReport (TTFT and its breakdown, ...)
     NativeEngine.from_artifact(artifact)      an engine over an in-memory quantized artifact
     NativeEngine.open(packed)                 an engine over a packed file
@@ -14,7 +14,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from harness import native
 from harness.artifact import Artifact
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,52 +44,21 @@ class RuntimeRunError(RuntimeError):
         self.code = code
 
 
-# Builds of edgeflow_runtime/: name -> extra CMake arguments. Build directories are edgeflow_runtime/build-<name>.
-BUILDS = {
-    "host": ["-DCMAKE_BUILD_TYPE=Release"],
-    # static, Neon + sdot; ctest runs it under qemu-aarch64-static (set by the toolchain file)
-    "aarch64": ["-DCMAKE_BUILD_TYPE=Release", f"-DCMAKE_TOOLCHAIN_FILE={RUNTIME_SRC / 'cmake/aarch64-linux-gnu.cmake'}",
-                "-DEDGEFLOW_SHARED=OFF", "-DEDGEFLOW_BENCH=OFF"],
-    # AddressSanitizer + UndefinedBehaviorSanitizer, any report is fatal (make test-sanitize)
-    "sanitize": ["-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DEDGEFLOW_SHARED=OFF", "-DEDGEFLOW_BENCH=OFF",
-                 "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"],
-}
+# AddressSanitizer + UndefinedBehaviorSanitizer build (make test-sanitize), beside harness.native's host/aarch64/fuzz.
+native.BUILDS.setdefault("sanitize", (RUNTIME_SRC / "build-sanitize", [
+    "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DEDGEFLOW_SHARED=OFF", "-DEDGEFLOW_BENCH=OFF",
+    "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"]))
 
 
-def build_dir(target: str = "host") -> Path:
-    return RUNTIME_SRC / f"build-{target}"
+def build_runtime(name: str = "host") -> Path:
+    """Builds edgeflow_runtime (harness.native.build: incremental, locked); returns the build directory."""
+    if name not in native.BUILDS:
+        raise ValueError(f"unknown runtime build {name!r}; choose one of {sorted(native.BUILDS)}")
+    return native.build(name)
 
 
-def build_runtime(target: str = "host", jobs: int = 2) -> Path:
-    """Configure (first time) and build edgeflow_runtime for `target` (a key of BUILDS); returns the build directory.
-
-    The build is incremental, so calling this before every use costs a second when nothing changed.
-    """
-    if target not in BUILDS:
-        raise ValueError(f"unknown runtime build {target!r}; choose one of {sorted(BUILDS)}")
-    if shutil.which("cmake") is None:
-        raise RuntimeError("cmake is not installed (make system-deps installs the native build tools)")
-    out = build_dir(target)
-    if not (out / "CMakeCache.txt").is_file():
-        _check(["cmake", "-S", str(RUNTIME_SRC), "-B", str(out), *BUILDS[target]])
-    _check(["nice", "-n", "10", "cmake", "--build", str(out), "-j", str(jobs)])
-    return out
-
-
-def ctest(target: str, pattern: str = "engine") -> str:
-    """Runs the engine's native tests of a build (under qemu for aarch64); returns ctest's output, raises on failure."""
-    return _check(["ctest", "--test-dir", str(build_dir(target)), "--output-on-failure", "-R", pattern]).stdout
-
-
-def _check(cmd: list[str]) -> subprocess.CompletedProcess:
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{(res.stdout + res.stderr)[-4000:]}")
-    return res
-
-
-def _engine_dir() -> Path:
-    return build_dir("host") / "src" / "engine"
+def _engine_dir(name: str = "host") -> Path:
+    return native.BUILDS[name][0] / "src" / "engine"
 
 
 @dataclass
@@ -248,13 +217,9 @@ def gemm_kernel() -> str:
     return _library().ef_engine_gemm_kernel().decode()
 
 
-if __name__ == "__main__":  # python -m harness.runtime build host aarch64 | test host aarch64
+if __name__ == "__main__":  # python -m harness.runtime sanitize: build with ASan/UBSan and run the C++ tests
     import sys
 
-    if len(sys.argv) < 3 or sys.argv[1] not in ("build", "test"):
-        sys.exit("usage: python -m harness.runtime {build|test} TARGET... (targets: " + ", ".join(BUILDS) + ")")
-    for name in sys.argv[2:]:
-        print(f"edgeflow_runtime: {sys.argv[1]} {name} ({build_dir(name)})", flush=True)
-        build_runtime(name)
-        if sys.argv[1] == "test":
-            print(ctest(name, "engine|unpack|format"))
+    if sys.argv[1:] != ["sanitize"]:
+        sys.exit("usage: python -m harness.runtime sanitize")
+    print(native.ctest("sanitize")[-3000:])

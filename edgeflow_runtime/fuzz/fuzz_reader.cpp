@@ -1,17 +1,21 @@
 // libFuzzer target: any byte string is either rejected with FormatError or fully read and unpacked; sanitizers
-// (address, undefined) catch any out-of-bounds access or overflow on the way.
+// (address, undefined) catch any out-of-bounds access or overflow on the way. Each input is tried as is and with its
+// header and metadata checksums recomputed, so mutations also reach the checks behind the checksums.
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "edgeflow/format.h"
 #include "edgeflow/unpack.h"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+namespace {
+
+void read_everything(const uint8_t* data, size_t size) {
   try {
     auto pf = edgeflow::PackedFile::from_memory(data, size);
     for (const auto& r : pf.regions()) {
       std::vector<uint8_t> layer(r.size);
-      pf.read_region(r, layer.data(), /*verify_crc=*/false);  // crc off: let mutated payloads reach the unpacker
+      pf.read_region(r, layer.data(), /*verify_crc=*/false);  // let mutated payloads reach the unpacker
       for (uint32_t i = r.first_tensor; i < r.first_tensor + r.n_tensors; ++i) {
         const auto& t = pf.tensors()[i];
         if (!edgeflow::is_quantized(t.dtype)) continue;
@@ -23,5 +27,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   } catch (const edgeflow::FormatError&) {
   }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  read_everything(data, size);
+  if (size < edgeflow::kHeaderSize) return 0;
+  std::vector<uint8_t> sealed(data, data + size);
+  uint64_t meta_size;
+  std::memcpy(&meta_size, sealed.data() + 32, 8);
+  if (meta_size <= size - edgeflow::kHeaderSize) {
+    const uint32_t crc = edgeflow::crc32(sealed.data() + edgeflow::kHeaderSize, meta_size);
+    std::memcpy(sealed.data() + 40, &crc, 4);
+  }
+  const uint32_t crc = edgeflow::crc32(sealed.data(), 60);
+  std::memcpy(sealed.data() + 60, &crc, 4);
+  read_everything(sealed.data(), sealed.size());
   return 0;
 }

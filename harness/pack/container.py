@@ -219,7 +219,7 @@ class PackedFile:
                            tie_word_embeddings=bool(cfg[10] & 1))
 
         self.regions: list[RegionInfo] = []
-        end_prev = HEADER.size + len(meta)
+        end_prev, listed = HEADER.size + len(meta), 0
         for i in range(n_regions):
             r = RegionInfo(*REGION.unpack_from(meta, CONFIG.size + REGION.size * i))
             self._check(r.offset % self.alignment == 0 and r.size % self.alignment == 0,
@@ -227,10 +227,14 @@ class PackedFile:
             self._check(r.offset >= end_prev and r.offset + r.size <= self.file_size,
                         f"region {i} [{r.offset}, {r.offset + r.size}) overlaps the metadata, another region or "
                         f"points past the end of the file ({self.file_size} bytes)")
-            self._check(r.first_tensor + r.n_tensors <= n_tensors, f"region {i} lists tensors past the index")
+            # regions list consecutive runs of the tensor table, in order, covering it exactly
+            self._check(r.first_tensor == listed and r.first_tensor + r.n_tensors <= n_tensors,
+                        f"region {i} lists tensors out of order or past the index")
+            listed += r.n_tensors
             end_prev = r.offset + r.size
             self.regions.append(r)
 
+        self._check(listed == n_tensors, "the regions do not list every tensor")
         self.tensors: list[TensorInfo] = []
         self._by_name: dict[str, int] = {}
         base = CONFIG.size + REGION.size * n_regions

@@ -115,6 +115,7 @@ void PackedFile::parse() {
   provenance_.assign(reinterpret_cast<const char*>(strings + strings_size), json_size);
 
   uint64_t end_prev = meta_offset + meta_size;
+  uint32_t listed = 0;
   regions_.reserve(n_regions);
   for (uint32_t i = 0; i < n_regions; ++i) {
     const uint8_t* r = m + kConfigSize + uint64_t{kRegionSize} * i;
@@ -132,12 +133,15 @@ void PackedFile::parse() {
     if (add_overflows(reg.offset, reg.size, &end) || reg.offset < end_prev || end > file_size_)
       fail("region " + std::to_string(i) + " overlaps the metadata or another region, or points past the end of "
            "the file");
-    if (uint64_t{reg.first_tensor} + reg.n_tensors > n_tensors)
-      fail("region " + std::to_string(i) + " lists tensors past the index");
+    // regions list consecutive runs of the tensor table, in order, covering it exactly
+    if (reg.first_tensor != listed || uint64_t{reg.first_tensor} + reg.n_tensors > n_tensors)
+      fail("region " + std::to_string(i) + " lists tensors out of order or past the index");
+    listed += reg.n_tensors;
     end_prev = end;
     regions_.push_back(reg);
   }
 
+  if (listed != n_tensors) fail("the regions do not list every tensor");
   tensors_.reserve(n_tensors);
   const uint8_t* base = m + kConfigSize + uint64_t{kRegionSize} * n_regions;
   for (uint32_t i = 0; i < n_tensors; ++i) {

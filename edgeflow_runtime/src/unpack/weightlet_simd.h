@@ -50,10 +50,27 @@ inline void groups(const uint8_t* src, size_t group_stride, int8_t* out) {
   groups_impl<Ops, B, S>(src, group_stride, out, std::make_integer_sequence<int, S>{});
 }
 
-// One channel: the full groups kLanes at a time, the rest with the one-lane Ops::Narrow, the tail group through a
-// stack buffer so the padding weights past dim are never written to out.
+// The tail group of `stripes` stripes (1..8: a tail of 113..127 weights has 8), one lane.
+template <class N, int B>
+inline void tail(const uint8_t* src, int stripes, int8_t* out) {
+  switch (stripes) {
+    case 1: return groups<N, B, 1>(src, 0, out);
+    case 2: return groups<N, B, 2>(src, 0, out);
+    case 3: return groups<N, B, 3>(src, 0, out);
+    case 4: return groups<N, B, 4>(src, 0, out);
+    case 5: return groups<N, B, 5>(src, 0, out);
+    case 6: return groups<N, B, 6>(src, 0, out);
+    case 7: return groups<N, B, 7>(src, 0, out);
+    default: return groups<N, B, 8>(src, 0, out);
+  }
+}
+
+// One channel: the full groups kLanes at a time, the rest with the one-lane Ops::Narrow, then the tail group; a tail
+// that ends inside a stripe goes through a stack buffer so the padding weights past dim are never written to out.
+// Out of line (one symbol per ISA and width) so profiles and the static loop count in harness/pack/bench.py can
+// find each width's loop.
 template <class Ops, int B>
-inline void channel(const uint8_t* src, uint32_t dim, int8_t* out) {
+__attribute__((noinline)) void channel(const uint8_t* src, uint32_t dim, int8_t* out) {
   using N = typename Ops::Narrow;
   constexpr size_t gb = layout::group_bytes(B, layout::kFullStripes);
   const uint32_t full = dim / kGroup, rest = dim % kGroup;
@@ -61,18 +78,10 @@ inline void channel(const uint8_t* src, uint32_t dim, int8_t* out) {
   for (; g + Ops::kLanes <= full; g += Ops::kLanes) groups<Ops, B, layout::kFullStripes>(src + g * gb, gb, out + g * kGroup);
   for (; g < full; ++g) groups<N, B, layout::kFullStripes>(src + g * gb, gb, out + g * kGroup);
   if (rest == 0) return;
+  const int stripes = static_cast<int>((rest + kStripe - 1) / kStripe);
+  if (rest % kStripe == 0) return tail<N, B>(src + full * gb, stripes, out + full * kGroup);
   alignas(16) int8_t tmp[kGroup];
-  const uint8_t* t = src + full * gb;
-  switch ((rest + kStripe - 1) / kStripe) {
-    case 1: groups<N, B, 1>(t, 0, tmp); break;
-    case 2: groups<N, B, 2>(t, 0, tmp); break;
-    case 3: groups<N, B, 3>(t, 0, tmp); break;
-    case 4: groups<N, B, 4>(t, 0, tmp); break;
-    case 5: groups<N, B, 5>(t, 0, tmp); break;
-    case 6: groups<N, B, 6>(t, 0, tmp); break;
-    case 7: groups<N, B, 7>(t, 0, tmp); break;
-    default: groups<N, B, 8>(t, 0, tmp); break;
-  }
+  tail<N, B>(src + full * gb, stripes, tmp);
   std::memcpy(out + full * kGroup, tmp, rest);
 }
 

@@ -1,0 +1,120 @@
+"""The native library through ctypes: bit-exact with the Python packer on every unpack path this CPU has, the same
+files accepted and the same corruptions rejected as by the Python reader, and the C++ tests (ctest, host and
+aarch64 under qemu) pass."""
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from harness import native
+from harness.pack import LAYOUTS, PackedFile, PackError, pack_artifact
+from harness.pack.synthetic import random_codes
+from tests.pack.conftest import tiny_artifact  # noqa: F401  (fixture)
+from tests.pack.test_container import corruptions
+
+pytestmark = pytest.mark.native
+
+
+@pytest.fixture(scope="module", autouse=True)
+def restore_path():
+    yield
+    native.set_unpack_path("auto")
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_native_unpack_matches_python_on_every_path(layout):
+    rng = np.random.default_rng(11)
+    lay = LAYOUTS[layout]
+    paths = native.supported_paths()
+    assert "scalar" in paths
+    for c, d in [(1, 1), (9, 17), (8, 128), (13, 129), (31, 576), (5, 1000)]:
+        for trial in range(9):
+            bits = np.full(c, trial, np.uint8) if trial else rng.integers(1, 9, c).astype(np.uint8)
+            codes = random_codes(bits, d, rng)
+            payload = lay.encode(codes, bits)
+            for path in paths:
+                native.set_unpack_path(path)
+                np.testing.assert_array_equal(native.unpack_payload(lay.dtype, c, d, payload), codes,
+                                              err_msg=f"{layout} {path} [{c}, {d}]")
+            if c > 3:
+                np.testing.assert_array_equal(native.unpack_payload(lay.dtype, c, d, payload, 2, 4), codes[2:4])
+
+
+def test_native_reads_packed_artifact(tiny_artifact, tmp_path):
+    path = pack_artifact(tiny_artifact, tmp_path / "m.efpk")
+    py = PackedFile(path)
+    with native.NativeFile(path) as f:
+        assert [t.name.decode() for t in f.tensors()] == [t.name for t in py.tensors]
+        for name, q in tiny_artifact.linears.items():
+            np.testing.assert_array_equal(f.unpack(f"{name}.weight"), q.codes.numpy())
+        assert f.read("model.norm.weight") == py.payload("model.norm.weight")
+
+
+def test_native_rejects_what_python_rejects(tiny_artifact, tmp_path):
+    good = pack_artifact(tiny_artifact, tmp_path / "good.efpk").read_bytes()
+    for label, bad, match in corruptions(good):
+        path = tmp_path / "bad.efpk"
+        path.write_bytes(bad)
+        with pytest.raises(native.NativeError, match=match):
+            with native.NativeFile(path) as f:
+                for t in f.tensors():
+                    name = t.name.decode()
+                    f.unpack(name) if t.dtype >= 16 else f.read(name)
+        with pytest.raises(PackError):  # and the Python reader agrees
+            pf = PackedFile(path)
+            for t in pf.tensors:
+                pf.quant_codes(t.name[:-7]) if t.dtype >= 16 else pf.array(t.name)
+        assert label
+
+
+def test_native_errors_are_messages_not_crashes():
+    with pytest.raises(native.NativeError, match="cannot open"):
+        native.NativeFile("/nonexistent.efpk")
+    with pytest.raises(native.NativeError, match="shorter than its bit-width section"):
+        native.unpack_payload(16, 4, 128, b"\0" * 10)
+    with pytest.raises(native.NativeError, match="not supported|unknown"):
+        native.set_unpack_path("neon" if "neon" not in native.supported_paths() else "avx2")
+
+
+def test_ctest_host():
+    """The C++ tests (property tests on every x86 path, reader corruption cases) through ctest."""
+    out = native.ctest("host")
+    assert "100% tests passed" in out and "0 failures" in out
+
+
+@pytest.mark.skipif(not (shutil.which("aarch64-linux-gnu-g++") and shutil.which("qemu-aarch64-static")),
+                    reason="needs the Debian packages g++-aarch64-linux-gnu and qemu-user-static")
+def test_ctest_aarch64_neon_under_qemu():
+    out = native.ctest("aarch64")
+    assert "100% tests passed" in out and "paths scalar neon, 0 failures" in out
+
+
+def _dump_matches(cmd_prefix, build_dir, packed, artifact, tmp_path, path):
+    out = tmp_path / f"dump-{path}.bin"
+    env = dict(os.environ, EDGEFLOW_UNPACK=path)
+    run = subprocess.run([*cmd_prefix, str(build_dir / "unpack_dump"), str(packed), str(out)], env=env,
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == path
+    got = np.fromfile(out, np.int8)
+    want = np.concatenate([q.codes.numpy().reshape(-1) for q in artifact.linears.values()])
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("layout", ["weightlet", "kquant", "mixed48"])
+def test_python_packed_file_unpacks_bit_exact_on_host_paths(tiny_artifact, tmp_path, layout):
+    packed = pack_artifact(tiny_artifact, tmp_path / f"{layout}.efpk", layout=layout)
+    build_dir = native.build("host")
+    for path in native.supported_paths():
+        _dump_matches([], build_dir, packed, tiny_artifact, tmp_path, path)
+
+
+@pytest.mark.skipif(not (shutil.which("aarch64-linux-gnu-g++") and shutil.which("qemu-aarch64-static")),
+                    reason="needs the Debian packages g++-aarch64-linux-gnu and qemu-user-static")
+@pytest.mark.parametrize("layout", ["weightlet", "kquant"])
+def test_python_packed_file_unpacks_bit_exact_on_neon_under_qemu(tiny_artifact, tmp_path, layout):
+    packed = pack_artifact(tiny_artifact, tmp_path / f"{layout}.efpk", layout=layout)
+    for path in ("neon", "scalar"):
+        _dump_matches(["qemu-aarch64-static"], native.build("aarch64"), packed, tiny_artifact, tmp_path, path)
