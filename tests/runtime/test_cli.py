@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 
 import pytest
 import torch
 
+from harness import native
 from harness.pack import PackedFile, pack_artifact
 from harness.runtime import NativeEngine, RuntimeRunError, _engine_dir, build_runtime, run_edgeflow
 from tests.runtime.conftest import make_artifact, tiny_llama
@@ -136,3 +138,16 @@ def test_run_edgeflow_raises_with_code(packed, binary):
     with pytest.raises(RuntimeRunError) as e:
         run_edgeflow(path, [1, 999], binary=binary)
     assert e.value.code == 5 and "outside the vocabulary" in str(e.value)
+
+
+@pytest.mark.skipif(not (shutil.which("aarch64-linux-gnu-g++") and shutil.which("qemu-aarch64-static")),
+                    reason="needs the Debian packages g++-aarch64-linux-gnu and qemu-user-static")
+def test_static_aarch64_binary_gives_the_same_tokens(packed, binary):
+    """The static aarch64 edgeflow-run (Neon/sdot kernels) under qemu: same greedy tokens as the host build."""
+    _, _, path = packed
+    arm = native.build("aarch64") / "src" / "engine" / "edgeflow-run"
+    host = run(binary, path, "--new-tokens", "4", "--chunk", "4", stdin=" ".join(map(str, PROMPT)))
+    res = subprocess.run(["qemu-aarch64-static", str(arm), str(path), "--new-tokens", "4", "--chunk", "4"],
+                         input=" ".join(map(str, PROMPT)), capture_output=True, text=True, timeout=300)
+    assert host.returncode == 0 and res.returncode == 0, res.stderr
+    assert res.stdout.split() == host.stdout.split()

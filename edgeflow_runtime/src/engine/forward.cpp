@@ -67,21 +67,24 @@ void Forward::embed(ChunkState& s) const {
     embed_rows(s.T, e.cols, s.tokens.data(), e.codes.data(), e.w_scale.data(), s.x.data());
 }
 
-void Forward::attn_in(int layer, ChunkState& s) const {
+// x += dequantize(acc) when a matmul result is pending (residual add), then h = RMSNorm(x) and one int8 copy of h per
+// consuming linear, each with that linear's input multiplier.
+void Forward::residual_norm_quantize(ChunkState& s, const QLinear* pending, const std::vector<float>& norm,
+                                     std::initializer_list<std::pair<const QLinear*, int8_t*>> outs) const {
     const auto& cfg = model_.cfg;
-    const auto& L = model_.layers[layer];
     const int H = cfg.hidden;
     for_row_blocks(cpu_, s.T, [&](int t0, int n) {
         const size_t o = size_t(t0) * H;
-        if (layer > 0) {
-            const auto& prev = model_.layers[layer - 1].down;
-            dequantize_add_rows(n, H, s.acc0.data() + o, H, prev.scale.data(), s.x.data() + o);
-        }
-        rmsnorm_rows(n, H, s.x.data() + o, L.attn_norm.data(), cfg.rms_eps, s.h.data() + o);
-        quantize_rows(n, H, s.h.data() + o, L.q.m.data(), s.xq0.data() + o);
-        quantize_rows(n, H, s.h.data() + o, L.k.m.data(), s.xq1.data() + o);
-        quantize_rows(n, H, s.h.data() + o, L.v.m.data(), s.xq2.data() + o);
+        if (pending) dequantize_add_rows(n, H, s.acc0.data() + o, H, pending->scale.data(), s.x.data() + o);
+        rmsnorm_rows(n, H, s.x.data() + o, norm.data(), cfg.rms_eps, s.h.data() + o);
+        for (const auto& [w, xq] : outs) quantize_rows(n, H, s.h.data() + o, w->m.data(), xq + o);
     });
+}
+
+void Forward::attn_in(int layer, ChunkState& s) const {
+    const auto& L = model_.layers[layer];
+    const QLinear* prev_down = layer > 0 ? &model_.layers[layer - 1].down : nullptr;
+    residual_norm_quantize(s, prev_down, L.attn_norm, {{&L.q, s.xq0.data()}, {&L.k, s.xq1.data()}, {&L.v, s.xq2.data()}});
 }
 
 void Forward::qkv(int layer, ChunkState& s) const {
@@ -128,16 +131,8 @@ void Forward::o_proj(int layer, ChunkState& s) const {
 }
 
 void Forward::ffn_in(int layer, ChunkState& s) const {
-    const auto& cfg = model_.cfg;
     const auto& L = model_.layers[layer];
-    const int H = cfg.hidden;
-    for_row_blocks(cpu_, s.T, [&](int t0, int n) {
-        const size_t o = size_t(t0) * H;
-        dequantize_add_rows(n, H, s.acc0.data() + o, H, L.o.scale.data(), s.x.data() + o);
-        rmsnorm_rows(n, H, s.x.data() + o, L.ffn_norm.data(), cfg.rms_eps, s.h.data() + o);
-        quantize_rows(n, H, s.h.data() + o, L.gate.m.data(), s.xq1.data() + o);
-        quantize_rows(n, H, s.h.data() + o, L.up.m.data(), s.xq2.data() + o);
-    });
+    residual_norm_quantize(s, &L.o, L.ffn_norm, {{&L.gate, s.xq1.data()}, {&L.up, s.xq2.data()}});
 }
 
 void Forward::gate_up(int layer, ChunkState& s) const {

@@ -3,6 +3,8 @@
 // Stages of one chunk run strictly in order, so each chunk owns one set of working buffers (ChunkState).
 #pragma once
 #include <cstdint>
+#include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "gemm.h"
@@ -60,6 +62,8 @@ public:
     const GemmKernel& kernel() const { return kernel_; }
 
 private:
+    void residual_norm_quantize(ChunkState& s, const QLinear* pending, const std::vector<float>& norm,
+                                std::initializer_list<std::pair<const QLinear*, int8_t*>> outs) const;
     void matmul(const int8_t* xq, int T, const QLinear& w, int32_t* acc) const;
 
     const Model& model_;

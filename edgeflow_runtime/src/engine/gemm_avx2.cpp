@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include "gemm.h"
+#include "gemm_blocked.h"
 
 namespace edgeflow {
 namespace {
@@ -20,54 +21,42 @@ inline int32_t hsum_epi32(__m256i v) {
 
 // One R x N tile of y: R activation rows against N weight rows. 4 x 2 keeps 8 accumulators, 2 weights, 2 |weights|
 // and one activation vector in the 16 ymm registers.
-template <int R, int N>
-inline void tile(int K, const int8_t* a, int lda, const int8_t* b, int ldb, int32_t* y, int ldy) {
-    __m256i acc[R][N];
-    for (int r = 0; r < R; ++r)
-        for (int n = 0; n < N; ++n) acc[r][n] = _mm256_setzero_si256();
-    const __m256i ones = _mm256_set1_epi16(1);
-    int k = 0;
-    for (; k + 32 <= K; k += 32) {
-        __m256i w[N], aw[N];
-        for (int n = 0; n < N; ++n) {
-            w[n] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + n * ldb + k));
-            aw[n] = _mm256_abs_epi8(w[n]);
-        }
-        for (int r = 0; r < R; ++r) {
-            const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + r * lda + k));
+struct Avx2Kernel {
+    static constexpr int kN = 2;
+
+    template <int R, int N>
+    static void tile(int K, const int8_t* a, int lda, const int8_t* b, int ldb, int32_t* y, int ldy) {
+        __m256i acc[R][N];
+        for (int r = 0; r < R; ++r)
+            for (int n = 0; n < N; ++n) acc[r][n] = _mm256_setzero_si256();
+        const __m256i ones = _mm256_set1_epi16(1);
+        int k = 0;
+        for (; k + 32 <= K; k += 32) {
+            __m256i w[N], aw[N];
             for (int n = 0; n < N; ++n) {
-                const __m256i p = _mm256_maddubs_epi16(aw[n], _mm256_sign_epi8(x, w[n]));
-                acc[r][n] = _mm256_add_epi32(acc[r][n], _mm256_madd_epi16(p, ones));
+                w[n] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + n * ldb + k));
+                aw[n] = _mm256_abs_epi8(w[n]);
+            }
+            for (int r = 0; r < R; ++r) {
+                const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + r * lda + k));
+                for (int n = 0; n < N; ++n) {
+                    const __m256i p = _mm256_maddubs_epi16(aw[n], _mm256_sign_epi8(x, w[n]));
+                    acc[r][n] = _mm256_add_epi32(acc[r][n], _mm256_madd_epi16(p, ones));
+                }
             }
         }
+        for (int r = 0; r < R; ++r)
+            for (int n = 0; n < N; ++n) {
+                const int32_t s = hsum_epi32(acc[r][n]) + dot_tail(a + r * lda, b + n * ldb, k, K);
+                y[r * ldy + n] = s;
+            }
     }
-    for (int r = 0; r < R; ++r)
-        for (int n = 0; n < N; ++n) {
-            int32_t s = hsum_epi32(acc[r][n]);
-            for (int kk = k; kk < K; ++kk) s += int32_t(a[r * lda + kk]) * int32_t(b[n * ldb + kk]);
-            y[r * ldy + n] = s;
-        }
-}
-
-template <int R>
-inline void row_block(int C, int K, const int8_t* a, int lda, const int8_t* b, int ldb, int32_t* y, int ldy) {
-    int c = 0;
-    for (; c + 2 <= C; c += 2) tile<R, 2>(K, a, lda, b + c * ldb, ldb, y + c, ldy);
-    if (c < C) tile<R, 1>(K, a, lda, b + c * ldb, ldb, y + c, ldy);
-}
+};
 
 }  // namespace
 
 void gemm_s8_avx2(int T, int C, int K, const int8_t* a, int lda, const int8_t* b, int ldb, int32_t* y, int ldy) {
-    // Blocks of 16 weight rows (16 x K bytes, 9 KB at K = 576) stay in L1 while every activation row streams past.
-    constexpr int kCBlock = 16;
-    for (int c0 = 0; c0 < C; c0 += kCBlock) {
-        const int nc = C - c0 < kCBlock ? C - c0 : kCBlock;
-        const int8_t* bb = b + c0 * ldb;
-        int t = 0;
-        for (; t + 4 <= T; t += 4) row_block<4>(nc, K, a + t * lda, lda, bb, ldb, y + t * ldy + c0, ldy);
-        for (; t < T; ++t) row_block<1>(nc, K, a + t * lda, lda, bb, ldb, y + t * ldy + c0, ldy);
-    }
+    gemm_blocked<Avx2Kernel>(T, C, K, a, lda, b, ldb, y, ldy);
 }
 
 }  // namespace edgeflow
