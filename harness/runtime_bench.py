@@ -89,12 +89,26 @@ def llamacpp_pp(tools: dict, threads: int, n_prompt: int, reps: int) -> list[flo
     return [float(x) for x in row.get("samples_ts") or [row["avg_ts"]]]
 
 
-def llamacpp_cold(tools: dict, threads: int, prompt: list[int], reps: int) -> list[float]:
+def prompt_text(n_tokens: int) -> tuple[str, int]:
+    """A plain-text prompt of about n_tokens tokens for llama-completion (which takes text, not ids), and its exact
+    length under the default model's tokenizer when the FP16 checkpoint is cached (else the word count)."""
+    words = ("the quick brown fox jumps over the lazy dog while a small bird sings in the old oak tree " * 20).split()
+    text = " ".join(words[:n_tokens])
+    tok_dir = cache_dir("models", "smollm2-135m", "fp16")
+    if (tok_dir / "tokenizer.json").is_file():
+        from transformers import AutoTokenizer
+        tok = AutoTokenizer.from_pretrained(tok_dir)
+        ids = tok(text)["input_ids"][:n_tokens]
+        text = tok.decode(ids)
+        return text, len(tok(text)["input_ids"])
+    return text, n_tokens
+
+
+def llamacpp_cold(tools: dict, threads: int, text: str, reps: int) -> list[float]:
     """Wall time from spawn to exit of llama-completion -n 1 with the GGUF evicted (the baseline's cold protocol)."""
     times = []
     prompt_file = cache_dir("runtime-bench") / "prompt.txt"
-    # llama-completion takes text; 128 tokens of plain text of about that length.
-    prompt_file.write_text(" ".join(["the quick brown fox jumps over the lazy dog"] * 15))
+    prompt_file.write_text(text)
     for _ in range(reps):
         evict(Path(tools["gguf"]))
         t0 = time.monotonic()
@@ -107,13 +121,14 @@ def llamacpp_cold(tools: dict, threads: int, prompt: list[int], reps: int) -> li
     return times
 
 
-def edgeflow_cold(packed: Path, threads: int, prompt: list[int], reps: int) -> tuple[list[float], list[dict]]:
+def edgeflow_cold(packed: Path, threads: int, prompt: list[int], reps: int,
+                  extra: tuple[str, ...] = ()) -> tuple[list[float], list[dict]]:
     """Wall time spawn -> exit (first token, -n 0 new tokens) with the file evicted, and the engine's reports."""
     walls, reports = [], []
     for _ in range(reps):
         evict(packed)
         t0 = time.monotonic()
-        rep = run_edgeflow(packed, prompt, threads=threads, binary=_engine_dir() / "edgeflow-run")
+        rep = run_edgeflow(packed, prompt, threads=threads, binary=_engine_dir() / "edgeflow-run", extra_args=extra)
         walls.append(time.monotonic() - t0)
         reports.append(rep.raw)
     return walls, reports
@@ -153,7 +168,8 @@ def main() -> None:
             print(f"  llama.cpp Q8_0 (llama-bench pp)    {statistics.median(pp):10.1f} {ll_gops:9.1f}   "
                   f"{ll_gops / ref_peak:6.1%}   samples {spread(pp, '{:.1f}')}")
             print(f"  ratio edgeflow / llama.cpp: {ours_tps / statistics.median(pp):.2f}x")
-            llama_cold = llamacpp_cold(tools, a.threads, prompt, a.reps)
+            text, n_text = prompt_text(a.prompt_tokens)
+            llama_cold = llamacpp_cold(tools, a.threads, text, a.reps)
         except Exception as e:
             print(f"  llama.cpp: not run: {e}")
     else:
@@ -162,15 +178,16 @@ def main() -> None:
     print("\ncold TTFT (file evicted; wall clock spawn -> exit after the first token; median (min..max) s)")
     base = statistics.median(llama_cold) if llama_cold else None
     if llama_cold:
-        print(f"  llama.cpp Q8_0                     {spread(llama_cold)}")
-    for b, path in packed.items():
-        walls, reps = edgeflow_cold(path, a.threads, prompt, a.reps)
+        print(f"  llama.cpp Q8_0 ({n_text}-token text)     {spread(llama_cold)}")
+    runs = [(b, path, ()) for b, path in packed.items()] + [(5, packed[5], ("--no-verify",))]
+    for b, path, extra in runs:
+        walls, reps = edgeflow_cold(path, a.threads, prompt, a.reps, extra)
         mid = sorted(range(len(walls)), key=walls.__getitem__)[len(walls) // 2]
         bd = reps[mid]["ttft_breakdown_s"]
         ratio = f"  {statistics.median(walls) / base:.2f}x llama.cpp" if base else ""
-        print(f"  edgeflow {b} bits ({path.stat().st_size / 2**20:5.1f} MiB)       {spread(walls)}{ratio}   "
-              f"engine ttft {reps[mid]['ttft_s']:.3f}: setup {bd['setup']:.3f} io {bd['io']:.3f} "
-              f"unpack {bd['unpack']:.3f} compute {bd['compute']:.3f} idle {bd['idle']:.3f}")
+        label = f"edgeflow {b} bits{' no CRC' if extra else ''} ({path.stat().st_size / 2**20:5.1f} MiB)"
+        print(f"  {label:<35}{spread(walls)}{ratio}   engine ttft {reps[mid]['ttft_s']:.3f}: setup {bd['setup']:.3f} "
+              f"io {bd['io']:.3f} unpack {bd['unpack']:.3f} compute {bd['compute']:.3f} idle {bd['idle']:.3f}")
     print(f"\nload average after: {open('/proc/loadavg').read().split()[:3]}")
 
 

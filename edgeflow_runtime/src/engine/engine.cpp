@@ -7,6 +7,8 @@ namespace edgeflow {
 void EngineOptions::validate() const {
     if (threads <= 0) throw EngineError("threads must be at least 1 (got " + std::to_string(threads) + ")");
     if (io_threads <= 0) throw EngineError("I/O threads must be at least 1 (got " + std::to_string(io_threads) + ")");
+    if (unpack_threads <= 0)
+        throw EngineError("unpack threads must be at least 1 (got " + std::to_string(unpack_threads) + ")");
     if (ctx < 0) throw EngineError("context length must not be negative");
     if (chunk <= 0) throw EngineError("chunk size must be at least 1 (got " + std::to_string(chunk) + ")");
 }
@@ -15,13 +17,13 @@ Engine::Engine(std::unique_ptr<WeightSource> source, EngineOptions opt) : source
     opt_.validate();
     model_.cfg = source_->config();
     model_.cfg.validate();
-    ex_ = std::make_unique<Executors>(opt_.threads, opt_.io_threads, &trace_);
+    ex_ = std::make_unique<Executors>(opt_.threads, opt_.io_threads, opt_.unpack_threads, &trace_);
 }
 
 Engine::Engine(Model model, EngineOptions opt) : model_(std::move(model)), opt_(opt) {
     opt_.validate();
     model_.cfg.validate();
-    ex_ = std::make_unique<Executors>(opt_.threads, opt_.io_threads, &trace_);
+    ex_ = std::make_unique<Executors>(opt_.threads, opt_.io_threads, opt_.unpack_threads, &trace_);
 }
 
 Engine::~Engine() = default;

@@ -12,7 +12,8 @@ namespace edgeflow {
 
 struct EngineOptions {
     int threads = 2;     // threads of the CPU executor and of the accelerator emulator each
-    int io_threads = 1;  // I/O threads reading the model file
+    int io_threads = 1;      // I/O threads reading the model file
+    int unpack_threads = 1;  // threads unpacking layers (each takes a whole layer)
     int ctx = 0;         // context length limit (prompt + generated tokens); 0 = the model's max_position_embeddings
     int chunk = 128;     // prefill chunk size in tokens
     void validate() const;

@@ -37,6 +37,7 @@ Prompt (token ids separated by spaces, newlines or commas; default: read from st
 Options:
   --threads N           threads of the CPU executor and of the accelerator emulator each (default 2)
   --io-threads N        threads reading the model file (default 1)
+  --unpack-threads N    threads unpacking layers, one layer each (default 1)
   --chunk N             prefill chunk size in tokens (default 128)
   --ctx N               context length limit, prompt + new tokens (default: the model's max_position_embeddings)
   --new-tokens N        greedily decode N tokens after the first one (default 0)
@@ -92,6 +93,7 @@ Args parse_args(int argc, char** argv) {
         else if (f == "--tokens") a.tokens_arg = value(), a.have_tokens_arg = true;
         else if (f == "--threads") a.engine.threads = parse_int(f, value(), 1);
         else if (f == "--io-threads") a.engine.io_threads = parse_int(f, value(), 1);
+        else if (f == "--unpack-threads") a.engine.unpack_threads = parse_int(f, value(), 1);
         else if (f == "--chunk") a.engine.chunk = parse_int(f, value(), 1);
         else if (f == "--ctx") a.engine.ctx = parse_int(f, value(), 1);
         else if (f == "--new-tokens") a.new_tokens = parse_int(f, value(), 0);
@@ -227,8 +229,9 @@ int run(const Args& a) {
     std::printf("  \"model\": \"%s\",\n", a.model.c_str());
     std::printf("  \"gemm_kernel\": \"%s\", \"unpack_path\": \"%s\",\n", engine.gemm_kernel(),
                 path_name(active_unpack_path()));
-    std::printf("  \"threads\": %d, \"io_threads\": %d, \"chunk\": %d, \"direct_io\": %s, \"verify_crc\": %s,\n",
-                a.engine.threads, a.engine.io_threads, a.engine.chunk, a.load.direct_io ? "true" : "false",
+    std::printf("  \"threads\": %d, \"io_threads\": %d, \"unpack_threads\": %d, \"chunk\": %d, \"direct_io\": %s, "
+                "\"verify_crc\": %s,\n",
+                a.engine.threads, a.engine.io_threads, a.engine.unpack_threads, a.engine.chunk, a.load.direct_io ? "true" : "false",
                 a.load.verify_crc ? "true" : "false");
     std::printf("  \"prompt_tokens\": %zu, \"new_tokens\": %d,\n", prompt.size(), a.new_tokens);
     std::printf("  \"ttft_s\": %.6f,\n", ttft);

@@ -4,9 +4,9 @@
 
 namespace edgeflow {
 
-Executors::Executors(int threads, int io_threads, Trace* trace)
+Executors::Executors(int threads, int io_threads, int unpack_threads, Trace* trace)
     : io(std::make_unique<QueueExecutor>("io", io_threads, 0, trace)),
-      unpack(std::make_unique<QueueExecutor>("unpack", 1, 0, trace)),
+      unpack(std::make_unique<QueueExecutor>("unpack", unpack_threads, 0, trace)),
       cpu(std::make_unique<CpuExecutor>(threads, trace)),
       accel(std::make_unique<AcceleratorEmulator>(threads, trace)) {}
 

@@ -43,7 +43,7 @@ struct PrefillOptions {
 
 // The executors of one engine instance: io and unpack lanes plus the CPU and accelerator executors.
 struct Executors {
-    Executors(int threads, int io_threads, Trace* trace);
+    Executors(int threads, int io_threads, int unpack_threads, Trace* trace);
     std::unique_ptr<QueueExecutor> io, unpack;
     std::unique_ptr<CpuExecutor> cpu;
     std::unique_ptr<AcceleratorEmulator> accel;
