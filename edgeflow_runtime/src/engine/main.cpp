@@ -244,6 +244,7 @@ int run(const Args& a) {
     std::printf("  \"cold_prefill_tokens_per_s\": %.3f,\n", double(prompt.size()) / (p1 - p0));
     if (!warm.empty()) std::printf("  \"warm_prefill_tokens_per_s\": %.3f,\n", warm[warm.size() / 2]);
     std::printf("  \"decode_s\": %.6f,\n", t_decoded - t_first);
+    if (a.new_tokens > 0) std::printf("  \"decode_tokens_per_s\": %.3f,\n", a.new_tokens / (t_decoded - t_first));
     std::printf("  \"bytes_read\": %llu,\n", static_cast<unsigned long long>(engine.bytes_read()));
     std::printf("  \"model_resident_bytes_at_start\": %ld,\n", resident_at_start);
     std::printf("  \"peak_rss_bytes\": %ld,\n", peak_rss_bytes());

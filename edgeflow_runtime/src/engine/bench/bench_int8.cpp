@@ -2,12 +2,15 @@
 //
 //   edgeflow-bench-int8 [threads] [seconds]
 //
-// peak: every thread issues independent chains of the SIMD INT8 multiply instruction alone (x86: pmaddubsw, 32
-// multiply-adds per instruction; aarch64: sdot, 16 per instruction); reported in GOPS counting a multiply-add as
-// 2 operations. This is the ceiling any INT8 engine on these units can reach.
-// step: the same with the minimal exact signed x signed step on AVX2 (psignb + pmaddubsw + pmaddwd + paddd), the
-// inner loop of our kernel. gemm: our best kernel on the default model's prefill matmuls (T = 128 tokens), split
-// over the threads as the accelerator emulator does. Output: one JSON object.
+// GOPS count a multiply-add as 2 operations; every thread runs the same loop.
+//   instruction_gops: each INT8 multiply instruction alone, 8-12 independent copies per loop iteration written in
+//     assembly so the compiler cannot fold them: x86 pmaddubsw (32 u8 x s8 multiply-adds), AVX-VNNI vpdpbusd (32,
+//     accumulating into int32); aarch64 sdot (16). int8_peak_gops is the best of them: the machine's INT8 peak.
+//   step_gops: the shortest exact signed x signed -> int32 sequence of each instruction set, in independent
+//     accumulator chains: AVX2 psignb + pmaddubsw + pmaddwd + paddd, AVX-VNNI psignb + vpdpbusd (what our kernels
+//     issue per 32 multiply-adds).
+//   gemm_gops: our best kernel on the default model's prefill matmuls (T = 128 tokens), split over the threads as
+//     the accelerator emulator does. Output: one JSON object.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -31,24 +34,44 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr int kChains = 8;  // independent accumulators: enough to cover the multiply latency
+constexpr int kChains = 12;  // independent accumulators: more than latency x throughput of the longest step
 
 #if defined(__x86_64__)
-__attribute__((target("avx2"))) double peak_ops(long iters, bool full_step) {
+enum class Op { Maddubs, Vpdpbusd, Avx2Step, VnniStep };
+
+#define EF_REPEAT8(x) x x x x x x x x
+
+// Each chain feeds its own result back in, so no two chains compute the same thing and nothing folds away.
+__attribute__((target("avx2,avxvnni"))) double chain_ops(long iters, Op op) {
     __m256i acc[kChains];
     __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2);
     const __m256i ones = _mm256_set1_epi16(1);
     for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_epi32(i);
+    if (op == Op::Maddubs) {
+        for (long it = 0; it < iters; ++it)
+            __asm__ volatile(EF_REPEAT8("vpmaddubsw %%ymm14, %%ymm15, %%ymm0\n vpmaddubsw %%ymm14, %%ymm15, %%ymm1\n")
+                             ::: "xmm0", "xmm1");
+        return double(iters) * 16 * 32 * 2;
+    }
+    if (op == Op::Vpdpbusd) {
+        for (long it = 0; it < iters; ++it)
+            __asm__ volatile(EF_REPEAT8("%{vex%} vpdpbusd %%ymm14, %%ymm15, %%ymm0\n %{vex%} vpdpbusd %%ymm14, %%ymm15, %%ymm1\n"
+                                        "%{vex%} vpdpbusd %%ymm14, %%ymm15, %%ymm2\n %{vex%} vpdpbusd %%ymm14, %%ymm15, %%ymm3\n"
+                                        "%{vex%} vpdpbusd %%ymm14, %%ymm15, %%ymm4\n %{vex%} vpdpbusd %%ymm14, %%ymm15, %%ymm5\n"
+                                        "%{vex%} vpdpbusd %%ymm14, %%ymm15, %%ymm6\n %{vex%} vpdpbusd %%ymm14, %%ymm15, %%ymm7\n")
+                             ::: "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7");
+        return double(iters) * 64 * 32 * 2;
+    }
     for (long it = 0; it < iters; ++it) {
         for (int i = 0; i < kChains; ++i) {
-            if (full_step) {
+            if (op == Op::Avx2Step) {
                 const __m256i p = _mm256_maddubs_epi16(a, _mm256_sign_epi8(b, acc[i]));
                 acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(p, ones));
-            } else {  // each chain feeds its own result back in, so no two chains compute the same thing
-                acc[i] = _mm256_maddubs_epi16(acc[i], b);
+            } else {
+                acc[i] = _mm256_dpbusd_avx_epi32(acc[i], a, _mm256_sign_epi8(b, acc[i]));
             }
         }
-        __asm__ volatile("" : "+x"(a), "+x"(b));  // keep the loop from being folded
+        __asm__ volatile("" : "+x"(a), "+x"(b));
     }
     int sink = 0;
     for (int i = 0; i < kChains; ++i) sink += _mm256_extract_epi32(acc[i], 0);
@@ -56,37 +79,29 @@ __attribute__((target("avx2"))) double peak_ops(long iters, bool full_step) {
     g += sink;
     return double(iters) * kChains * 32 * 2;
 }
-bool have_peak() { return __builtin_cpu_supports("avx2"); }
-const char* peak_name() { return "avx2 pmaddubsw"; }
 #elif defined(__aarch64__)
-__attribute__((target("arch=armv8.2-a+dotprod"))) double peak_ops(long iters, bool) {
+enum class Op { Sdot };
+
+__attribute__((target("arch=armv8.2-a+dotprod"))) double chain_ops(long iters, Op) {
     int32x4_t acc[kChains];
-    int8x16_t a = vdupq_n_s8(3), b = vdupq_n_s8(-2);
+    const int8x16_t b = vdupq_n_s8(-2);
     for (int i = 0; i < kChains; ++i) acc[i] = vdupq_n_s32(i);
-    for (long it = 0; it < iters; ++it) {
+    for (long it = 0; it < iters; ++it)
         for (int i = 0; i < kChains; ++i) acc[i] = vdotq_s32(acc[i], vreinterpretq_s8_s32(acc[i]), b);
-        __asm__ volatile("" : "+w"(a), "+w"(b));
-    }
     int sink = 0;
     for (int i = 0; i < kChains; ++i) sink += vgetq_lane_s32(acc[i], 0);
     static std::atomic<int> g;
     g += sink;
     return double(iters) * kChains * 16 * 2;
 }
-bool have_peak() {
-    for (const auto& k : available_gemm_kernels())
-        if (std::string(k.name) == "neon-sdot") return true;
-    return false;
-}
-const char* peak_name() { return "neon sdot"; }
 #endif
 
-// GOPS of peak_ops on `threads` threads running together for about `seconds`.
-double measure_peak(int threads, double seconds, bool full_step) {
+// GOPS of chain_ops on `threads` threads running together for about `seconds`.
+double measure_chains(int threads, double seconds, Op op) {
     long iters = 1 << 16;
     for (;;) {  // calibrate on one thread
         const auto t0 = Clock::now();
-        peak_ops(iters, full_step);
+        chain_ops(iters, op);
         const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
         if (dt > 0.02) {
             iters = long(iters * seconds / dt) + 1;
@@ -97,7 +112,7 @@ double measure_peak(int threads, double seconds, bool full_step) {
     std::vector<std::thread> ts;
     std::vector<double> ops(threads);
     const auto t0 = Clock::now();
-    for (int i = 0; i < threads; ++i) ts.emplace_back([&, i] { ops[i] = peak_ops(iters, full_step); });
+    for (int i = 0; i < threads; ++i) ts.emplace_back([&, i] { ops[i] = chain_ops(iters, op); });
     for (auto& t : ts) t.join();
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     double total = 0;
@@ -149,20 +164,36 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "usage: edgeflow-bench-int8 [threads >= 1] [seconds > 0]\n");
         return 2;
     }
-    if (!have_peak()) {
-        std::fprintf(stderr, "edgeflow-bench-int8: this CPU has no AVX2 / sdot; no INT8 peak to measure\n");
+    std::string instrs, steps;
+    double peak = 0;
+    auto measure = [&](std::string& out, const char* name, Op op, bool is_peak) {
+        const double g = measure_chains(threads, seconds, op);
+        out += std::string(out.empty() ? "" : ", ") + "\"" + name + "\": " + std::to_string(g);
+        if (is_peak) peak = std::max(peak, g);
+    };
+#if defined(__x86_64__)
+    if (!__builtin_cpu_supports("avx2")) {
+        std::fprintf(stderr, "edgeflow-bench-int8: this CPU has no AVX2; no INT8 peak to measure\n");
         return 3;
     }
-    const double peak = measure_peak(threads, seconds, false);
-#if defined(__x86_64__)
-    const double step = measure_peak(threads, seconds, true);
+    measure(instrs, "pmaddubsw", Op::Maddubs, true);
+    measure(steps, "avx2", Op::Avx2Step, false);
+    if (__builtin_cpu_supports("avxvnni")) {
+        measure(instrs, "vpdpbusd", Op::Vpdpbusd, true);
+        measure(steps, "avx-vnni", Op::VnniStep, false);
+    }
 #else
-    const double step = peak;
+    bool sdot = false;
+    for (const auto& k : available_gemm_kernels()) sdot |= std::string(k.name) == "neon-sdot";
+    if (!sdot) {
+        std::fprintf(stderr, "edgeflow-bench-int8: this CPU has no sdot; no INT8 peak to measure\n");
+        return 3;
+    }
+    measure(instrs, "sdot", Op::Sdot, true);
 #endif
     const double gemm = measure_gemm(threads, seconds);
-    std::printf("{\"threads\": %d, \"peak_instruction\": \"%s\", \"int8_peak_gops\": %.2f, "
-                "\"int8_exact_step_gops\": %.2f, \"gemm_kernel\": \"%s\", \"gemm_gops\": %.2f, "
-                "\"gemm_efficiency\": %.3f}\n",
-                threads, peak_name(), peak, step, best_gemm_kernel().name, gemm, gemm / peak);
+    std::printf("{\"threads\": %d, \"instruction_gops\": {%s}, \"step_gops\": {%s}, \"int8_peak_gops\": %.2f, "
+                "\"gemm_kernel\": \"%s\", \"gemm_gops\": %.2f, \"gemm_efficiency\": %.3f}\n",
+                threads, instrs.c_str(), steps.c_str(), peak, best_gemm_kernel().name, gemm, gemm / peak);
     return 0;
 }
