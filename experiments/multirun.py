@@ -1,0 +1,62 @@
+"""Run an artifact's sweep through a Hydra launcher (conf/hydra/launcher/: local_parallel, slurm, slurm_gpu).
+
+An artifact's sweep is a list of override lists, not always a Cartesian product (Figure 10 sweeps bits only for
+EdgeFlow), while `--multirun` takes products. `as_multirun` merges the points into as few product lines as cover them
+exactly; each line then runs as `python -m harness --multirun hydra/launcher=<name> ...`, which hands its jobs to the
+launcher (a local process pool, a SLURM array). Rows land in the same store, so `render` afterwards is unchanged.
+"""
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+from experiments import common
+
+
+def _parse(point: list[str]) -> dict[str, str]:
+    out = {}
+    for override in point:
+        key, sep, value = override.partition("=")
+        if not sep or "," in value:
+            raise ValueError(f"cannot sweep override {override!r}: expected key=value without commas")
+        out[key] = value
+    return out
+
+
+def _merge(keys: list[str], points: list[dict[str, str]]) -> list[list[str]]:
+    values = {k: list(dict.fromkeys(p[k] for p in points)) for k in keys}
+    unique = {tuple(p[k] for k in keys) for p in points}
+    if math.prod(len(v) for v in values.values()) == len(unique):
+        return [[f"{k}={','.join(v)}" for k, v in values.items()]]
+    split = next(k for k in keys if len(values[k]) > 1)  # not a product: cut along the first varying key
+    return [line for v in values[split] for line in _merge(keys, [p for p in points if p[split] == v])]
+
+
+def as_multirun(points: list[list[str]]) -> list[list[str]]:
+    """Override lines with comma sweeps whose products are exactly `points` (no point lost or added)."""
+    groups: dict[tuple[str, ...], list[dict[str, str]]] = {}
+    for point in points:
+        parsed = _parse(point)
+        groups.setdefault(tuple(parsed), []).append(parsed)
+    return [line for keys, group in groups.items() for line in _merge(list(keys), group)]
+
+
+# Cold-start timings must not share the machine with other jobs: these kinds always run one at a time.
+SEQUENTIAL_KINDS = {"experiment=ttft"}
+
+
+def commands(points: list[list[str]], launcher: str, results_dir) -> list[list[str]]:
+    out = []
+    for line in as_multirun(points):
+        chosen = "basic" if SEQUENTIAL_KINDS & set(line) else launcher
+        out.append([sys.executable, "-m", "harness", "--multirun", f"hydra/launcher={chosen}", *line,
+                    f"run.results_dir={results_dir}"])
+    return out
+
+
+def launch(points: list[list[str]], launcher: str, results_dir) -> None:
+    """Run every multirun line; a failing configuration is a row in the store, a failing launcher an exception."""
+    for cmd in commands(points, launcher, results_dir):
+        print("[experiments] " + " ".join(cmd[1:]), file=sys.stderr)
+        subprocess.run(cmd, cwd=common.REPO, check=True)

@@ -1,0 +1,82 @@
+"""Measure and draw one artifact: its sweep through the runner (resumable), then its renderer over the store's rows."""
+from __future__ import annotations
+
+import inspect
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from experiments import common, get, multirun
+from experiments.common import Section
+from harness.runner.store import ResultsStore
+
+RESULTS_DIR = common.REPO / "results"
+# Sweep parameters that also select rows when rendering (column -> parameter).
+FILTERS = {"model": "models", "dataset": "datasets", "system": "systems", "quantizer": "quantizers"}
+
+
+class SweepParameterError(ValueError):
+    """A sweep parameter the artifact does not take."""
+
+
+def accepted(name: str, params: dict) -> dict:
+    """The subset of `params` that `name`'s sweep takes (for `run all`, where options are shared)."""
+    module = get(name)
+    if hasattr(module, "measure"):
+        takes = set(inspect.signature(module.measure).parameters) - {"store"}
+        return {k: v for k, v in params.items() if k in takes}
+    return {k: v for k, v in params.items() if k in inspect.signature(module.sweep).parameters}
+
+
+def points(name: str, overrides: list[str] = (), **params) -> list[list[str]]:
+    """The artifact's sweep with `params` (checked against its signature) and `overrides` appended to every point."""
+    module = get(name)
+    accepted = inspect.signature(module.sweep).parameters
+    unknown = sorted(set(params) - set(accepted))
+    if unknown:
+        raise SweepParameterError(f"{name}'s sweep takes {', '.join(accepted)}; not {', '.join(unknown)}")
+    return [p + list(overrides) for p in module.sweep(**params)]
+
+
+def rows_of(name: str, store: ResultsStore, **params) -> pd.DataFrame:
+    """The store's rows this artifact draws, narrowed by the sweep parameters that name a column."""
+    module = get(name)
+    rows = module.load_rows(store) if hasattr(module, "load_rows") else common.read_rows(store, module.EXPERIMENTS)
+    for column, param in FILTERS.items():
+        if params.get(param) and column in rows.columns:
+            rows = rows[rows[column].isin(list(params[param]))]
+    return rows
+
+
+def render(name: str, store: ResultsStore | None = None, out_dir: Path = RESULTS_DIR, **params) -> Section:
+    module = get(name)
+    store = store or ResultsStore()
+    rows = rows_of(name, store, **params)
+    section = module.render(rows, common.load_paper(name), Path(out_dir) / "figures")
+    section.context = section.context or "; ".join(common.labels(rows))
+    return section
+
+
+def run(name: str, store: ResultsStore | None = None, out_dir: Path = RESULTS_DIR, overrides: list[str] = (),
+        launcher: str | None = None, **params) -> Section:
+    """Measure (sweep or benchmark), then render. Failing configurations are recorded as rows; the sweep goes on.
+    With `launcher` (a conf/hydra/launcher option) the sweep runs through `python -m harness --multirun`."""
+    from harness.runner.sweep import run_sweep
+
+    module = get(name)
+    store = store or ResultsStore()
+    if hasattr(module, "measure"):
+        unknown = sorted(set(params) - set(accepted(name, params)))
+        if unknown:
+            raise SweepParameterError(f"{name} is measured by a benchmark that takes no {', '.join(unknown)}")
+        try:
+            module.measure(store, **params)
+        except common.NotAvailable as e:  # rendered as "not run" with this reason
+            print(f"[experiments] {name}: not run: {e}", file=sys.stderr)
+    elif launcher:
+        multirun.launch(points(name, overrides, **params), launcher, store.root)
+    else:
+        counts = run_sweep(points(name, overrides, **params), store, desc=name)
+        print(f"[experiments] {name}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), file=sys.stderr)
+    return render(name, store, out_dir, **params)

@@ -1,0 +1,148 @@
+"""Table 4: WikiText-2 perplexity of Llama3-8B quantized by SmoothQuant, llm.npu's shadow outliers (SO), CMPQ and
+EdgeFlow at 4-7 average bits. Table 5 is the same for Phi3-3.8B (experiments/table5.py reuses this module).
+
+Ours: `perplexity` rows (metric perplexity), median over repetitions. When the store holds the paper's own model its
+rows are compared; otherwise every model we measured is compared with the paper's table, by ordering only (absolute
+perplexities of different models and protocols are not comparable). The reference CSV is the quantizer helper's
+results/paper/table4.csv (long format with metric/value, or wide with one column per method: both are read).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from experiments import common
+from experiments.common import Section, fmt, md_table
+
+NAME = "table4"
+TITLE = "Table 4 - WikiText-2 perplexity, Llama3-8B"
+MODEL = "llama3-8b"
+EXPERIMENTS = ("perplexity",)
+QUANTIZERS = ("smoothquant", "shadow_outlier", "cmpq", "edgeflow")
+BITS = (4, 5, 6, 7)
+DISPLAY = {"smoothquant": "SmoothQuant", "shadow_outlier": "SO", "cmpq": "CMPQ", "edgeflow": "EdgeFlow"}
+_ALIASES = {"so": "shadow_outlier", "shadowoutlier": "shadow_outlier", "shadow outlier": "shadow_outlier",
+            "smoothquant": "smoothquant", "cmpq": "cmpq", "edgeflow": "edgeflow", "ef": "edgeflow",
+            "fp16": "fp16", "none": "fp16", "fp": "fp16"}
+FP16_NAMES = ("fp", "fp16", "none")  # quantizer names under which the unquantized model is stored
+
+
+def sweep(models=("smollm2-135m",), quantizers=QUANTIZERS, bits=BITS) -> list[list[str]]:
+    return [["experiment=perplexity", f"model={m}", f"quantizer={q}", f"quantizer.budget_bits={float(b)}"]
+            for m in models for q in quantizers for b in bits]
+
+
+def paper_table(paper: pd.DataFrame, model: str) -> pd.DataFrame:
+    """The paper's perplexities as (quantizer, bits, value, lower_bound) rows, from either CSV shape."""
+    if {"metric", "value"} <= set(paper.columns):
+        p = paper[paper["metric"].str.contains("perplexity|ppl", na=False)]
+        if "model" in p.columns and (p["model"] == model).any():
+            p = p[p["model"] == model]
+        long = p[["quantizer", "bits", "value"]]
+    else:
+        method_cols = [c for c in paper.columns if c.strip().lower() in _ALIASES]
+        long = paper.melt(id_vars=["bits"], value_vars=method_cols, var_name="quantizer", value_name="value")
+    out = []
+    for r in long.itertuples():
+        value, lower = common.parse_paper_value(r.value)
+        q = _ALIASES.get(str(r.quantizer).strip().lower(), str(r.quantizer).strip().lower())
+        out.append({"quantizer": q, "bits": None if pd.isna(r.bits) else float(r.bits), "value": value,
+                    "lower_bound": lower})
+    return pd.DataFrame(out)
+
+
+def ordering_verdict(ours: dict[str, float], paper: dict[str, tuple[float, bool]]) -> str:
+    """Same rank order of the methods both have -> reproduced; same best method -> same direction."""
+    common_q = [q for q in ours if q in paper]
+    if len(common_q) < 2:
+        return common.NOT_RUN
+    rank_ours = sorted(common_q, key=lambda q: ours[q])
+    rank_paper = sorted(common_q, key=lambda q: paper[q][0])
+    if rank_ours == rank_paper:
+        return common.REPRODUCED
+    return common.SAME_DIRECTION if rank_ours[0] == rank_paper[0] else common.DIFFERS
+
+
+def _draw(ours: pd.DataFrame, ref: pd.DataFrame, model_title: str, name: str, figures_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    colors = dict(zip(QUANTIZERS, ("#ff7f0e", "#2ca02c", "#9467bd", "#1f77b4")))
+    for q in QUANTIZERS:
+        o = ours[ours["quantizer"] == q].sort_values("bits")
+        if len(o):
+            ax.errorbar(o["bits"], o["median"], yerr=[o["median"] - o["min"], o["max"] - o["median"]], marker="o",
+                        color=colors[q], label=f"{DISPLAY[q]} (ours)", capsize=2)
+        p = ref[ref["quantizer"] == q].sort_values("bits")
+        if len(p):
+            ax.plot(p["bits"], p["value"], "--", marker="s", mfc="white", color=colors[q], alpha=0.8,
+                    label=f"{DISPLAY[q]} (paper)")
+            for b, v in zip(p["bits"], p["value"]):
+                if p.loc[(p["bits"] == b), "lower_bound"].any():
+                    ax.annotate(f">{v:g}", (b, v), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    for source, frame, style in (("ours", ours[ours["quantizer"] == "fp16"], "-"), ("paper", ref[ref["quantizer"] == "fp16"], "--")):
+        if len(frame):
+            v = frame["median" if source == "ours" else "value"].iloc[0]
+            ax.axhline(v, color="black", linestyle=style, linewidth=0.8, label=f"FP16 ({source})")
+    ax.set_yscale("log")
+    ax.set_xticks(list(BITS))
+    ax.set_xlabel("average bits")
+    ax.set_ylabel("WikiText-2 perplexity (log)")
+    ax.set_title(model_title, fontsize=9)
+    ax.legend(fontsize=6.5, ncol=2)
+    fig.tight_layout()
+    return common.save_figure(fig, name, figures_dir)
+
+
+def render_for(name: str, title: str, model: str, rows: pd.DataFrame, paper: pd.DataFrame | None,
+               figures_dir: Path) -> Section:
+    """Table 4 or 5: our perplexities beside the paper's `model` table."""
+    ok = common.ok_rows(rows, "perplexity")
+    if model in set(ok["model"]):
+        ok = ok[ok["model"] == model]
+    if ok.empty:
+        return common.not_run_section(name, title, "no perplexity rows in the store")
+    if paper is None:
+        ref = pd.DataFrame(columns=["quantizer", "bits", "value", "lower_bound"])
+    else:
+        ref = paper_table(paper, model)
+    ok = ok.assign(quantizer=ok["quantizer"].where(~ok["quantizer"].isin(FP16_NAMES), "fp16"),
+                   bits=ok["bits"].where(~ok["quantizer"].isin(FP16_NAMES), None))
+    ours = common.summarize(ok, ["model", "quantizer", "bits"])
+    sections, verdicts, figures = [], [], []
+    for m, per_model in ours.groupby("model"):
+        lines = []
+        for b in sorted(per_model["bits"].dropna().unique()):
+            mine = {r.quantizer: r.median for r in per_model[per_model["bits"] == b].itertuples()}
+            theirs = {r.quantizer: (r.value, r.lower_bound) for r in ref[ref["bits"] == b].itertuples()}
+            v = ordering_verdict(mine, theirs)
+            verdicts.append(v)
+            line = {"bits": f"{b:g}"}
+            for q in QUANTIZERS:
+                p = theirs.get(q)
+                line[DISPLAY[q]] = f"{fmt(mine.get(q))} / {(('>' if p[1] else '') + f'{p[0]:g}') if p else '–'}"
+            line["ordering"] = v
+            lines.append(line)
+        fp = per_model[per_model["quantizer"] == "fp16"]
+        fp_ref = ref[ref["quantizer"] == "fp16"]
+        fp_text = (f"FP16: ours {fmt(fp['median'].iloc[0]) if len(fp) else '–'}, paper "
+                   f"{fmt(fp_ref['value'].iloc[0]) if len(fp_ref) else '–'}.")
+        figures += _draw(per_model, ref, f"{title}: ours ({m}) beside the paper's ({model})",
+                         f"{name}-{m}" if len(ours["model"].unique()) > 1 else name, figures_dir)
+        note = common.models_differ_note({m}, {model})
+        sections.append(f"**{m}** (cells: ours / paper; protocol and context length in the rows' notes). "
+                        f"{fp_text} {note}\n\n" + md_table(pd.DataFrame(lines)))
+    verdict, count = common.overall(verdicts)
+    if paper is None:
+        count += f"; results/paper/{name}.csv is missing"
+    pngs = [f for f in figures if f.suffix == ".png"]
+    body = "".join(f"![{title}](figures/{p.name})\n\n" for p in pngs) + "\n".join(sections)
+    return Section(name, title, verdict, count, body, figures)
+
+
+def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
+    return render_for(NAME, TITLE, MODEL, rows, paper, figures_dir)

@@ -1,0 +1,142 @@
+"""Devices: where a system under test runs. One small contract, one module per device, a registry.
+
+A device runs commands and measured processes, moves files, evicts files from its page cache and reports their
+residency, samples a process's memory, says where power can be read (or why not), and describes itself for provenance.
+`flash_read_mbps` (None = native) emulates slower storage for every system alike; rows carry it as
+`flash_emulated_mbps`.
+
+Contract (what the cold-start protocol in harness/measure/cold.py relies on):
+- `spawn(cmd, env, cwd)` starts a measured process and returns a `Spawned`: stdout/stderr as unbuffered byte
+  pipes, `wait(timeout)`, `kill()`, and after exit its peak RSS from the kernel where the device can give it.
+- `evict(paths)` drops the files from the page cache and returns the resident fraction measured afterwards;
+  `resident_fraction(paths)` measures it alone (0.0 = nothing cached).
+- `sample_memory(pid)` returns {"rss_kb", "hwm_kb"} from /proc/PID/status, or None once the process is gone.
+- `power_source()` returns (reader, None) or (None, reason): never a made-up number.
+- Paths passed to evict/resident_fraction/spawn are paths on the device (see `push`).
+"""
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from harness.registry import Registry
+
+
+@dataclass
+class DeviceConfig:
+    """conf/device/*.yaml. `flash_read_mbps`: null = native storage speed, else an emulated read rate in MB/s."""
+
+    name: str = "local"
+    flash_read_mbps: float | None = None
+    adb_address: str | None = None  # android over TCP: "host:port"
+    serial: str | None = None  # android over USB: the device serial (None = the first one found)
+    remote_dir: str = "/data/local/tmp/edgeflow-bench"
+    adb_timeout_s: float = 10.0
+
+    def __post_init__(self):
+        if self.name not in DEVICES:
+            raise ValueError(f"device.name must be one of {sorted(DEVICES)}, got {self.name!r}")
+        if self.flash_read_mbps is not None and not (1 <= float(self.flash_read_mbps) <= 100_000):
+            raise ValueError(f"device.flash_read_mbps must be null or within [1, 100000] MB/s, got {self.flash_read_mbps}")
+        if self.adb_address is not None and not re.fullmatch(r"[\w.\-]+:\d{1,5}", self.adb_address):
+            raise ValueError(f"device.adb_address must be 'host:port', got {self.adb_address!r}")
+        if not self.adb_timeout_s > 0:
+            raise ValueError(f"device.adb_timeout_s must be > 0, got {self.adb_timeout_s}")
+
+
+class Spawned(Protocol):
+    pid: int
+    stdout: object  # binary stream, unbuffered
+    stderr: object
+
+    def wait(self, timeout: float | None = None) -> int: ...
+    def kill(self) -> None: ...
+    def peak_rss_kb(self) -> int | None: ...  # kernel-reported peak (wait4 ru_maxrss) after exit, None if unknown
+    def bytes_read(self) -> int | None: ...  # bytes read from storage during the run, None if unknown
+
+
+@dataclass
+class Completed:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class Device(ABC):
+    """A machine that runs systems under test. See the module docstring for the contract."""
+
+    name: str = ""
+
+    def __init__(self, cfg: DeviceConfig):
+        self.cfg = cfg
+
+    @property
+    def flash_read_mbps(self) -> float | None:
+        return self.cfg.flash_read_mbps
+
+    @abstractmethod
+    def run(self, cmd: list[str], env: dict | None = None, timeout: float | None = None, cwd: str | None = None) -> Completed:
+        """Run a command to completion (not measured)."""
+
+    @abstractmethod
+    def spawn(self, cmd: list[str], env: dict | None = None, cwd: str | None = None) -> Spawned:
+        """Start a measured process, subject to flash emulation."""
+
+    @abstractmethod
+    def push(self, local: str, remote: str) -> str:
+        """Make a local file available on the device; returns its path there."""
+
+    @abstractmethod
+    def pull(self, remote: str, local: str) -> str:
+        """Copy a file from the device; returns the local path."""
+
+    @abstractmethod
+    def evict(self, paths: list[str]) -> float:
+        """Drop the files from the page cache; returns the resident fraction measured afterwards."""
+
+    @abstractmethod
+    def resident_fraction(self, paths: list[str]) -> float:
+        """Fraction of the files' pages in the page cache."""
+
+    @abstractmethod
+    def sample_memory(self, pid: int) -> dict | None:
+        """{"rss_kb", "hwm_kb"} of a running process, None once it has exited."""
+
+    @abstractmethod
+    def load_average(self) -> float:
+        """One-minute load average (the busy-host gate)."""
+
+    @abstractmethod
+    def power_source(self) -> tuple[Callable[[], float] | None, str | None]:
+        """(read_energy_joules, None) where the device exposes an energy counter, else (None, reason)."""
+
+    @abstractmethod
+    def info(self) -> dict:
+        """Provenance: host, kernel, cpu model, cores, memory."""
+
+    def close(self) -> None:
+        """Release what the device holds (throttle groups, connections)."""
+
+
+def parse_proc_status(text: str) -> dict:
+    """VmRSS and VmHWM (kB) from the text of /proc/PID/status."""
+    out = {}
+    for key, name in (("VmRSS", "rss_kb"), ("VmHWM", "hwm_kb")):
+        m = re.search(rf"^{key}:\s+(\d+)\s+kB", text, re.M)
+        if m:
+            out[name] = int(m.group(1))
+    if "rss_kb" not in out:
+        raise ValueError(f"no VmRSS line in /proc/PID/status text: {text[:200]!r}")
+    return out
+
+
+DEVICES = Registry("device", DeviceConfig)
+register_device = DEVICES.register
+
+
+def get_device(cfg) -> Device:
+    """A device from a DeviceConfig or a mapping with its keys (e.g. a Hydra node)."""
+    return DEVICES.create(cfg)
+

@@ -1,0 +1,1 @@
+"""Measurement protocols shared by every system under test (cold start: cold.py)."""

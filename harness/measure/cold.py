@@ -1,0 +1,183 @@
+"""The cold-start protocol, shared by every system under test (llama.cpp, MNN, llm.npu, EdgeFlow).
+
+One repetition:
+  1. load gate: the device's 1-minute load average against `protocol.max_load` (refuse, wait, or flag the row);
+  2. evict every model file from the page cache and verify residency (<= `protocol.max_resident_fraction`);
+  3. spawn a fresh process (under flash emulation when the device has it) and start the clock at spawn;
+  4. read its stdout unbuffered; the system's `first_token(buffer)` says when the first generated token is there, and
+     the wall-clock time of the read that completed it is TTFT (primary metric);
+  5. sample VmRSS/VmHWM from /proc/PID/status every `protocol.rss_sample_ms` (timeline) and take the kernel's peak
+     (wait4 ru_maxrss) after exit; energy over spawn -> first token where the device has a counter;
+  6. a timeout, a non-zero exit or a missing first token raises EngineError carrying the stderr tail.
+Warm-up: `protocol.warmup_runs` extra cold runs first whose results are discarded. They warm what is not a model file
+(the engine's binary, shared libraries, the Python interpreter) identically for every system; model files are evicted
+again before every measured run.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass
+class ProtocolConfig:
+    """conf/protocol/cold.yaml."""
+
+    repetitions: int = 3
+    warmup_runs: int = 1  # discarded cold runs before the measured ones (see module docstring)
+    max_load: float = 1.5  # 1-minute load average above which the host is busy
+    busy_policy: str = "wait"  # refuse | wait (up to busy_wait_s, then refuse) | flag (run, mark rows host_busy=1)
+    busy_wait_s: float = 120.0
+    max_resident_fraction: float = 0.01  # of the model files' pages, after eviction
+    rss_sample_ms: float = 10.0
+
+    def __post_init__(self):
+        checks = [
+            ("repetitions", 1 <= self.repetitions <= 1000, "an integer in [1, 1000]"),
+            ("warmup_runs", 0 <= self.warmup_runs <= 100, "an integer in [0, 100]"),
+            ("max_load", self.max_load > 0, "> 0"),
+            ("busy_policy", self.busy_policy in ("refuse", "wait", "flag"), "one of refuse, wait, flag"),
+            ("busy_wait_s", self.busy_wait_s >= 0, ">= 0"),
+            ("max_resident_fraction", 0 <= self.max_resident_fraction <= 1, "within [0, 1]"),
+            ("rss_sample_ms", 1 <= self.rss_sample_ms <= 1000, "within [1, 1000] ms"),
+        ]
+        for key, ok, allowed in checks:
+            if not ok:
+                raise ValueError(f"protocol.{key} must be {allowed}, got {getattr(self, key)!r}")
+
+
+class EngineError(RuntimeError):
+    """An engine crashed, hung or printed something unparseable. The message ends with its stderr tail."""
+
+    def __init__(self, what: str, stderr: bytes | str = b"", tail_chars: int = 2000):
+        text = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) else stderr
+        self.stderr_tail = text[-tail_chars:]
+        super().__init__(f"{what}\n--- stderr tail ---\n{self.stderr_tail}" if self.stderr_tail else what)
+
+
+class HostBusy(RuntimeError):
+    """The load average stayed above protocol.max_load."""
+
+
+@dataclass
+class ColdRun:
+    """What one cold repetition observed. Times are seconds from spawn."""
+
+    ttft_s: float
+    exit_s: float
+    stdout: bytes
+    stderr: bytes
+    peak_rss_kb: int | None
+    rss_timeline: list[tuple[float, int]]  # (seconds from spawn, VmRSS kB)
+    bytes_read: int | None
+    resident_before: float
+    load_avg: float
+    host_busy: bool
+    energy_j: float | None
+    energy_reason: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def gate_load(device, protocol: ProtocolConfig) -> tuple[float, bool]:
+    """(load average, busy flag) after applying the busy policy; raises HostBusy when the run is refused."""
+    load = device.load_average()
+    if load <= protocol.max_load:
+        return load, False
+    if protocol.busy_policy == "flag":
+        return load, True
+    if protocol.busy_policy == "wait":
+        deadline = time.monotonic() + protocol.busy_wait_s
+        while time.monotonic() < deadline:
+            time.sleep(min(5.0, protocol.busy_wait_s))
+            load = device.load_average()
+            if load <= protocol.max_load:
+                return load, False
+    raise HostBusy(f"host busy: 1-minute load average {load:.2f} > protocol.max_load={protocol.max_load} "
+                   f"(busy_policy={protocol.busy_policy}); retry when the machine is idle or raise the threshold")
+
+
+def evict_verified(device, files: list[str], protocol: ProtocolConfig) -> float:
+    resident = device.evict(files)
+    if resident > protocol.max_resident_fraction:
+        raise RuntimeError(f"eviction failed: {resident:.1%} of the model files' pages are still cached after eviction "
+                           f"(allowed {protocol.max_resident_fraction:.1%}); files: {files}")
+    return resident
+
+
+def run_once(device, cmd: list[str], files: list[str], first_token: Callable[[bytes], bool], timeout_s: float,
+             protocol: ProtocolConfig, env: dict | None = None, cwd: str | None = None) -> ColdRun:
+    """One cold repetition of `cmd` (see the module docstring)."""
+    load, busy = gate_load(device, protocol)
+    resident = evict_verified(device, files, protocol)
+    read_energy, energy_reason = device.power_source()
+    e0 = read_energy() if read_energy else None
+
+    t0 = time.monotonic()
+    proc = device.spawn(cmd, env=env, cwd=cwd)
+    out, err = bytearray(), bytearray()
+    first = {}  # "t": monotonic time of the read that completed the first token, "e": energy then
+
+    def read_stdout():
+        fd = proc.stdout.fileno()
+        while chunk := os.read(fd, 65536):
+            out.extend(chunk)
+            if "t" not in first and first_token(bytes(out)):
+                first["t"] = time.monotonic()
+                first["e"] = read_energy() if read_energy else None
+
+    def read_stderr():
+        fd = proc.stderr.fileno()
+        while chunk := os.read(fd, 65536):
+            err.extend(chunk)
+
+    timeline: list[tuple[float, int]] = []
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            mem = device.sample_memory(proc.pid)
+            if mem:
+                timeline.append((time.monotonic() - t0, mem["rss_kb"]))
+            stop.wait(protocol.rss_sample_ms / 1000)
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (read_stdout, read_stderr, sample)]
+    for t in threads:
+        t.start()
+    try:
+        code = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise EngineError(f"{cmd[0]} timed out after {timeout_s} s (system.timeout_s)", bytes(err)) from None
+    finally:
+        stop.set()
+    t_exit = time.monotonic()
+    for t in threads[:2]:
+        t.join(timeout=5)
+    if code != 0:
+        raise EngineError(f"{cmd[0]} exited with status {code}", bytes(err))
+    if "t" not in first:
+        raise EngineError(f"{cmd[0]} exited without printing a first token; stdout: {bytes(out)[-300:]!r}", bytes(err))
+    energy = first["e"] - e0 if read_energy else None
+    return ColdRun(ttft_s=first["t"] - t0, exit_s=t_exit - t0, stdout=bytes(out), stderr=bytes(err),
+                   peak_rss_kb=proc.peak_rss_kb() or max((r for _, r in timeline), default=None),
+                   rss_timeline=timeline, bytes_read=proc.bytes_read(), resident_before=resident, load_avg=load,
+                   host_busy=busy, energy_j=energy, energy_reason=energy_reason)
+
+
+def repeat(run: Callable[[], ColdRun], protocol: ProtocolConfig) -> list[ColdRun]:
+    """Warm-up runs (discarded) then `protocol.repetitions` measured runs of the same cold repetition."""
+    for _ in range(protocol.warmup_runs):
+        run()
+    return [run() for _ in range(protocol.repetitions)]
+
+
+def summarize(values: list[float]) -> dict:
+    """Median and spread (min, max, and (max - min) / median) of repetitions."""
+    med = statistics.median(values)
+    return {"median": med, "min": min(values), "max": max(values), "n": len(values),
+            "spread_pct": 100 * (max(values) - min(values)) / med if med else 0.0}

@@ -1,0 +1,57 @@
+"""`experiment.kind: ttft`: cold TTFT of one system on one device, for every prompt of a prompt set.
+
+Uses the groups system (conf/system), device (conf/device), protocol (conf/protocol) and prompts (conf/prompts), and
+`experiment.extra.bits` (weight bits handed to the system's prepare; default 8). Yields one row per metric per
+repetition per prompt; a metric a device cannot give (energy here) is a row with value null and the reason in notes.
+Rows measured under flash emulation are labelled `emulated` and carry flash_emulated_mbps.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Iterator
+
+from harness.config import build
+from harness.devices import DeviceConfig, get_device
+from harness.measure.cold import ProtocolConfig
+from harness.measure.prompts import PromptsConfig, make_prompts
+from harness.systems import NotRun, SystemConfig, get_system
+
+
+def ttft(job) -> Iterator[dict]:
+    from transformers import AutoTokenizer
+
+    from harness.models.zoo import checkpoint_dir
+    from harness.runner.kinds import NotRunError
+
+    cfg = job.cfg
+    if cfg.get("system") is None:
+        raise ValueError("experiment ttft needs a system: add system=llamacpp|mnn|llmnpu")
+    system = get_system(build(SystemConfig, cfg.system, "system"))
+    device = get_device(build(DeviceConfig, cfg.device, "device"))
+    protocol = build(ProtocolConfig, cfg.protocol, "protocol")
+    prompts_cfg = build(PromptsConfig, cfg.get("prompts") or {}, "prompts")
+    bits = int(job.experiment.extra.get("bits", 8))
+    try:
+        info = json.dumps(device.info())
+        try:
+            prepared = system.prepare(job.model, bits, device)
+        except NotRun as e:
+            raise NotRunError(str(e)) from None
+        prompts = make_prompts(prompts_cfg, AutoTokenizer.from_pretrained(checkpoint_dir(job.model)))
+        emulated = device.flash_read_mbps is not None
+        for p, ids in enumerate(prompts):
+            measurement = system.run_cold(prepared, ids, device, protocol)
+            s = measurement.summary("ttft_s")
+            print(f"[edgeflow-bench] {system.name} prompt {p} ({len(ids)} tokens, flash "
+                  f"{device.flash_read_mbps or 'native'}): TTFT median {s['median']:.3f} s, "
+                  f"min {s['min']:.3f}, max {s['max']:.3f} over {s['n']}", file=sys.stderr)
+            notes = "; ".join([f"prompt {p}", *prepared.notes, *measurement.notes])
+            for r, metrics in enumerate(measurement.repetitions):
+                for m in metrics:
+                    yield job.row(m.name, m.value, m.unit, repetition=r, bits=float(bits), dataset=prompts_cfg.name,
+                                  prompt_tokens=len(ids), flash_emulated_mbps=device.flash_read_mbps,
+                                  label="emulated" if emulated else "measured", device_info=info,
+                                  notes="; ".join(x for x in (m.reason, m.detail, notes) if x))
+    finally:
+        device.close()

@@ -1,0 +1,143 @@
+"""Systems under test: one shape for every engine (llama.cpp, MNN, llm.npu, EdgeFlow). One module each, a registry.
+
+Contract:
+- `prepare(model, bits, device) -> Prepared`: build/convert/cache what the engine needs for this model and weight
+  precision, put it on the device, and say which files a cold run must evict. Idempotent and cached.
+- `run_cold(prepared, prompt_ids, device, protocol) -> Measurement`: run the prompt cold under the shared protocol
+  (harness/measure/cold.py): `protocol.repetitions` repetitions, each a fresh process with the model files evicted.
+  A Measurement holds, per repetition, metrics as (name, value, unit): at least `ttft_s` (wall clock from spawn to
+  the first generated token: the primary metric), the engine's own timings as secondary metrics (prefixed with the
+  engine's name), `peak_rss_mb`, `energy_j` (None with a reason where the device has no counter), `bytes_read_mb`
+  where known, `load_avg_1m`, `flash_emulated_mbps`, and free-text notes.
+- A system that cannot run on a device raises `NotRun(reason)` from prepare or run_cold; nothing else pretends to be it.
+- An engine that crashes, hangs (system.timeout_s) or prints something unparseable raises EngineError (from
+  harness.measure.cold) whose message ends with its stderr tail; the runner records a failed row and goes on.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+from harness.registry import Registry
+from harness.measure.cold import ColdRun, EngineError, ProtocolConfig, summarize  # noqa: F401  (re-exported)
+
+
+class NotRun(Exception):
+    """This system cannot run here; str(e) is the reason, recorded in every row instead of a number."""
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    value: float | None
+    unit: str
+    reason: str | None = None  # why value is None
+    detail: str | None = None  # supporting data for the row's notes (e.g. the RSS timeline)
+
+
+@dataclass
+class Prepared:
+    """What prepare() made: files on the device to evict before each cold run, and how to run the engine."""
+
+    system: str
+    files: list[str]  # on the device
+    artifacts: dict  # named paths (e.g. {"gguf": ..., "binary": ...})
+    weight_format: str  # e.g. "gguf Q8_0", "mnn int8 per-channel"
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Measurement:
+    system: str
+    repetitions: list[list[Metric]]  # one list of metrics per measured repetition
+    notes: list[str] = field(default_factory=list)
+
+    def values(self, name: str) -> list[float]:
+        return [m.value for rep in self.repetitions for m in rep if m.name == name and m.value is not None]
+
+    def summary(self, name: str = "ttft_s") -> dict:
+        """Median and spread over repetitions of one metric."""
+        vals = self.values(name)
+        if not vals:
+            raise KeyError(f"no values of metric {name!r} in this measurement")
+        return summarize(vals)
+
+
+@dataclass
+class SystemConfig:
+    """conf/system/*.yaml (keys that a system does not use are ignored by it)."""
+
+    name: str = "llamacpp"
+    threads: int = 2
+    timeout_s: float = 300.0
+    gguf_type: str = "Q8_0"  # llamacpp: llama-quantize type for the INT8 baseline (others selectable)
+    llamacpp_version: str = "0.3.36"  # llama-cpp-python sdist that vendors the llama.cpp source
+    mnn_quant_block: int = 0  # mnn: 0 = per-channel weight quantisation
+    binary: str | None = None  # llmnpu: path of the mllm NPU demo binary (local path, pushed to the device)
+    model_files: list[str] = field(default_factory=list)  # llmnpu: its model files (local paths)
+    extra_args: list[str] = field(default_factory=list)  # llmnpu: arguments for the demo
+
+    def __post_init__(self):
+        if self.name not in SYSTEM_NAMES:
+            raise ValueError(f"system.name must be one of {sorted(SYSTEM_NAMES)}, got {self.name!r}")
+        if not (1 <= int(self.threads) <= 256):
+            raise ValueError(f"system.threads must be an integer in [1, 256], got {self.threads}")
+        if not (0 < float(self.timeout_s) <= 86400):
+            raise ValueError(f"system.timeout_s must be within (0, 86400] s, got {self.timeout_s}")
+        if self.mnn_quant_block < 0:
+            raise ValueError(f"system.mnn_quant_block must be >= 0 (0 = per-channel), got {self.mnn_quant_block}")
+
+
+class System(ABC):
+    """A system under test; see the module docstring for the contract."""
+
+    name: str = ""
+
+    def __init__(self, cfg: SystemConfig):
+        self.cfg = cfg
+
+    @abstractmethod
+    def prepare(self, model, bits: int, device) -> Prepared: ...
+
+    @abstractmethod
+    def run_cold(self, prepared: Prepared, prompt_ids: list[int], device, protocol: ProtocolConfig) -> Measurement: ...
+
+
+def cold_metrics(run: ColdRun, device) -> list[Metric]:
+    """The protocol's metrics of one repetition, the same for every system."""
+    def mb(v):
+        return None if v is None else v / 1e6
+    energy_reason = None if run.energy_j is not None else run.energy_reason
+    return [
+        Metric("ttft_s", run.ttft_s, "s"),
+        Metric("exit_s", run.exit_s, "s"),
+        Metric("peak_rss_mb", None if run.peak_rss_kb is None else run.peak_rss_kb / 1024, "MiB",
+               None if run.peak_rss_kb is not None else "no RSS sample", rss_timeline(run.rss_timeline)),
+        Metric("bytes_read_mb", mb(run.bytes_read), "MB", None if run.bytes_read is not None else "not known on this device"),
+        Metric("energy_j", run.energy_j, "J", energy_reason),
+        Metric("resident_before", run.resident_before, "fraction"),
+        Metric("load_avg_1m", run.load_avg, "load"),
+        Metric("host_busy", float(run.host_busy), "bool"),
+        Metric("flash_emulated_mbps", device.flash_read_mbps, "MB/s",
+               None if device.flash_read_mbps is not None else "native storage speed"),
+    ]
+
+
+def rss_timeline(samples: list[tuple[float, int]], points: int = 40) -> str:
+    """The VmRSS timeline, thinned to at most `points` samples, as "rss timeline (s, MiB): [[t, mib], ...]"."""
+    step = max(1, len(samples) // points)
+    thinned = samples[::step] + (samples[-1:] if samples and (len(samples) - 1) % step else [])
+    return "rss timeline (s, MiB): " + str([[round(t, 3), round(kb / 1024, 1)] for t, kb in thinned])
+
+
+SYSTEM_NAMES = ("llamacpp", "mnn", "llmnpu", "edgeflow")
+SYSTEMS = Registry("system", SystemConfig)
+register_system = SYSTEMS.register
+
+
+def get_system(cfg) -> System:
+    """A system from a SystemConfig or a mapping with its keys (e.g. a Hydra node)."""
+    cfg = SYSTEMS.config(cfg)
+    if cfg.name not in SYSTEMS:
+        raise NotRun(f"system {cfg.name!r} is not implemented in this build of the harness")
+    return SYSTEMS.create(cfg)

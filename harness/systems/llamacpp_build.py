@@ -1,0 +1,111 @@
+"""llama.cpp from source, cached per version: fetch, build the five tools, convert and quantise a checkpoint.
+
+The source is the llama.cpp tree vendored in the `llama-cpp-python` sdist (PyPI is reachable, GitHub is not):
+`pip download --no-deps --no-binary :all: llama-cpp-python==V`, extract `vendor/llama.cpp`. Built with CMake,
+Release, static libraries, tests/examples/server/app off, only the targets we run (~8 min on 2 cores; the full
+`pip install llama-cpp-python` takes ~20). Layout under the cache: llamacpp/<V>/src, llamacpp/<V>/build/bin/<tool>,
+llamacpp/<V>/models/<model>/{f16,<type>}.gguf.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from harness.cache import cache_dir, progress_note
+
+TOOLS = ("llama-completion", "llama-bench", "llama-quantize", "llama-perplexity", "llama-tokenize")
+CMAKE_FLAGS = [
+    "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=ON", "-DLLAMA_BUILD_TOOLS=ON",
+    "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_APP=OFF",
+    "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_OPENSSL=OFF",
+]
+COMPLETE = ".complete"
+
+
+class BuildError(RuntimeError):
+    """A step of fetching or building llama.cpp failed; the message carries the tool's output tail."""
+
+
+def source_dir(version: str) -> Path:
+    """The vendored llama.cpp source of llama-cpp-python==version (downloaded and extracted once)."""
+    root = cache_dir("llamacpp", version)
+    src = root / "src"
+    if (src / COMPLETE).is_file():
+        return src
+    with tempfile.TemporaryDirectory(dir=root) as tmp, progress_note(f"pip download llama-cpp-python=={version} sdist"):
+        _check([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", "-d", tmp,
+                f"llama-cpp-python=={version}"], "pip download")
+        sdist = next(Path(tmp).glob("llama_cpp_python-*.tar.gz"))
+        prefix = f"{sdist.name[:-len('.tar.gz')]}/vendor/llama.cpp/"
+        with tarfile.open(sdist) as tf:
+            members = [m for m in tf.getmembers() if m.name.startswith(prefix)]
+            if not members:
+                raise BuildError(f"{sdist.name} has no vendor/llama.cpp")
+            tf.extractall(tmp, members=members, filter="data")
+        shutil.rmtree(src, ignore_errors=True)
+        os.replace(Path(tmp) / prefix, src)
+    (src / COMPLETE).write_text(f"llama-cpp-python=={version}\n")
+    return src
+
+
+def build_tools(version: str, tools=TOOLS, jobs: int = 2) -> dict[str, Path]:
+    """{tool: binary path}, building the missing ones (niced, -j`jobs`)."""
+    src = source_dir(version)
+    build = src.parent / "build"
+    bins = {t: build / "bin" / t for t in tools}
+    missing = [t for t, p in bins.items() if not p.is_file()]
+    if missing:
+        with progress_note(f"building llama.cpp {version}: {' '.join(missing)} (~8 min on 2 cores)"):
+            if not (build / "CMakeCache.txt").is_file():
+                _check(["nice", "-n", "10", "cmake", "-S", str(src), "-B", str(build), *CMAKE_FLAGS], "cmake configure")
+            _check(["nice", "-n", "10", "cmake", "--build", str(build), f"-j{jobs}", "--target", *missing], "cmake build")
+    return bins
+
+
+def convert_to_gguf(checkpoint: Path, out: Path, version: str) -> Path:
+    """FP16 GGUF of a Hugging Face checkpoint directory with the converter of the same llama.cpp source."""
+    if out.is_file():
+        return out
+    src = source_dir(version)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_suffix(".partial")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src / "gguf-py"), os.environ.get("PYTHONPATH", "")]),
+           "HF_HUB_OFFLINE": "1"}
+    with progress_note(f"convert_hf_to_gguf {checkpoint.name} -> {out.name}"):
+        _check([sys.executable, str(src / "convert_hf_to_gguf.py"), str(checkpoint), "--outtype", "f16",
+                "--outfile", str(partial)], "convert_hf_to_gguf.py", env=env)
+    os.replace(partial, out)
+    return out
+
+
+def quantize(f16: Path, out: Path, gguf_type: str, version: str) -> Path:
+    """`llama-quantize f16 out TYPE` (e.g. Q8_0, Q4_0, Q4_K_M), cached."""
+    if out.is_file():
+        return out
+    tool = build_tools(version, ("llama-quantize",))["llama-quantize"]
+    partial = out.with_suffix(".partial")
+    with progress_note(f"llama-quantize {f16.name} -> {gguf_type}"):
+        _check([str(tool), str(f16), str(partial), gguf_type], "llama-quantize")
+    os.replace(partial, out)
+    return out
+
+
+def model_gguf(checkpoint: Path, model_name: str, gguf_type: str, version: str) -> Path:
+    """The model quantised to `gguf_type` (F16 = the converted file itself)."""
+    folder = cache_dir("llamacpp", version, "models", model_name)
+    f16 = convert_to_gguf(checkpoint, folder / "f16.gguf", version)
+    if gguf_type.upper() == "F16":
+        return f16
+    return quantize(f16, folder / f"{gguf_type}.gguf", gguf_type, version)
+
+
+def _check(cmd: list[str], what: str, env: dict | None = None) -> None:
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if res.returncode != 0:
+        tail = (res.stdout + res.stderr)[-3000:]
+        raise BuildError(f"{what} failed (exit {res.returncode}): {' '.join(cmd)}\n{tail}")

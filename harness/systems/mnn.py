@@ -1,0 +1,63 @@
+"""MNN baseline: our FP16 checkpoint exported by llmexport with INT8 (or INT4) weights, run cold through `MNN.llm`
+in a fresh Python process (harness/systems/mnn_driver.py). TTFT is wall clock from spawn to the driver's
+`first_token` line, so it includes the interpreter's start and `import MNN` (~0.1 s here; `mnn_import_s` shows it):
+the PyPI wheel is MNN's only engine reachable here (its native llm_demo is not shipped)."""
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from harness.measure.cold import EngineError, repeat, run_once
+from harness.models.zoo import checkpoint_dir
+from harness.systems.base import Measurement, Metric, NotRun, Prepared, System, cold_metrics, register_system
+from harness.systems.mnn_export import export
+
+DRIVER = Path(__file__).with_name("mnn_driver.py")
+
+
+@register_system
+class MNNSystem(System):
+    name = "mnn"
+
+    def prepare(self, model, bits, device) -> Prepared:
+        if device.name != "local":
+            raise NotRun(f"MNN runs here through the x86-64 `mnn` wheel only; on {device.name} it needs MNN's native "
+                         "llm_demo built for the device, which no registry ships")
+        folder = export(checkpoint_dir(model), model.name, bits=bits, quant_block=self.cfg.mnn_quant_block)
+        files = sorted(str(f) for f in folder.iterdir() if f.is_file() and not f.name.startswith("."))
+        return Prepared(self.name, files, {"config": str(folder / "config.json")},
+                        f"mnn int{bits} weights, quant_block {self.cfg.mnn_quant_block} (0 = per channel)")
+
+    def run_cold(self, prepared, prompt_ids, device, protocol) -> Measurement:
+        with tempfile.NamedTemporaryFile("w", suffix=".ids", delete=False) as f:
+            f.write(" ".join(map(str, prompt_ids)))
+        cmd = [sys.executable, "-I", str(DRIVER), prepared.artifacts["config"], str(self.cfg.threads), f.name]
+        try:
+            runs = repeat(lambda: run_once(device, cmd, prepared.files, first_token_line, self.cfg.timeout_s, protocol),
+                          protocol)
+        finally:
+            Path(f.name).unlink(missing_ok=True)
+        reps = [cold_metrics(r, device) + engine_metrics(r.stdout, r.stderr, len(prompt_ids)) for r in runs]
+        return Measurement(self.name, reps, [f"weights: {prepared.weight_format}",
+                                             "ttft_s includes Python start and `import MNN` (mnn_import_s)"])
+
+
+def first_token_line(stdout: bytes) -> bool:
+    i = stdout.find(b"first_token ")
+    return i >= 0 and b"\n" in stdout[i:]
+
+
+def engine_metrics(stdout: bytes, stderr: bytes, n_prompt: int) -> list[Metric]:
+    """The driver's in-process timings and MNN's own load time (secondary columns)."""
+    try:
+        line = next(ln for ln in stdout.decode().splitlines() if ln.startswith("{"))
+        t = json.loads(line)
+        if t["prompt_tokens"] != n_prompt:
+            raise ValueError(f"driver saw {t['prompt_tokens']} prompt tokens, expected {n_prompt}")
+        return [Metric("mnn_import_s", t["import_s"], "s"), Metric("mnn_load_s", t["load_s"], "s"),
+                Metric("mnn_engine_load_s", t["mnn_load_us"] / 1e6, "s"), Metric("mnn_prefill_s", t["prefill_s"], "s"),
+                Metric("prompt_tokens", t["prompt_tokens"], "tokens")]
+    except (StopIteration, ValueError, KeyError) as e:
+        raise EngineError(f"cannot parse the MNN driver's timings ({e}); stdout: {stdout[-300:]!r}", stderr) from None

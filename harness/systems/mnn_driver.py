@@ -1,0 +1,36 @@
+"""Runs in the measured process for the MNN system: load an exported model with MNN.llm, prefill a prompt of token ids,
+print the first token. Imports nothing from the harness, so the process's startup is Python + MNN only.
+
+Usage: python -I mnn_driver.py CONFIG_JSON THREADS IDS_FILE   (IDS_FILE: whitespace-separated token ids)
+Prints `first_token <id>` as soon as it is known, then one JSON line of timings measured in this process (seconds
+from its start) and MNN's own load time (`load_us` of the Llm context). The first token is the argmax of the logits
+of `Llm.forward(ids)` (MNN's prefill returns the last position's logits, shape [1, 1, vocab]): in mnn 3.6.1,
+`Llm.generate(ids)` with max_new_tokens=1 prefills but returns no token.
+"""
+import json
+import sys
+import time
+
+t_start = time.monotonic()
+import MNN.llm as mnn_llm  # noqa: E402
+
+t_import = time.monotonic()
+
+
+def main(config: str, threads: int, ids_file: str) -> None:
+    ids = [int(t) for t in open(ids_file).read().split()]
+    llm = mnn_llm.create(config)
+    llm.set_config({"thread_num": threads})
+    llm.load()
+    t_load = time.monotonic()
+    logits = llm.forward(ids).read()  # numpy array [1, 1, vocab]
+    first = int(logits.reshape(-1, logits.shape[-1])[-1].argmax())
+    t_first = time.monotonic()
+    print(f"first_token {first}", flush=True)
+    load_us = llm.context.load_us
+    print(json.dumps({"import_s": t_import - t_start, "load_s": t_load - t_import, "prefill_s": t_first - t_load,
+                      "mnn_load_us": load_us, "prompt_tokens": len(ids)}), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3])

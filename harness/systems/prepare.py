@@ -1,0 +1,27 @@
+"""`python -m harness.systems.prepare [MODEL]`: build and convert everything the baselines need for a model (default:
+the embedded smollm2-135m) on this host: llama.cpp's tools, the GGUF Q8_0 file, the MNN INT8 export. Cached: a second
+run only prints the paths."""
+from __future__ import annotations
+
+import sys
+
+from omegaconf import OmegaConf
+
+from harness.cli import CONF_DIR
+from harness.config import build
+from harness.devices import get_device
+from harness.models.zoo import ModelSpec
+from harness.systems import SystemConfig, get_system
+
+
+def main(model_name: str = "smollm2-135m") -> None:
+    model = build(ModelSpec, OmegaConf.load(f"{CONF_DIR}/model/{model_name}.yaml"), "model")
+    device = get_device({"name": "local"})
+    for name in ("llamacpp", "mnn"):
+        cfg = build(SystemConfig, OmegaConf.load(f"{CONF_DIR}/system/{name}.yaml"), "system")
+        prepared = get_system(cfg).prepare(model, 8, device)
+        print(f"{name}: {prepared.weight_format}: {', '.join(prepared.files)}")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

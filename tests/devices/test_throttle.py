@@ -1,0 +1,65 @@
+"""Flash emulation is validated, not assumed: an evicted file read in a throttled process must come at the set rate
+(within 10%), both through read() and through mmap page faults (how llama.cpp and MNN read weights)."""
+import os
+import subprocess
+import sys
+import pytest
+
+from harness.devices import pagecache
+from harness.devices.throttle import BLKIO_ROOT, BlkioThrottle, ThrottleUnavailable, block_device_of
+
+MBPS = 100.0
+SIZE = 100 * 10**6  # ~1 s at 100 MB/s: blk-throttle lets a first slice through at once, so short reads overshoot
+
+READERS = {
+    "read": "f = open(sys.argv[1], 'rb', buffering=0)\nwhile f.read(1 << 20): pass",
+    "mmap": "import mmap\nf = open(sys.argv[1], 'rb')\nm = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)\n"
+            "s = sum(m[i] for i in range(0, len(m), mmap.PAGESIZE))",
+}
+
+
+def _throttle_or_skip(path):
+    try:
+        return BlkioThrottle(MBPS, path, name="edgeflow-bench-test")
+    except ThrottleUnavailable as e:
+        pytest.skip(f"flash emulation unavailable here: {e}")
+
+
+@pytest.fixture(scope="module")
+def big_file(tmp_path_factory):
+    f = tmp_path_factory.mktemp("flash") / "weights.bin"
+    with open(f, "wb") as out:
+        for _ in range(SIZE // 2**20 + 1):
+            out.write(os.urandom(2**20))
+    return f
+
+
+@pytest.mark.parametrize("how", sorted(READERS))
+def test_throttled_read_bandwidth_is_within_10_percent_of_the_setting(big_file, how):
+    throttle = _throttle_or_skip(big_file)
+    try:
+        assert pagecache.evict([big_file]) == 0.0
+        code = f"import sys, time\nt = time.monotonic()\n{READERS[how]}\nprint(time.monotonic() - t)"
+        res = subprocess.run([sys.executable, "-c", code, str(big_file)], capture_output=True, text=True,
+                             preexec_fn=throttle.join, check=True)
+        mbps = os.path.getsize(big_file) / float(res.stdout) / 1e6
+        print(f"{how}: {mbps:.1f} MB/s")
+        assert abs(mbps - MBPS) / MBPS < 0.10, f"{how}: achieved {mbps:.1f} MB/s for a {MBPS} MB/s setting"
+        assert throttle.bytes_read() >= 0.95 * os.path.getsize(big_file)
+    finally:
+        throttle.close()
+
+
+def test_bad_rate_is_rejected_with_the_key_named(tmp_path):
+    with pytest.raises(ValueError, match="device.flash_read_mbps"):
+        BlkioThrottle(0, tmp_path)
+
+
+def test_block_device_is_major_minor_of_a_disk(tmp_path):
+    if not BLKIO_ROOT.exists():
+        pytest.skip("no blkio hierarchy")
+    try:
+        major, minor = block_device_of(tmp_path).split(":")
+    except ThrottleUnavailable as e:
+        pytest.skip(str(e))
+    assert os.path.exists(f"/sys/dev/block/{major}:{minor}")

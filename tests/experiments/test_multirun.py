@@ -1,0 +1,71 @@
+"""Sweeps through Hydra launchers: merging points into --multirun lines, and the launcher configs."""
+import itertools
+import os
+import subprocess
+import sys
+
+import pytest
+
+from experiments import fig10, fig12, multirun
+from harness.cli import CONF_DIR
+from harness.runner.store import ResultsStore
+
+
+def _expand(line: list[str]) -> set[tuple[str, ...]]:
+    keys = [o.split("=", 1)[0] for o in line]
+    values = [o.split("=", 1)[1].split(",") for o in line]
+    return {tuple(f"{k}={v}" for k, v in zip(keys, combo)) for combo in itertools.product(*values)}
+
+
+@pytest.mark.parametrize("points,n_lines", [
+    (fig10.sweep(), 6),  # TTFT: baselines, EdgeFlow; accuracy: one per baseline (its own quantizer), EdgeFlow
+    (fig12.sweep(), 1),
+    (fig10.sweep(systems=("mnn",), datasets=("mmlu",)), 2),
+])
+def test_multirun_lines_cover_exactly_the_points(points, n_lines):
+    lines = multirun.as_multirun(points)
+    expanded = set().union(*(_expand(line) for line in lines))
+    assert expanded == {tuple(p) for p in points}
+    assert sum(len(_expand(line)) for line in lines) == len(points)  # no point twice
+    assert len(lines) == n_lines
+
+
+def test_ttft_lines_never_run_in_parallel():
+    cmds = multirun.commands(fig10.sweep(datasets=("lambada",)), "local_parallel", "/tmp/x")
+    for cmd in cmds:
+        launcher = next(a for a in cmd if a.startswith("hydra/launcher="))
+        assert launcher == ("hydra/launcher=basic" if "experiment=ttft" in cmd else "hydra/launcher=local_parallel")
+
+
+def _launcher(name: str):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base=None):
+        return compose(config_name="config", overrides=[f"hydra/launcher={name}"], return_hydra_config=True).hydra.launcher
+
+
+def test_local_parallel_composes_to_joblib(monkeypatch):
+    monkeypatch.setenv("EDGEFLOW_JOBS", "3")
+    launcher = _launcher("local_parallel")
+    assert launcher._target_.endswith("JoblibLauncher")
+    assert launcher.n_jobs == 3
+
+
+@pytest.mark.parametrize("name,gpus", [("slurm", 0), ("slurm_gpu", 1)])
+def test_slurm_launchers_compose(name, gpus):
+    launcher = _launcher(name)
+    assert launcher._target_.endswith("SlurmLauncher")
+    assert launcher.gpus_per_node == gpus and launcher.mem_gb > 0 and launcher.timeout_min > 0
+
+
+@pytest.mark.real_model
+@pytest.mark.slow  # two fresh processes import torch and load the model: ~50 s on a busy 2-core host
+def test_two_point_multirun_through_joblib(tmp_path):
+    """Two smoke configurations (differing only in repetitions) through the joblib pool, rows in one store."""
+    env = {**os.environ, "EDGEFLOW_JOBS": "2", "PYTHONPATH": str(multirun.common.REPO)}
+    cmd = [sys.executable, "-m", "harness", "--multirun", "hydra/launcher=local_parallel", "experiment=smoke",
+           "experiment.repetitions=1,2", f"run.results_dir={tmp_path}", f"hydra.sweep.dir={tmp_path / 'hydra'}"]
+    subprocess.run(cmd, cwd=multirun.common.REPO, env=env, check=True, capture_output=True, timeout=600)
+    rows = ResultsStore(tmp_path).read("smoke")
+    assert set(rows["status"]) == {"ok"}
+    assert rows["config_hash"].nunique() == 2

@@ -1,0 +1,174 @@
+"""Renderers on synthetic rows (conftest.py: test fixtures, not measurements)."""
+import math
+
+import pandas as pd
+import pytest
+
+from experiments import common, fig4, fig10, fig12, fig13, run, table3, table4, table5
+from harness.runner.store import ResultsStore
+
+from synthetic_rows import FAKE_EF_TTFT, FAKE_TTFT, quantizer_rows
+
+
+def _render(name, store, tmp_path, **params):
+    return run.render(name, store, tmp_path / "out", **params)
+
+
+def test_fig10_ratios_are_baseline_over_edgeflow(fig10_store):
+    rows = common.read_rows(fig10_store, fig10.EXPERIMENTS)
+    ours = fig10.ratios(fig10.tidy(rows)["ttft"])
+    for b, factor in FAKE_EF_TTFT.items():
+        got = ours[(ours["system"] == "llamacpp") & (ours["bits"] == b)]["ratio"].item()
+        assert got == pytest.approx(FAKE_TTFT["llamacpp"] / factor, rel=1e-9)
+    assert "llmnpu" not in set(ours["system"])  # did not run: no ratio, never a zero
+
+
+def test_fig10_render_writes_figures_and_says_what_did_not_run(fig10_store, tmp_path):
+    section = _render("fig10", fig10_store, tmp_path)
+    assert [p.name for p in section.figures] == ["fig10.png", "fig10.pdf"]
+    assert all(p.stat().st_size > 10_000 for p in section.figures)
+    assert "llm.npu runs only on an Android phone" in section.body
+    assert "flash emulated at 200 MB/s" in section.body and "proxy datasets" in section.body
+    assert section.verdict == "partly reproduced"  # llm.npu+ comparisons are not run
+    assert "not the paper's" in section.body  # smollm2-135m vs Llama3-8B / Phi3-3.8B
+
+
+def test_fig10_render_on_a_miniature_sweep(fig10_store, tmp_path):
+    """One dataset, two systems: the lead's miniature run goes through the same selection."""
+    section = _render("fig10", fig10_store, tmp_path, datasets=("lambada",), systems=("llamacpp", "edgeflow"))
+    assert "MNN" not in section.body.split("**Our ttft**")[1]
+    assert section.figures[0].exists()
+
+
+def test_fig10_with_no_rows_is_not_run(tmp_path):
+    section = _render("fig10", ResultsStore(tmp_path / "empty"), tmp_path)
+    assert section.verdict == "not run" and "make reproduce-fig10" in section.body and not section.figures
+
+
+@pytest.mark.parametrize("ours,paper,expected", [(4.0, 4.07, "reproduced"), (2.0, 4.07, "same direction"),
+                                                 (0.8, 1.55, "differs"), (math.nan, 1.5, "not run")])
+def test_ratio_verdict(ours, paper, expected):
+    assert common.ratio_verdict(ours, paper) == expected
+
+
+def test_overall_verdict_counts_not_run():
+    assert common.overall(["reproduced", "reproduced"])[0] == "reproduced"
+    assert common.overall(["reproduced", "not run"])[0] == "partly reproduced"
+    assert common.overall(["differs"])[0] == "differs"
+    assert common.overall(["not run"])[0] == "not run"
+
+
+def test_table3_band_rule(fig10_store, tmp_path):
+    section = _render("table3", fig10_store, tmp_path)
+    # Fixture bands: lambada 78-80 (paper 59-97) inside; mmlu 480-482 inside 243-699; hellaswag 990-992 inside.
+    assert section.verdict == "reproduced", section.body
+    assert table3.band_verdict(40, 97, 59, 97) == "differs"
+
+
+@pytest.fixture
+def quant_store(tmp_path):
+    store = ResultsStore(tmp_path / "runs")
+    for experiment, rows in quantizer_rows().items():
+        store.append(experiment, rows)
+    return store
+
+
+@pytest.mark.parametrize("name", ["table4", "table5"])
+def test_perplexity_tables_compare_orderings(quant_store, tmp_path, name):
+    paper = pd.DataFrame({"bits": [4, 5, 6, 7], "SmoothQuant": [410.67, 99.68, 97.31, 75.0],
+                          "SO": [">10k", ">10k", 814.51, 21.62], "CMPQ": [103.52, 18.22, 15.83, 15.11],
+                          "EdgeFlow": [30.96, 17.27, 15.63, 15.09]})
+    module = {"table4": table4, "table5": table5}[name]
+    section = module.render(common.read_rows(quant_store, module.EXPERIMENTS), paper, tmp_path / "figures")
+    # At 7 bits the paper ranks SO (21.62) above SmoothQuant (75.0); the fixture does not: ordering differs there,
+    # but EdgeFlow is best in both, so 'same direction'.
+    assert "| 4 |" in section.body and ">10000" in section.body
+    assert section.verdict == "partly reproduced"
+    assert "3 of 4 comparisons reproduced, 1 same direction" in section.summary
+    assert "FP16: ours 18" in section.body
+    assert (tmp_path / "figures" / f"{name}.png").exists()
+
+
+def test_perplexity_paper_table_reads_long_format():
+    long = pd.DataFrame({"model": ["llama3-8b"] * 2, "quantizer": ["SO", "edgeflow"], "bits": [4, 4],
+                         "metric": ["perplexity"] * 2, "value": [">10k", 30.96]})
+    t = table4.paper_table(long, "llama3-8b")
+    assert t.set_index("quantizer").loc["shadow_outlier", "lower_bound"]
+    assert t.set_index("quantizer").loc["edgeflow", "value"] == 30.96
+
+
+def test_fig12_gains_against_the_paper(quant_store, tmp_path):
+    section = _render("fig12", quant_store, tmp_path)
+    ours = fig12.gains(common.summarize(common.ok_rows(quant_store.read("accuracy"), "accuracy"),
+                                        ["model", "quantizer", "bits", "dataset"]))
+    cmpq = ours[ours["quantizer"] == "cmpq"].set_index("bits")["gain_pp"]
+    assert cmpq[4.0] == pytest.approx(12.0) and cmpq[6.0] == pytest.approx(12 / 9)
+    assert "13.55" in section.body and section.figures[0].name == "fig12.png"
+    assert section.verdict in {"reproduced", "partly reproduced"}
+
+
+@pytest.mark.parametrize("module", [fig13, fig4])
+def test_packing_artifacts_without_the_benchmark_are_not_run(module, tmp_path):
+    section = module.render(module.load_rows(ResultsStore(tmp_path)), common.load_paper(module.NAME), tmp_path)
+    assert section.verdict == "not run" and "bench-unpack" in section.summary
+
+
+def test_fig13_from_the_packing_benchmark(bench_store, tmp_path):
+    section = _render("fig13", bench_store, tmp_path)
+    med = fig13.packbench.medians(fig13.load_rows(bench_store))
+    # weightlet's unpack uses its fastest non-scalar path; ratios are other / weightlet
+    assert fig13.ours(med, "unpack_speedup", "kquant")[0] == pytest.approx(6.17, rel=0.02)
+    assert fig13.ours(med, "load_speedup", "int4int8")[0] == pytest.approx(1.42)
+    assert fig13.ours(med, "simd_instructions_per_weight", "")[0] == pytest.approx(0.45)
+    assert "| unpack_speedup | kquant | 6.17" in section.body or "| unpack_speedup | kquant | 6.2" in section.body
+    _check_packing_figure(section, "fig13")
+    assert section.verdict in {"reproduced", "partly reproduced"}
+
+
+def _check_packing_figure(section, name):
+    """The figure is the packing area's plot (harness/plots/<name>.py); without it the section says so."""
+    import importlib.util
+
+    if importlib.util.find_spec("harness.plots") and importlib.util.find_spec(f"harness.plots.{name}"):
+        assert section.figures[0].name == f"{name}.png" and section.figures[0].exists()
+    else:
+        assert not section.figures and f"harness/plots/{name}.py" in section.body
+
+
+def test_fig4_timeline_ratios(bench_store, tmp_path):
+    section = _render("fig4", bench_store, tmp_path)
+    tot = fig4.totals(fig4.load_rows(bench_store))
+    five = tot[tot["bits"] == 5].set_index("packing")
+    assert five.loc["int8", "load_s"] == pytest.approx(1.6)
+    assert five.loc["kquant", "unpack_s"] == pytest.approx(0.617 * 5)
+    assert "load int4int8 / int8" in section.body
+    _check_packing_figure(section, "fig4")
+
+
+def test_packing_benchmark_is_not_rerun_when_its_output_exists(bench_store, monkeypatch):
+    from experiments import packbench
+
+    monkeypatch.setattr(packbench.subprocess, "run", lambda *a, **k: pytest.fail("benchmark rerun"))
+    packbench.measure(bench_store)
+
+
+def test_fig10_llmnpu_statements_when_it_ran(tmp_path):
+    """With llm.npu+ measured (as on a phone), the long-prompt ratio and accuracy gain are compared too."""
+    from synthetic_rows import _row, fig10_rows
+
+    rows = fig10_rows(reps=1)
+    rows["ttft"] = [r for r in rows["ttft"] if r["system"] != "llmnpu"]
+    for dataset, ttft in (("mmlu", 1.39 * 2.2), ("hellaswag", 1.39 * 3.5)):
+        rows["ttft"].append(_row(system="llmnpu", dataset=dataset, metric="ttft_s", value=ttft, unit="s"))
+        rows["accuracy"].append(_row(system="llmnpu", dataset=dataset, metric="accuracy", value=0.49, unit="fraction"))
+    store = ResultsStore(tmp_path / "runs")
+    for experiment, r in rows.items():
+        store.append(experiment, r)
+    t = fig10.tidy(common.read_rows(store, fig10.EXPERIMENTS))
+    got = {s["metric"]: s for s in fig10.llmnpu_statements(t)}
+    ef5 = t["ttft"].set_index(["dataset", "series"])["median"]
+    assert got["ttft_ratio_long"]["min"] == pytest.approx(min(1.39 * 2.2 / ef5["mmlu", "EF 5b"],
+                                                               1.39 * 3.5 / ef5["hellaswag", "EF 5b"]))
+    assert got["accuracy_gain_max"]["max"] == pytest.approx(1.0)  # EF 7b 0.50 vs 0.49
+    section = _render("fig10", store, tmp_path)
+    assert "llm.npu+ statements" in section.body

@@ -1,0 +1,58 @@
+import subprocess
+import sys
+
+import pytest
+
+from harness.devices import get_device
+from harness.measure.cold import EngineError, ProtocolConfig
+from harness.systems import get_system
+from harness.systems.mnn import engine_metrics, first_token_line
+from harness.systems.mnn_export import _RUNNER
+
+
+def test_first_token_needs_a_complete_line():
+    assert not first_token_line(b"The device supports: i8sdot:0\nfirst_token 81")
+    assert first_token_line(b"The device supports: i8sdot:0\nfirst_token 8083\n")
+
+
+def test_driver_timings_are_parsed_and_checked():
+    out = b'first_token 8083\n{"import_s": 0.1, "load_s": 0.3, "prefill_s": 0.9, "mnn_load_us": 280000, "prompt_tokens": 128}\n'
+    m = {x.name: x.value for x in engine_metrics(out, b"", 128)}
+    assert m == {"mnn_import_s": 0.1, "mnn_load_s": 0.3, "mnn_engine_load_s": 0.28, "mnn_prefill_s": 0.9,
+                 "prompt_tokens": 128}
+    with pytest.raises(EngineError, match="expected 64"):
+        engine_metrics(out, b"", 64)
+    with pytest.raises(EngineError, match="cannot parse") as err:
+        engine_metrics(b"first_token 1\n", b"Segmentation fault", 128)
+    assert "Segmentation fault" in err.value.stderr_tail
+
+
+def test_export_guard_disables_the_telemetry_without_installing_anything():
+    """In the export subprocess MNN's converter imports with no logger, and pip is never run."""
+    code = _RUNNER.split("pkg = sys.argv[1]")[0] + (
+        "from MNN.tools import mnnconvert\nassert mnnconvert.mnn_logger is None\n"
+        "import importlib.util\nassert importlib.util.find_spec('aliyun') is None or 'aliyun' in sys.modules\nprint('ok')")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip().endswith("ok") and "pip install" not in res.stdout + res.stderr
+
+
+def test_not_run_on_a_phone():
+    from harness.systems import NotRun
+
+    with pytest.raises(NotRun, match="llm_demo"):
+        get_system({"name": "mnn"}).prepare(None, 8, get_device({"name": "android", "adb_address": "127.0.0.1:9"}))
+
+
+@pytest.mark.real_model
+def test_cold_run_of_the_default_model(default_model_spec):
+    """Exports the default model with INT8 weights once (~1-2 min, cached) and runs it cold."""
+    device = get_device({"name": "local"})
+    system = get_system({"name": "mnn", "threads": 2})
+    prepared = system.prepare(default_model_spec, 8, device)
+    assert any(f.endswith("llm.mnn.weight") for f in prepared.files)
+    m = system.run_cold(prepared, list(range(100, 132)), device,
+                        ProtocolConfig(repetitions=1, warmup_runs=0, busy_policy="flag"))
+    rep = {x.name: x.value for x in m.repetitions[0]}
+    assert rep["prompt_tokens"] == 32 and rep["resident_before"] == 0.0
+    assert 0 < rep["mnn_prefill_s"] < rep["ttft_s"] <= rep["exit_s"]
