@@ -29,7 +29,6 @@ DEFAULT_CONFIG = {
     "num_key_value_heads": 3, "head_dim": 64, "vocab_size": 49152, "rms_norm_eps": 1e-5, "rope_theta": 100000.0,
     "max_position_embeddings": 8192, "tie_word_embeddings": True,
 }
-LLAMACPP_VERSION = "0.3.36"
 
 
 def linear_params(c: dict) -> int:
@@ -66,17 +65,27 @@ def int8_peak(threads: int) -> dict:
 
 
 def llamacpp_tools() -> tuple[dict | None, str]:
-    """({"llama-bench": path, "llama-completion": path, "gguf": path} or None, the reason when None).
+    """({"llama-bench": path, "llama-completion": path, "gguf": path} or None, the reason when None), from the
+    llama.cpp baseline (harness.systems.llamacpp_build: cached builds and GGUF conversions, made on first use)."""
+    try:
+        from harness.models.zoo import checkpoint_dir
+        from harness.systems.base import SystemConfig
+        from harness.systems.llamacpp_build import build_tools, model_gguf
+    except ImportError as e:
+        return None, f"the llama.cpp baseline is not available ({e})"
+    try:
+        from omegaconf import OmegaConf
 
-    Uses what the llama.cpp baseline has built and converted in the cache; never builds (that takes ~8 minutes)."""
-    root = cache_dir("llamacpp", LLAMACPP_VERSION)
-    tools = {t: root / "build" / "bin" / t for t in ("llama-bench", "llama-completion")}
-    missing = [t for t, p in tools.items() if not p.is_file()]
-    if missing:
-        return None, f"{', '.join(missing)} not built under {root / 'build' / 'bin'} (the llama.cpp baseline builds it)"
-    gguf = root / "models" / "smollm2-135m" / "Q8_0.gguf"
-    if not gguf.is_file():
-        return None, f"no Q8_0 GGUF of the default model at {gguf} (the llama.cpp baseline converts it)"
+        from harness.cli import CONF_DIR
+        from harness.config import build
+        from harness.models.zoo import ModelSpec
+
+        spec = build(ModelSpec, OmegaConf.load(f"{CONF_DIR}/model/smollm2-135m.yaml"), "model")
+        version = SystemConfig.llamacpp_version
+        tools = build_tools(version, ("llama-bench", "llama-completion"))
+        gguf = model_gguf(checkpoint_dir(spec), spec.name, "Q8_0", version)
+    except Exception as e:  # a failed build or conversion is reported, the rest of the benchmark goes on
+        return None, f"{type(e).__name__}: {str(e)[:300]}"
     return {**{k: str(v) for k, v in tools.items()}, "gguf": str(gguf)}, ""
 
 
