@@ -6,9 +6,9 @@
 //   instruction_gops: each INT8 multiply instruction alone, 8-12 independent copies per loop iteration written in
 //     assembly so the compiler cannot fold them: x86 pmaddubsw (32 u8 x s8 multiply-adds), AVX-VNNI vpdpbusd (32,
 //     accumulating into int32); aarch64 sdot (16). int8_peak_gops is the best of them: the machine's INT8 peak.
-//   step_gops: the shortest exact signed x signed -> int32 sequence of each instruction set, in independent
-//     accumulator chains: AVX2 psignb + pmaddubsw + pmaddwd + paddd, AVX-VNNI psignb + vpdpbusd (what our kernels
-//     issue per 32 multiply-adds).
+//   step_gops: the AVX2 kernel's exact signed x signed -> int32 step psignb + pmaddubsw + pmaddwd + paddd per 32
+//     multiply-adds, in independent accumulator chains: the ceiling of an AVX2-only INT8 engine. (The AVX-VNNI
+//     kernel needs one vpdpbusd per 32 multiply-adds, so its ceiling is the instruction's.)
 //   gemm_gops: our best kernel on the default model's prefill matmuls (T = 128 tokens), split over the threads as
 //     the accelerator emulator does. Output: one JSON object.
 #include <algorithm>
@@ -37,7 +37,7 @@ namespace {
 constexpr int kChains = 12;  // independent accumulators: more than latency x throughput of the longest step
 
 #if defined(__x86_64__)
-enum class Op { Maddubs, Vpdpbusd, Avx2Step, VnniStep };
+enum class Op { Maddubs, Vpdpbusd, Avx2Step };
 
 #define EF_REPEAT8(x) x x x x x x x x
 
@@ -64,12 +64,8 @@ __attribute__((target("avx2,avxvnni"))) double chain_ops(long iters, Op op) {
     }
     for (long it = 0; it < iters; ++it) {
         for (int i = 0; i < kChains; ++i) {
-            if (op == Op::Avx2Step) {
-                const __m256i p = _mm256_maddubs_epi16(a, _mm256_sign_epi8(b, acc[i]));
-                acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(p, ones));
-            } else {
-                acc[i] = _mm256_dpbusd_avx_epi32(acc[i], a, _mm256_sign_epi8(b, acc[i]));
-            }
+            const __m256i p = _mm256_maddubs_epi16(a, _mm256_sign_epi8(b, acc[i]));
+            acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(p, ones));
         }
         __asm__ volatile("" : "+x"(a), "+x"(b));
     }
@@ -178,10 +174,7 @@ int main(int argc, char** argv) {
     }
     measure(instrs, "pmaddubsw", Op::Maddubs, true);
     measure(steps, "avx2", Op::Avx2Step, false);
-    if (__builtin_cpu_supports("avxvnni")) {
-        measure(instrs, "vpdpbusd", Op::Vpdpbusd, true);
-        measure(steps, "avx-vnni", Op::VnniStep, false);
-    }
+    if (__builtin_cpu_supports("avxvnni")) measure(instrs, "vpdpbusd", Op::Vpdpbusd, true);
 #else
     bool sdot = false;
     for (const auto& k : available_gemm_kernels()) sdot |= std::string(k.name) == "neon-sdot";
