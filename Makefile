@@ -43,6 +43,28 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest -q -m "not real_model and not slow"
 
+# --- runtime (the native engine, edgeflow_runtime/src/engine) ---
+.PHONY: runtime test-runtime test-sanitize bench-runtime
+
+runtime: setup
+	$(PY) -m harness.native build --arch all
+
+# every ctest (engine, reader, unpack) on the host and, statically linked, under qemu-aarch64-static; then the
+# parity and CLI tests
+test-runtime: setup
+	$(PY) -m harness.native test --arch all
+	$(PY) -m pytest -q tests/runtime
+
+# the same C++ tests and the CLI tests (error cases included) with AddressSanitizer + UBSan; any report fails
+test-sanitize: setup
+	$(PY) -m harness.runtime sanitize
+	EDGEFLOW_RUN_BINARY=$(CURDIR)/edgeflow_runtime/build-sanitize/src/engine/edgeflow-run \
+	  $(PY) -m pytest -q tests/runtime/test_cli.py
+
+# warm prefill vs llama.cpp Q8_0 and the INT8 peak, cold TTFT at 4..8 bits (2 threads, 128-token prompt)
+bench-runtime: setup
+	$(PY) -m harness.runtime_bench
+
 # --- baselines (llama.cpp, MNN, llm.npu; devices; cold-start protocol) ---
 .PHONY: baselines ttft-baselines bench-baselines
 TTFT_SWEEP ?= system=llamacpp,mnn dataset=lambada,hellaswag device.flash_read_mbps=null,200
