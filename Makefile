@@ -37,7 +37,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev,launchers]'
 	touch $@
 
-test: setup
+test: setup system-deps
 	$(PY) -m pytest -q
 
 test-fast: setup
