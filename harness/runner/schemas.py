@@ -31,11 +31,9 @@ def _validators() -> dict[str, Callable]:
     from harness.data.config import DatasetConfig
     from harness.devices.base import DeviceConfig
     from harness.measure.cold import ProtocolConfig
-    from harness.measure.prompts import PromptsConfig
     from harness.systems.base import SystemConfig
 
-    schemas = {"system": SystemConfig, "device": DeviceConfig, "protocol": ProtocolConfig, "prompts": PromptsConfig,
-               "dataset": DatasetConfig}
+    schemas = {"system": SystemConfig, "device": DeviceConfig, "protocol": ProtocolConfig, "dataset": DatasetConfig}
     validators = {group: (lambda node, g=group, s=schema: build(s, node, g)) for group, schema in schemas.items()}
     return {**validators, "quantizer": _quantizer, "packing": _packing}
 
