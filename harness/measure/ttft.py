@@ -51,7 +51,12 @@ def ttft(job) -> Iterator[dict]:
     system = get_system(build(SystemConfig, cfg.system, "system"))
     device = get_device(build(DeviceConfig, cfg.device, "device"))
     protocol = build(ProtocolConfig, cfg.protocol, "protocol")
-    bits = int(job.experiment.extra.get("bits", 8))
+    system.configure(cfg)
+    # EdgeFlow's weight bits are its quantizer's average budget (fractions allowed); the baselines' are whole.
+    if cfg.get("quantizer") is not None and system.name == "edgeflow":
+        bits = float(cfg.quantizer.budget_bits)
+    else:
+        bits = int(job.experiment.extra.get("bits", 8))
     try:
         info = json.dumps(device.info())
         try:
