@@ -38,7 +38,10 @@ def accuracy(job) -> Iterator[dict]:
     if job.cfg.get("dataset") is None:
         raise ValueError("experiment=accuracy needs a dataset (dataset=lambada-local, dataset=hellaswag, ...)")
     dataset = build(DatasetConfig, job.cfg.dataset, "dataset")
-    if dataset.lm_eval_task and (reason := hub_status()):
+    # With the hub unreachable, fall back to the local proxy; an explicit HF_*_OFFLINE=1 means "use my local copy of
+    # the real dataset", which lm-eval then reads from the Hugging Face cache.
+    reason = hub_status() if dataset.lm_eval_task else ""
+    if reason and not reason.startswith("HF_"):
         if dataset.name not in LOCAL_PROXY:
             raise NotRunError(f"{dataset.name} needs lm-eval's {dataset.lm_eval_task} from the Hugging Face hub "
                               f"({reason}) and has no local proxy task")
