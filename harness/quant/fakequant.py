@@ -1,0 +1,76 @@
+"""Fake-quant reference: a Hugging Face Llama model that computes what the runtime computes from an artifact.
+
+Per quantized linear (docs/quantized-artifact.md), for x float32 [..., D]:
+    xq  = clamp(round_half_even(x * (in_scale / act_scale)), -127, 127)     integer-valued float32
+    acc = xq @ codes^T                                                      float32 matmul on integers
+    y   = acc * (act_scale * w_scale)
+Float matmuls on integer-valued tensors are exact while |acc| < 2^24 (D <= 1032 for 8-bit codes) and otherwise
+differ from the runtime's int32 sum only in the last bit; torch._int_mm is ~20x slower on this CPU and int8 @ int8
+wraps. Weight-only layers (no act_scale) compute (x * in_scale) @ codes^T * w_scale. Shadow-outlier layers add the
+float side path x[..., idx] @ outlier_weight^T (their in_scale is 0 on those input channels).
+
+Embeddings (and an untied LM head) are dequantised once (codes * w_scale) into the float tables; norms are loaded
+from the artifact; everything else (RoPE, attention, SwiGLU) is the FP model's own float32 code.
+"""
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from harness.artifact import Artifact, QuantLinear
+from harness.quant.numerics import quantize_activations
+
+OUTLIER_IDX = "outlier_idx"  # int64 [k]: input channels computed in float beside the INT8 matmul
+OUTLIER_WEIGHT = "outlier_weight"  # float16 [C, k]: their FP weights
+
+
+def quant_linear_forward(x: torch.Tensor, q: QuantLinear, codes_t: torch.Tensor | None = None) -> torch.Tensor:
+    """y [..., C] for x [..., D]; codes_t is codes^T as float32 [D, C] when the caller keeps it around."""
+    codes_t = q.codes.float().t() if codes_t is None else codes_t
+    if q.act_scale is None:
+        return ((x * q.in_scale) @ codes_t) * q.w_scale
+    xq = quantize_activations(x, q.in_scale, q.act_scale)
+    return (xq @ codes_t) * (q.act_scale * q.w_scale)
+
+
+class FakeQuantLinear(nn.Module):
+    def __init__(self, q: QuantLinear, outlier_idx: torch.Tensor | None = None,
+                 outlier_weight: torch.Tensor | None = None):
+        super().__init__()
+        self.q = q
+        self.register_buffer("codes_t", q.codes.float().t().contiguous(), persistent=False)  # [D, C]
+        self.outlier_idx = outlier_idx
+        self.outlier_weight_t = None if outlier_weight is None else outlier_weight.float().t().contiguous()  # [k, C]
+        self.in_features, self.out_features = q.codes.shape[1], q.codes.shape[0]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.float()
+        y = quant_linear_forward(x, self.q, self.codes_t)
+        if self.outlier_idx is not None:
+            y = y + x[..., self.outlier_idx] @ self.outlier_weight_t
+        return y.to(dtype)
+
+
+def build_fakequant_model(artifact: Artifact, fp_model: nn.Module) -> nn.Module:
+    """A float32 copy of fp_model whose quantized parts are replaced by the artifact's (fp_model is not modified)."""
+    model = copy.deepcopy(fp_model).float().eval()
+    others = artifact.others
+    for name, q in artifact.linears.items():
+        parent_name, _, attr = name.rpartition(".")
+        parent = model.get_submodule(parent_name)
+        if not isinstance(getattr(parent, attr, None), nn.Linear):
+            raise ValueError(f"artifact layer {name} is not a linear layer of the given model")
+        idx, ow = others.get(f"{name}.{OUTLIER_IDX}"), others.get(f"{name}.{OUTLIER_WEIGHT}")
+        setattr(parent, attr, FakeQuantLinear(q, idx, ow))
+    with torch.no_grad():
+        for key, t in others.items():
+            module_name, _, tensor_name = key.rpartition(".")
+            if tensor_name == "weight":  # norms, FP16 embeddings and projections kept in float
+                model.get_submodule(module_name).weight.copy_(t.float())
+            elif tensor_name == "codes" and module_name in ("model.embed_tokens", "lm_head"):
+                table = t.float() * others[f"{module_name}.w_scale"].float()[:, None]
+                model.get_submodule(module_name).weight.copy_(table)
+    return model

@@ -1,0 +1,75 @@
+"""Integer grids shared by every quantizer and by the fake-quant reference (docs/quantized-artifact.md).
+
+Weights: a channel of b bits holds codes q in [-2^(b-1), 2^(b-1)-1] and dequantises to q * scale. The scale is
+signed: scale = -m / 2^(b-1) where m is the channel's largest-magnitude weight, so m itself lands exactly on the
+extra negative level -2^(b-1). This uses all 2^b levels (a 1-bit channel holds {m, 0}) and gives the step
+S_b = max|W| / 2^(b-1) = 2 max|W| / 2^b that section 4.1's closed-form relative error assumes. No zero point: the
+grid is symmetric about zero up to that one extra level, as the NPU requires.
+
+Activations: static per-tensor symmetric INT8, round half to even, clamp to [-127, 127].
+"""
+from __future__ import annotations
+
+import torch
+
+ACT_QMAX = 127
+
+
+def code_range(bits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(lo, hi) per channel, int64 [C] each: the codes a b-bit channel may hold."""
+    bits = bits.to(torch.int64)
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+def signed_scale(peak: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
+    """float32 scale that maps `peak` (the signed largest-magnitude weight) onto code -2^(b-1); 1 where peak == 0."""
+    scale = -peak / (1 << (bits.to(torch.int64) - 1)).to(peak.dtype)
+    return torch.where(peak == 0, torch.ones_like(scale), scale).float()
+
+
+def row_peaks(w: torch.Tensor) -> torch.Tensor:
+    """float32 [C]: each row's weight of largest magnitude, with its sign."""
+    idx = w.abs().argmax(dim=1, keepdim=True)
+    return w.gather(1, idx).squeeze(1)
+
+
+def tensor_peak(w: torch.Tensor) -> torch.Tensor:
+    """float32 []: the tensor's weight of largest magnitude, with its sign."""
+    return w.flatten()[w.abs().argmax()]
+
+
+def quantize_rows(w: torch.Tensor, bits: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """int8 [C, D] codes of w [C, D] for per-row bit-widths bits [C] and signed scales scale [C]."""
+    lo, hi = code_range(bits)
+    q = torch.round(w / scale[:, None])  # torch.round is round-half-to-even
+    return torch.clamp(q, lo[:, None].to(q.dtype), hi[:, None].to(q.dtype)).to(torch.int8)
+
+
+def quantize_per_channel(w: torch.Tensor, bits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(codes int8 [C, D], w_scale float32 [C]): each output channel on its own signed grid of bits[c] bits."""
+    scale = signed_scale(row_peaks(w), bits)
+    return quantize_rows(w, bits, scale), scale
+
+
+def quantize_per_tensor(w: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(codes, w_scale [C]) with one grid for the whole tensor (w_scale repeats one value)."""
+    c = w.shape[0]
+    b = torch.full((c,), bits, dtype=torch.int64)
+    scale = signed_scale(tensor_peak(w), torch.tensor(bits)).expand(c).clone()
+    return quantize_rows(w, b, scale), scale
+
+
+def act_scale_for(in_max: torch.Tensor, in_scale: torch.Tensor) -> torch.Tensor:
+    """float32 []: static per-tensor scale of the smoothed input x * in_scale, from calibration max-abs in_max [D].
+
+    The per-tensor max of the smoothed input is the max over channels of the per-channel max, so the calibration
+    statistics give it exactly without another pass over the data.
+    """
+    peak = (in_max * in_scale).max().clamp_min(1e-8)
+    return (peak / ACT_QMAX).float()
+
+
+def quantize_activations(x: torch.Tensor, in_scale: torch.Tensor, act_scale: torch.Tensor) -> torch.Tensor:
+    """Integer-valued float32 [..., D]: clamp(round_half_even(x * in_scale / act_scale), -127, 127)."""
+    m = in_scale / act_scale  # [D], what the runtime precomputes once per layer
+    return torch.clamp(torch.round(x * m), -ACT_QMAX, ACT_QMAX)
