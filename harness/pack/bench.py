@@ -264,7 +264,7 @@ def main(argv=None) -> None:
     doc = {"provenance": {"git_commit": git_commit(), "host": platform.node(), "cpu": platform.processor(),
                           "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                           "loadavg_before": load_before, "loadavg_after": loadavg(), "reps": args.reps,
-                          "model": (", ".join(map(str, args.artifact)) if args.artifact else
+                          "model": (", ".join(p.name for p in args.artifact) if args.artifact else
                                     "SmolLM2-135M shape, random codes, Figure 4a bit mix"),
                           "config": DEFAULT_CONFIG if not args.artifact else None},
            "paper": PAPER, "summary": summary, "timelines": timelines}
