@@ -60,8 +60,9 @@ class EdgeFlowSystem(System):
                         f"efpk {self.layout} {float(bits):g} bits", notes)
 
     def command(self, prepared: Prepared, prompt_ids: list[int]) -> list[str]:
+        # --ctx sizes the KV cache to this request (first token only) rather than the model's 8k positions.
         return [prepared.artifacts["binary"], prepared.artifacts["model"], "--tokens", ",".join(map(str, prompt_ids)),
-                "--threads", str(self.cfg.threads), "--json"]
+                "--threads", str(self.cfg.threads), "--ctx", str(len(prompt_ids) + 1), "--json"]
 
     def run_cold(self, prepared, prompt_ids, device, protocol) -> Measurement:
         cmd = self.command(prepared, prompt_ids)
