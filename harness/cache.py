@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -26,3 +28,19 @@ def progress_note(what: str):
     print(f"[edgeflow-bench] {what} ...", file=sys.stderr, flush=True)
     yield
     print(f"[edgeflow-bench] {what}: done in {time.monotonic() - start:.1f} s", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def atomic_directory(out: Path):
+    """Yield a temporary directory beside `out`, renamed to `out` only when the block finishes without error.
+
+    An interrupted writer leaves no `out` (or the old one), never a half-written directory that looks complete.
+    """
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        yield tmp
+        shutil.rmtree(out, ignore_errors=True)
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -4,6 +4,8 @@
     pack_artifact(load_artifact("art/"), "model.efpk", layout="weightlet")
     f = PackedFile("model.efpk"); codes, bits = f.quant_codes("model.layers.0.mlp.up_proj")
 """
+from dataclasses import dataclass
+
 from harness.pack.base import Layout, PackError
 from harness.pack.baselines import Int8Layout, KQuantLayout, Mixed48Layout
 from harness.pack.weightlet import WeightletLayout
@@ -18,6 +20,17 @@ def get_layout(name: str) -> Layout:
     return LAYOUTS[name]
 
 
+@dataclass
+class PackingSpec:
+    """The `packing` config group (conf/packing/*.yaml)."""
+
+    layout: str = "weightlet"
+
+    def __post_init__(self):
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {sorted(LAYOUTS)}, got {self.layout!r}")
+
+
 from harness.pack.container import PackedFile, pack_artifact  # noqa: E402  (needs LAYOUTS)
 
-__all__ = ["LAYOUTS", "Layout", "PackError", "PackedFile", "get_layout", "pack_artifact"]
+__all__ = ["LAYOUTS", "Layout", "PackError", "PackedFile", "PackingSpec", "get_layout", "pack_artifact"]

@@ -222,6 +222,7 @@ class PackedFile:
         end_prev, listed = HEADER.size + len(meta), 0
         for i in range(n_regions):
             r = RegionInfo(*REGION.unpack_from(meta, CONFIG.size + REGION.size * i))
+            self._check(r.kind in (REGION_EMBEDDING, REGION_LAYER, REGION_FINAL), f"region {i}: unknown kind {r.kind}")
             self._check(r.offset % self.alignment == 0 and r.size % self.alignment == 0,
                         f"region {i} at {r.offset}+{r.size} is not {self.alignment}-aligned")
             self._check(r.offset >= end_prev and r.offset + r.size <= self.file_size,

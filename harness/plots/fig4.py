@@ -3,16 +3,12 @@ padded, mixed, K-quant-like and weightlet formats, from the end-to-end runs of `
 of each format). The paper's Llama3-8B totals are written beside ours."""
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from harness.plots.fig13 import BENCH, COLORS, FIGURES, LABELS  # noqa: E402
+from harness.plots.packing import BENCH, COLORS, FIGURES, LABELS, cli, save
 
 PAPER_NOTE = {"int8": "paper: load 3.03 s", "mixed48": "paper: load 2.90 s",
               "kquant": "paper: load 1.60 s, unpack 5.53 s", "weightlet": "paper: - (Fig. 13)"}
@@ -45,24 +41,8 @@ def plot(bench: Path = BENCH, out: Path = FIGURES, bits: int = 5) -> list[Path]:
     prov = doc["provenance"]
     fig.suptitle(f"Figure 4: load and unpack timeline at {bits} bits - {prov['model']}; "
                  f"load average {prov['loadavg_before']:.1f}", fontsize=9)
-    fig.tight_layout()
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "fig4.png", out / "fig4.pdf"]
-    for p in paths:
-        fig.savefig(p, dpi=130)
-    plt.close(fig)
-    return paths
-
-
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--bench", type=Path, default=BENCH)
-    ap.add_argument("--out", type=Path, default=FIGURES)
-    ap.add_argument("--bits", type=int, default=5)
-    a = ap.parse_args(argv)
-    for p in plot(a.bench, a.out, a.bits):
-        print(p)
+    return save(fig, out, "fig4")
 
 
 if __name__ == "__main__":
-    main()
+    cli(__doc__, plot, bits=5)

@@ -107,3 +107,16 @@ def test_bytes_on_disk_order_at_5_bits():
     size = {name: lay.payload_size(bits, 1024) for name, lay in LAYOUTS.items()}
     assert size["kquant"] == size["weightlet"] < size["mixed48"] < size["int8"]
     assert size["weightlet"] == 64 * 2 + 1024 * int(bits.sum()) // 8  # codes at exactly b bits + 3-bit widths
+
+
+def test_packing_config_group_is_validated():
+    from omegaconf import OmegaConf
+
+    from harness.cli import CONF_DIR
+    from harness.config import ConfigError, build
+    from harness.pack import PackingSpec
+
+    for name in LAYOUTS:
+        assert build(PackingSpec, OmegaConf.load(f"{CONF_DIR}/packing/{name}.yaml"), "packing").layout == name
+    with pytest.raises(ConfigError, match="packing: layout must be one of"):
+        build(PackingSpec, {"layout": "gguf"}, "packing")

@@ -40,7 +40,8 @@ struct QuantTensor {
 enum class UnpackPath { Auto, Scalar, SSE, AVX2, Neon };
 const char* path_name(UnpackPath p);
 bool path_supported(UnpackPath p);
-// Throws std::invalid_argument if the CPU cannot run p. Auto picks the best supported path.
+// Throws std::invalid_argument if the CPU cannot run p. Auto picks the best supported path. Process-wide: set it
+// before threads start unpacking. unpack() itself is thread-safe (it only reads its QuantTensor).
 void set_unpack_path(UnpackPath p);
 UnpackPath active_unpack_path();  // the path unpack() uses now (never Auto)
 

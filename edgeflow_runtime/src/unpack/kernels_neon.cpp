@@ -31,11 +31,4 @@ void unpack_weightlet_neon(const uint8_t* src, uint32_t bits, uint32_t dim, int8
 }
 
 }  // namespace edgeflow
-#else
-#include <stdexcept>
-namespace edgeflow {
-void unpack_weightlet_neon(const uint8_t*, uint32_t, uint32_t, int8_t*) {
-  throw std::invalid_argument("the Neon unpack path exists only on aarch64");
-}
-}  // namespace edgeflow
 #endif

@@ -10,11 +10,4 @@ void unpack_weightlet_sse(const uint8_t* src, uint32_t bits, uint32_t dim, int8_
   simd::channel_any<simd::Sse<0>>(src, bits, dim, out);
 }
 }  // namespace edgeflow
-#else
-#include <stdexcept>
-namespace edgeflow {
-void unpack_weightlet_sse(const uint8_t*, uint32_t, uint32_t, int8_t*) {
-  throw std::invalid_argument("the SSE unpack path exists only on x86-64");
-}
-}  // namespace edgeflow
 #endif

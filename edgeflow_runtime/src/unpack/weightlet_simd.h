@@ -67,8 +67,10 @@ inline void tail(const uint8_t* src, int stripes, int8_t* out) {
 
 // One channel: the full groups kLanes at a time, the rest with the one-lane Ops::Narrow, then the tail group; a tail
 // that ends inside a stripe goes through a stack buffer so the padding weights past dim are never written to out.
+// Out of line (one symbol per ISA and width) so profiles and the static loop count in harness/pack/bench.py can
+// find each width's loop.
 template <class Ops, int B>
-inline void channel(const uint8_t* src, uint32_t dim, int8_t* out) {
+__attribute__((noinline)) void channel(const uint8_t* src, uint32_t dim, int8_t* out) {
   using N = typename Ops::Narrow;
   constexpr size_t gb = layout::group_bytes(B, layout::kFullStripes);
   const uint32_t full = dim / kGroup, rest = dim % kGroup;

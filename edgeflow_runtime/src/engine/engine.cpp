@@ -1,0 +1,109 @@
+#include "engine.h"
+
+#include <algorithm>
+
+namespace edgeflow {
+
+void EngineOptions::validate() const {
+    if (threads <= 0) throw EngineError("threads must be at least 1 (got " + std::to_string(threads) + ")");
+    if (io_threads <= 0) throw EngineError("I/O threads must be at least 1 (got " + std::to_string(io_threads) + ")");
+    if (unpack_threads <= 0)
+        throw EngineError("unpack threads must be at least 1 (got " + std::to_string(unpack_threads) + ")");
+    if (ctx < 0) throw EngineError("context length must not be negative");
+    if (chunk <= 0) throw EngineError("chunk size must be at least 1 (got " + std::to_string(chunk) + ")");
+}
+
+Engine::Engine(std::unique_ptr<WeightSource> source, EngineOptions opt) : source_(std::move(source)), opt_(opt) {
+    opt_.validate();
+    model_.cfg = source_->config();
+    model_.cfg.validate();
+    ex_ = std::make_unique<Executors>(opt_.threads, opt_.io_threads, opt_.unpack_threads, &trace_);
+}
+
+Engine::Engine(Model model, EngineOptions opt) : model_(std::move(model)), opt_(opt) {
+    opt_.validate();
+    model_.cfg.validate();
+    ex_ = std::make_unique<Executors>(opt_.threads, opt_.io_threads, opt_.unpack_threads, &trace_);
+}
+
+Engine::~Engine() = default;
+
+const char* Engine::gemm_kernel() const { return best_gemm_kernel().name; }
+
+std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens, bool all_logits, int reserve) {
+    const int limit = opt_.ctx > 0 ? opt_.ctx : model_.cfg.max_positions;
+    const int need = int(tokens.size()) + std::max(0, reserve);
+    if (need > limit)
+        throw EngineError("prompt of " + std::to_string(tokens.size()) + " tokens" +
+                          (reserve > 0 ? " plus " + std::to_string(reserve) + " new tokens" : std::string()) +
+                          " exceeds the context length " + std::to_string(limit));
+    cache_.init(model_.cfg, need);
+    PrefillOptions po;
+    po.chunk = opt_.chunk;
+    po.all_logits = all_logits;
+    prefill_t0_ = now_s();
+    auto chunks = run_prefill(model_, source_.get(), cache_, *ex_, tokens, po);
+    prefill_t1_ = now_s();
+    if (source_) {  // weights are resident now; later prefills run from memory
+        bytes_read_after_load_ = source_->bytes_read();
+        source_.reset();
+    }
+    n_past_ = int(tokens.size());
+    if (!all_logits) return std::move(chunks.back().logits);
+    std::vector<float> out;
+    out.reserve(tokens.size() * size_t(model_.cfg.vocab));
+    for (auto& c : chunks) out.insert(out.end(), c.logits.begin(), c.logits.end());
+    return out;
+}
+
+int32_t Engine::decode_step(int32_t token) {
+    if (n_past_ == 0) throw EngineError("decode needs a prefill first");
+    if (n_past_ >= cache_.ctx) throw EngineError("the context is full (" + std::to_string(cache_.ctx) + " tokens)");
+    Forward fwd(model_, cache_, *ex_->cpu->pool(), *ex_->accel->pool());
+    ChunkState s;
+    s.init(model_.cfg, n_past_, &token, 1);
+    fwd.run_chunk(s, false);
+    ++n_past_;
+    return argmax(s.logits.data(), model_.cfg.vocab);
+}
+
+int32_t argmax(const float* x, int n) { return int32_t(std::max_element(x, x + n) - x); }
+
+TtftBreakdown breakdown(const std::vector<TraceEvent>& events, double t0, double t1) {
+    TtftBreakdown b;
+    // Sweep over event boundaries; at each instant the highest-ranked running activity gets the time.
+    struct Edge {
+        double t;
+        int rank, delta;
+    };
+    std::vector<Edge> edges;
+    for (const auto& e : events) {
+        const double a = std::max(e.t0, t0), z = std::min(e.t1, t1);
+        const double dur = e.t1 - e.t0;
+        int rank;
+        if (e.cat == "io") rank = 0, b.io_busy_s += dur;
+        else if (e.cat == "unpack") rank = 1, b.unpack_busy_s += dur;
+        else if (e.cat == "cpu") rank = 2, b.cpu_busy_s += dur;
+        else rank = 2, b.accel_busy_s += dur;
+        if (z > a) {
+            edges.push_back({a, rank, +1});
+            edges.push_back({z, rank, -1});
+        }
+    }
+    std::sort(edges.begin(), edges.end(), [](const Edge& x, const Edge& y) { return x.t < y.t; });
+    int running[3] = {0, 0, 0};
+    double t = t0;
+    for (const auto& e : edges) {
+        const double dt = e.t - t;
+        if (running[2] > 0) b.compute_s += dt;
+        else if (running[1] > 0) b.unpack_s += dt;
+        else if (running[0] > 0) b.io_s += dt;
+        else b.idle_s += dt;
+        running[e.rank] += e.delta;
+        t = e.t;
+    }
+    b.idle_s += t1 - t;
+    return b;
+}
+
+}  // namespace edgeflow

@@ -1,0 +1,66 @@
+// One engine instance: a model (loaded from a WeightSource during the first prefill, or filled in memory), its
+// executors, the KV cache, and the prefill / decode / scoring entry points used by edgeflow-run and the C ABI.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pipeline.h"
+
+namespace edgeflow {
+
+struct EngineOptions {
+    int threads = 2;     // threads of the CPU executor and of the accelerator emulator each
+    int io_threads = 1;      // I/O threads reading the model file
+    int unpack_threads = 1;  // threads unpacking layers (each takes a whole layer)
+    int ctx = 0;         // context length limit (prompt + generated tokens); 0 = the model's max_position_embeddings
+    int chunk = 128;     // prefill chunk size in tokens
+    void validate() const;
+};
+
+// Where the time to first token went, from the task trace. The pipeline's wall time is split by what was running
+// at each instant, compute taking precedence over unpacking over I/O; what is left is idle (waiting on nothing
+// traced: thread hand-offs, the critical path's gaps). The parts add up to the pipeline's wall time.
+struct TtftBreakdown {
+    double io_s = 0, unpack_s = 0, compute_s = 0, idle_s = 0;
+    double io_busy_s = 0, unpack_busy_s = 0, cpu_busy_s = 0, accel_busy_s = 0;  // summed task times per lane
+};
+TtftBreakdown breakdown(const std::vector<TraceEvent>& events, double t0, double t1);
+
+class Engine {
+public:
+    Engine(std::unique_ptr<WeightSource> source, EngineOptions opt);  // weights load during the first prefill
+    Engine(Model model, EngineOptions opt);                           // weights already in memory
+    ~Engine();
+
+    const LlamaConfig& config() const { return model_.cfg; }
+    Model& model() { return model_; }
+    const Trace& trace() const { return trace_; }
+    const char* gemm_kernel() const;
+
+    // Prefill of a fresh sequence (clears the KV cache). reserve = extra positions kept for decoding. Returns the
+    // logits of the last position ([V]) or of every position ([n, V]) with all_logits.
+    std::vector<float> prefill(const std::vector<int32_t>& tokens, bool all_logits, int reserve);
+    // One greedy decode step after prefill: feeds `token` at the next position, returns the argmax of its logits.
+    int32_t decode_step(int32_t token);
+
+    uint64_t bytes_read() const { return source_ ? source_->bytes_read() : bytes_read_after_load_; }
+    double prefill_start_s() const { return prefill_t0_; }
+    double prefill_end_s() const { return prefill_t1_; }
+
+private:
+    std::unique_ptr<WeightSource> source_;  // released after the weights are loaded
+    uint64_t bytes_read_after_load_ = 0;
+    Model model_;
+    EngineOptions opt_;
+    Trace trace_;
+    std::unique_ptr<Executors> ex_;
+    KvCache cache_;
+    int n_past_ = 0;
+    double prefill_t0_ = 0, prefill_t1_ = 0;
+};
+
+int32_t argmax(const float* x, int n);
+
+}  // namespace edgeflow

@@ -1,0 +1,194 @@
+#include "forward.h"
+
+#include <algorithm>
+
+#include "ops.h"
+
+namespace edgeflow {
+
+void KvCache::init(const LlamaConfig& cfg, int ctx_len) {
+    ctx = ctx_len;
+    kv_dim = cfg.kv_dim();
+    k.assign(size_t(cfg.n_layers) * ctx * kv_dim, 0.f);
+    v.assign(size_t(cfg.n_layers) * ctx * kv_dim, 0.f);
+}
+
+void ChunkState::init(const LlamaConfig& cfg, int pos, const int32_t* toks, int n) {
+    pos0 = pos;
+    T = n;
+    tokens.assign(toks, toks + n);
+    const size_t wide = size_t(T) * std::max({cfg.hidden, cfg.intermediate, cfg.q_dim()});
+    x.resize(size_t(T) * cfg.hidden);
+    h.resize(size_t(T) * std::max(cfg.hidden, cfg.q_dim()));
+    q.resize(size_t(T) * cfg.q_dim());
+    k.resize(size_t(T) * cfg.kv_dim());
+    v.resize(size_t(T) * cfg.kv_dim());
+    g.resize(size_t(T) * cfg.intermediate);
+    u.resize(size_t(T) * cfg.intermediate);
+    for (auto* b : {&xq0, &xq1, &xq2}) b->resize(wide);
+    for (auto* b : {&acc0, &acc1, &acc2}) b->resize(wide);
+}
+
+Forward::Forward(const Model& model, KvCache& cache, ThreadPool& cpu, ThreadPool& accel)
+    : model_(model), cache_(cache), cpu_(cpu), accel_(accel), kernel_(best_gemm_kernel()) {
+    const int half = model.cfg.head_dim / 2;
+    rope_cos_.resize(size_t(cache.ctx) * half);
+    rope_sin_.resize(size_t(cache.ctx) * half);
+    rope_tables(cache.ctx, model.cfg.head_dim, model.cfg.rope_theta, rope_cos_.data(), rope_sin_.data());
+}
+
+// Splits the output channels into blocks of a multiple of 16 (the kernels' channel block), a few per thread so
+// that uneven progress evens out.
+void Forward::matmul(const int8_t* xq, int T, const QLinear& w, int32_t* acc) const {
+    const int n_blocks = std::max(1, std::min((w.C + 15) / 16, 4 * accel_.size()));
+    const int per = ((w.C + n_blocks - 1) / n_blocks + 15) / 16 * 16;
+    const int n = (w.C + per - 1) / per;
+    const GemmFn fn = kernel_.fn;
+    accel_.parallel_for(n, [&](int i) {
+        const int c0 = i * per, c1 = std::min(w.C, c0 + per);
+        fn(T, c1 - c0, w.K, xq, w.K, w.codes.data() + size_t(c0) * w.K, w.K, acc + c0, w.C);
+    });
+}
+
+// Row-wise operators split into one block of consecutive tokens per CPU thread: fn(t0, n) handles rows t0..t0+n-1.
+template <class F>
+static void for_row_blocks(ThreadPool& pool, int T, F&& fn) {
+    const int per = (T + pool.size() - 1) / pool.size();
+    pool.parallel_for((T + per - 1) / per, [&](int i) { fn(i * per, std::min(per, T - i * per)); });
+}
+
+void Forward::embed(ChunkState& s) const {
+    const auto& e = model_.embed;
+    for (int t = 0; t < s.T; ++t)
+        if (s.tokens[t] < 0 || s.tokens[t] >= e.rows)
+            throw EngineError("token id " + std::to_string(s.tokens[t]) + " at position " +
+                              std::to_string(s.pos0 + t) + " is outside the vocabulary [0, " +
+                              std::to_string(e.rows) + ")");
+    embed_rows(s.T, e.cols, s.tokens.data(), e.codes.data(), e.w_scale.data(), s.x.data());
+}
+
+// x += dequantize(acc) when a matmul result is pending (residual add), then h = RMSNorm(x) and one int8 copy of h per
+// consuming linear, each with that linear's input multiplier.
+void Forward::residual_norm_quantize(ChunkState& s, const QLinear* pending, const std::vector<float>& norm,
+                                     std::initializer_list<std::pair<const QLinear*, int8_t*>> outs) const {
+    const auto& cfg = model_.cfg;
+    const int H = cfg.hidden;
+    for_row_blocks(cpu_, s.T, [&](int t0, int n) {
+        const size_t o = size_t(t0) * H;
+        if (pending) dequantize_add_rows(n, H, s.acc0.data() + o, H, pending->scale.data(), s.x.data() + o);
+        rmsnorm_rows(n, H, s.x.data() + o, norm.data(), cfg.rms_eps, s.h.data() + o);
+        for (const auto& [w, xq] : outs) quantize_rows(n, H, s.h.data() + o, w->m.data(), xq + o);
+    });
+}
+
+void Forward::attn_in(int layer, ChunkState& s) const {
+    const auto& L = model_.layers[layer];
+    const QLinear* prev_down = layer > 0 ? &model_.layers[layer - 1].down : nullptr;
+    residual_norm_quantize(s, prev_down, L.attn_norm, {{&L.q, s.xq0.data()}, {&L.k, s.xq1.data()}, {&L.v, s.xq2.data()}});
+}
+
+void Forward::qkv(int layer, ChunkState& s) const {
+    const auto& L = model_.layers[layer];
+    matmul(s.xq0.data(), s.T, L.q, s.acc0.data());
+    matmul(s.xq1.data(), s.T, L.k, s.acc1.data());
+    matmul(s.xq2.data(), s.T, L.v, s.acc2.data());
+}
+
+void Forward::attention(int layer, ChunkState& s) const {
+    const auto& cfg = model_.cfg;
+    const auto& L = model_.layers[layer];
+    const int qd = cfg.q_dim(), kvd = cfg.kv_dim();
+    if (s.pos0 + s.T > cache_.ctx)
+        throw EngineError("positions up to " + std::to_string(s.pos0 + s.T) + " exceed the context of " +
+                          std::to_string(cache_.ctx));
+    for_row_blocks(cpu_, s.T, [&](int t0, int n) {
+        const size_t oq = size_t(t0) * qd, okv = size_t(t0) * kvd;
+        dequantize_rows(n, qd, s.acc0.data() + oq, qd, L.q.scale.data(), s.q.data() + oq);
+        dequantize_rows(n, kvd, s.acc1.data() + okv, kvd, L.k.scale.data(), s.k.data() + okv);
+        dequantize_rows(n, kvd, s.acc2.data() + okv, kvd, L.v.scale.data(), s.v.data() + okv);
+        rope_rows(n, cfg.n_heads, cfg.head_dim, s.pos0 + t0, rope_cos_.data(), rope_sin_.data(), s.q.data() + oq);
+        rope_rows(n, cfg.n_kv_heads, cfg.head_dim, s.pos0 + t0, rope_cos_.data(), rope_sin_.data(), s.k.data() + okv);
+    });
+    std::copy(s.k.begin(), s.k.begin() + size_t(s.T) * kvd, cache_.k_at(layer, s.pos0));
+    std::copy(s.v.begin(), s.v.begin() + size_t(s.T) * kvd, cache_.v_at(layer, s.pos0));
+    // One item per query head: each writes its own head_dim slice of every output row of h.
+    const float* kc = cache_.k_at(layer, 0);
+    const float* vc = cache_.v_at(layer, 0);
+    const int d = cfg.head_dim, group = cfg.n_heads / cfg.n_kv_heads;
+    cpu_.parallel_for(cfg.n_heads, [&](int hd) {
+        std::vector<float> scratch(s.pos0 + s.T);
+        const int kv_off = (hd / group) * d;
+        attention_head(s.T, s.pos0, d, s.q.data() + hd * d, qd, kc + kv_off, vc + kv_off, kvd, s.h.data() + hd * d,
+                       scratch.data());
+    });
+    for_row_blocks(cpu_, s.T, [&](int t0, int n) {
+        quantize_rows(n, qd, s.h.data() + size_t(t0) * qd, L.o.m.data(), s.xq0.data() + size_t(t0) * qd);
+    });
+}
+
+void Forward::o_proj(int layer, ChunkState& s) const {
+    matmul(s.xq0.data(), s.T, model_.layers[layer].o, s.acc0.data());
+}
+
+void Forward::ffn_in(int layer, ChunkState& s) const {
+    const auto& L = model_.layers[layer];
+    residual_norm_quantize(s, &L.o, L.ffn_norm, {{&L.gate, s.xq1.data()}, {&L.up, s.xq2.data()}});
+}
+
+void Forward::gate_up(int layer, ChunkState& s) const {
+    const auto& L = model_.layers[layer];
+    matmul(s.xq1.data(), s.T, L.gate, s.acc1.data());
+    matmul(s.xq2.data(), s.T, L.up, s.acc2.data());
+}
+
+void Forward::swiglu(int layer, ChunkState& s) const {
+    const auto& cfg = model_.cfg;
+    const auto& L = model_.layers[layer];
+    const int I = cfg.intermediate;
+    for_row_blocks(cpu_, s.T, [&](int t0, int n) {
+        const size_t o = size_t(t0) * I;
+        dequantize_rows(n, I, s.acc1.data() + o, I, L.gate.scale.data(), s.g.data() + o);
+        dequantize_rows(n, I, s.acc2.data() + o, I, L.up.scale.data(), s.u.data() + o);
+        silu_mul(n * I, s.g.data() + o, s.u.data() + o);
+        quantize_rows(n, I, s.g.data() + o, L.down.m.data(), s.xq0.data() + o);
+    });
+}
+
+void Forward::down(int layer, ChunkState& s) const {
+    matmul(s.xq0.data(), s.T, model_.layers[layer].down, s.acc0.data());
+}
+
+void Forward::head(ChunkState& s, bool all_rows) const {
+    const auto& cfg = model_.cfg;
+    const auto& last = model_.layers.back().down;
+    const int H = cfg.hidden, V = cfg.vocab;
+    dequantize_add_rows(s.T, H, s.acc0.data(), H, last.scale.data(), s.x.data());
+    s.logit_rows = all_rows ? s.T : 1;
+    const float* x = s.x.data() + size_t(s.T - s.logit_rows) * H;
+    rmsnorm_rows(s.logit_rows, H, x, model_.final_norm.data(), cfg.rms_eps, s.h.data());
+    s.logits.resize(size_t(s.logit_rows) * V);
+    const RowTable& w = model_.head();
+    const int n = 4 * cpu_.size();
+    const int per = ((V + n - 1) / n + 3) / 4 * 4;
+    cpu_.parallel_for((V + per - 1) / per, [&](int i) {
+        const int v0 = i * per, v1 = std::min(V, v0 + per);
+        lm_head_rows(s.logit_rows, H, V, v0, v1, s.h.data(), w.codes.data(), w.w_scale.data(), s.logits.data());
+    });
+}
+
+void Forward::run_chunk(ChunkState& s, bool all_rows) const {
+    embed(s);
+    for (int l = 0; l < model_.cfg.n_layers; ++l) {
+        attn_in(l, s);
+        qkv(l, s);
+        attention(l, s);
+        o_proj(l, s);
+        ffn_in(l, s);
+        gate_up(l, s);
+        swiglu(l, s);
+        down(l, s);
+    }
+    head(s, all_rows);
+}
+
+}  // namespace edgeflow

@@ -1,0 +1,77 @@
+// The forward pass cut into the operator stages that the pipeline schedules (paper Appendix B): every INT8 matmul
+// is an accelerator stage; norms, (de)quantization, RoPE, attention, SwiGLU and residual adds are CPU stages.
+// Stages of one chunk run strictly in order, so each chunk owns one set of working buffers (ChunkState).
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <utility>
+#include <vector>
+
+#include "gemm.h"
+#include "model.h"
+#include "thread_pool.h"
+
+namespace edgeflow {
+
+// Keys and values of every layer for positions [0, ctx): k, v [n_layers, ctx, kv_dim] float32.
+struct KvCache {
+    int ctx = 0, kv_dim = 0;
+    std::vector<float> k, v;
+    void init(const LlamaConfig& cfg, int ctx_len);
+    float* k_at(int layer, int pos) { return k.data() + (size_t(layer) * ctx + pos) * kv_dim; }
+    float* v_at(int layer, int pos) { return v.data() + (size_t(layer) * ctx + pos) * kv_dim; }
+};
+
+// Working memory of one chunk of T tokens at positions pos0 .. pos0 + T - 1.
+//   x    [T, H]  residual stream             h  [T, max(H, q_dim)]  normed input / attention output
+//   q    [T, q_dim], k, v [T, kv_dim]        g, u [T, I]             gate and up activations
+//   xq0..2 [T, max(H, I, q_dim)] int8 inputs of the matmuls; acc0..2 int32 outputs, same shape
+// Matmul outputs: q,k,v -> acc0,1,2; o -> acc0; gate,up -> acc1,2; down -> acc0 (consumed by the next layer).
+struct ChunkState {
+    int pos0 = 0, T = 0;
+    std::vector<int32_t> tokens;
+    std::vector<float> x, h, q, k, v, g, u;
+    std::vector<int8_t> xq0, xq1, xq2;
+    std::vector<int32_t> acc0, acc1, acc2;
+    std::vector<float> logits;  // [rows, V] after the head stage
+    int logit_rows = 0;         // 1 (last position) or T (every position)
+    void init(const LlamaConfig& cfg, int pos0, const int32_t* toks, int n);
+};
+
+// Runs the stages against a model and a KV cache. cpu and accel are the thread pools of the two executors.
+class Forward {
+public:
+    Forward(const Model& model, KvCache& cache, ThreadPool& cpu, ThreadPool& accel);
+
+    // CPU stages
+    void embed(ChunkState& s) const;
+    void attn_in(int layer, ChunkState& s) const;    // [+ previous down] residual, RMSNorm, quantize for q/k/v
+    void attention(int layer, ChunkState& s) const;  // dequantize, RoPE, KV append, attention, quantize for o
+    void ffn_in(int layer, ChunkState& s) const;     // + o residual, RMSNorm, quantize for gate/up
+    void swiglu(int layer, ChunkState& s) const;     // dequantize, silu(g) * u, quantize for down
+    void head(ChunkState& s, bool all_rows) const;   // + last down residual, final norm, LM head
+    // Accelerator stages (INT8 matmuls)
+    void qkv(int layer, ChunkState& s) const;
+    void o_proj(int layer, ChunkState& s) const;
+    void gate_up(int layer, ChunkState& s) const;
+    void down(int layer, ChunkState& s) const;
+
+    // All stages of all layers in order for one chunk (decode and the synchronous scoring path).
+    void run_chunk(ChunkState& s, bool all_rows) const;
+
+    const GemmKernel& kernel() const { return kernel_; }
+
+private:
+    void residual_norm_quantize(ChunkState& s, const QLinear* pending, const std::vector<float>& norm,
+                                std::initializer_list<std::pair<const QLinear*, int8_t*>> outs) const;
+    void matmul(const int8_t* xq, int T, const QLinear& w, int32_t* acc) const;
+
+    const Model& model_;
+    KvCache& cache_;
+    ThreadPool& cpu_;
+    ThreadPool& accel_;
+    const GemmKernel& kernel_;
+    std::vector<float> rope_cos_, rope_sin_;  // [ctx, head_dim / 2]
+};
+
+}  // namespace edgeflow

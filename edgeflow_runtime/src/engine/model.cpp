@@ -1,0 +1,73 @@
+#include "model.h"
+
+#include <cmath>
+
+namespace edgeflow {
+namespace {
+
+void expect(bool ok, const std::string& what) {
+    if (!ok) throw EngineError(what);
+}
+
+}  // namespace
+
+void LlamaConfig::validate() const {
+    expect(hidden > 0 && intermediate > 0 && n_layers > 0 && n_heads > 0 && n_kv_heads > 0 && head_dim > 0 &&
+               vocab > 0,
+           "model config: sizes must be positive");
+    expect(head_dim % 2 == 0, "model config: head_dim must be even for rotate-half RoPE");
+    expect(n_heads % n_kv_heads == 0, "model config: num_attention_heads must be a multiple of num_key_value_heads");
+    expect(max_positions > 0, "model config: max_position_embeddings must be positive");
+    expect(rms_eps > 0 && std::isfinite(rope_theta) && rope_theta > 0, "model config: bad rms_norm_eps or rope_theta");
+    // The accumulator bound of gemm.h: K * 127 * 128 < 2^31.
+    expect(hidden < (1 << 17) && intermediate < (1 << 17) && q_dim() < (1 << 17),
+           "model config: an input dimension is too large for int32 accumulation");
+}
+
+void QLinear::set_scales(const float* w_scale, const float* in_scale, float act_scale) {
+    if (!(act_scale > 0) || !std::isfinite(act_scale)) throw EngineError("act_scale must be a positive number");
+    m.resize(K);
+    scale.resize(C);
+    for (int k = 0; k < K; ++k) m[k] = in_scale[k] / act_scale;
+    for (int c = 0; c < C; ++c) scale[c] = act_scale * w_scale[c];
+}
+
+void QLinear::check(const std::string& name, int want_c, int want_k) const {
+    expect(C == want_c && K == want_k,
+           name + ": shape [" + std::to_string(C) + ", " + std::to_string(K) + "], expected [" +
+               std::to_string(want_c) + ", " + std::to_string(want_k) + "]");
+    expect(codes.size() == size_t(C) * K && m.size() == size_t(K) && scale.size() == size_t(C),
+           name + ": codes or scales missing");
+}
+
+void Model::check_layer(int i) const {
+    const auto& L = layers.at(i);
+    const std::string p = "layer " + std::to_string(i) + " ";
+    const int H = cfg.hidden, I = cfg.intermediate;
+    expect(L.attn_norm.size() == size_t(H) && L.ffn_norm.size() == size_t(H), p + "norm weights must have [hidden]");
+    L.q.check(p + "q_proj", cfg.q_dim(), H);
+    L.k.check(p + "k_proj", cfg.kv_dim(), H);
+    L.v.check(p + "v_proj", cfg.kv_dim(), H);
+    L.o.check(p + "o_proj", H, cfg.q_dim());
+    L.gate.check(p + "gate_proj", I, H);
+    L.up.check(p + "up_proj", I, H);
+    L.down.check(p + "down_proj", H, I);
+}
+
+namespace {
+bool table_ok(const RowTable& t, const LlamaConfig& cfg) {
+    return t.rows == cfg.vocab && t.cols == cfg.hidden && t.codes.size() == size_t(t.rows) * t.cols &&
+           t.w_scale.size() == size_t(t.rows);
+}
+}  // namespace
+
+void Model::check_embedding() const {
+    expect(table_ok(embed, cfg), "embed_tokens must be an INT8 table of [vocab, hidden] with a scale per row");
+}
+
+void Model::check_final() const {
+    expect(cfg.tied_embeddings || table_ok(lm_head, cfg), "lm_head must be an INT8 table of [vocab, hidden]");
+    expect(final_norm.size() == size_t(cfg.hidden), "model.norm.weight must have [hidden]");
+}
+
+}  // namespace edgeflow

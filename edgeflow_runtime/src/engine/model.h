@@ -1,0 +1,121 @@
+// A Llama-family model held in memory as the runtime computes it: INT8 codes for every linear layer and the
+// embeddings, float32 for the rest (docs/quantized-artifact.md).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace edgeflow {
+
+// Any problem with the model or the request that the user can fix: bad file, bad shapes, prompt too long...
+struct EngineError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// A file cannot be opened or read (missing, permissions, O_DIRECT unsupported, I/O error).
+struct IoError : EngineError {
+    using EngineError::EngineError;
+};
+
+struct LlamaConfig {
+    int hidden = 0;        // H
+    int intermediate = 0;  // I
+    int n_layers = 0;
+    int n_heads = 0;
+    int n_kv_heads = 0;
+    int head_dim = 0;  // d
+    int vocab = 0;     // V
+    float rms_eps = 1e-5f;
+    float rope_theta = 10000.f;
+    int max_positions = 2048;
+    bool tied_embeddings = true;
+
+    int q_dim() const { return n_heads * head_dim; }
+    int kv_dim() const { return n_kv_heads * head_dim; }
+    void validate() const;  // throws EngineError naming the first bad field
+};
+
+// Read-only array that owns a copy of its values or borrows them from a buffer kept alive by `owner` (the packed
+// file's region as read from disk: the embedding table is used in place, not copied).
+template <class T>
+struct SharedArray {
+    static SharedArray copy_of(const T* p, size_t n) {
+        auto v = std::make_shared<std::vector<T>>(p, p + n);
+        return {v->data(), n, v};
+    }
+    static SharedArray borrow(const T* p, size_t n, std::shared_ptr<const void> owner) { return {p, n, std::move(owner)}; }
+    const T* data() const { return ptr; }
+    size_t size() const { return n; }
+
+    const T* ptr = nullptr;
+    size_t n = 0;
+    std::shared_ptr<const void> owner;
+};
+
+// Per-row INT8 table for the embeddings and the weight-only LM head.
+struct RowTable {
+    int rows = 0, cols = 0;
+    SharedArray<int8_t> codes;   // [rows, cols]
+    SharedArray<float> w_scale;  // [rows]
+};
+
+// std::allocator that leaves new elements uninitialised: weight codes are written by the unpack kernels right after
+// allocation, so zero-filling them first would only cost time on the cold-start path.
+template <class T>
+struct NoInitAllocator : std::allocator<T> {
+    template <class U>
+    struct rebind {
+        using other = NoInitAllocator<U>;
+    };
+    NoInitAllocator() = default;
+    template <class U>
+    NoInitAllocator(const NoInitAllocator<U>&) noexcept {}
+    template <class U>
+    void construct(U* p) noexcept {
+        ::new (static_cast<void*>(p)) U;
+    }
+    template <class U, class... Args>
+    void construct(U* p, Args&&... args) {
+        ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+};
+using CodeBuffer = std::vector<int8_t, NoInitAllocator<int8_t>>;
+
+// One quantized linear y = linear(x) with C outputs and K inputs, ready for the INT8 matmul.
+struct QLinear {
+    int C = 0, K = 0;
+    CodeBuffer codes;           // [C, K] row-major: K codes of output channel c at c * K
+    std::vector<float> m;       // [K] in_scale[k] / act_scale: multiplies x before rounding to int8
+    std::vector<float> scale;   // [C] act_scale * w_scale[c]: turns the int32 accumulator back into float
+
+    // Sets m and scale from the artifact's per-tensor values; codes must already hold C * K values.
+    void set_scales(const float* w_scale, const float* in_scale, float act_scale);
+    void check(const std::string& name, int want_c, int want_k) const;
+};
+
+
+struct LayerWeights {
+    std::vector<float> attn_norm, ffn_norm;  // [H] RMSNorm weights
+    QLinear q, k, v, o;                      // q [q_dim, H], k/v [kv_dim, H], o [H, q_dim]
+    QLinear gate, up, down;                  // gate/up [I, H], down [H, I]
+};
+
+struct Model {
+    LlamaConfig cfg;
+    RowTable embed;       // [V, H]
+    RowTable lm_head;     // [V, H]; empty when tied (the embedding table is used)
+    std::vector<float> final_norm;  // [H]
+    std::vector<LayerWeights> layers;
+
+    const RowTable& head() const { return cfg.tied_embeddings ? embed : lm_head; }
+    // Each throws EngineError naming the tensor whose shape disagrees with cfg.
+    void check_layer(int i) const;
+    void check_embedding() const;
+    void check_final() const;  // final norm and (untied) LM head
+    void check_globals() const { check_embedding(), check_final(); }
+};
+
+}  // namespace edgeflow

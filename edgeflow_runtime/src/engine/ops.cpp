@@ -1,0 +1,192 @@
+#include "ops.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+// The loops below are written to auto-vectorize. On x86-64 each hot function is also compiled for Haswell (AVX2 +
+// FMA) and picked at load time (GCC function multi-versioning); elsewhere the baseline ISA's vectors are used.
+#if defined(__x86_64__) && !defined(__clang__)
+#define EF_VECTOR_CLONES __attribute__((target_clones("arch=haswell", "default")))
+#else
+#define EF_VECTOR_CLONES
+#endif
+
+namespace edgeflow {
+namespace {
+
+// exp(x) for float32 without a library call, so loops over it vectorize: x = n ln2 + r with |r| <= ln2 / 2,
+// exp(r) by the Cephes expf polynomial (relative error ~1e-7, like expf), 2^n through the exponent bits.
+inline float exp_approx(float x) {
+    x = x < 88.37f ? x : 88.37f;
+    x = x > -87.33f ? x : -87.33f;  // exp(-87.33) ~ FLT_MIN: keeps 2^n a normal number
+    const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+    const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.f;
+    const int32_t bits = (int32_t(n) + 127) << 23;
+    float scale;
+    std::memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+}  // namespace
+
+EF_VECTOR_CLONES
+void quantize_rows(int T, int K, const float* x, const float* m, int8_t* xq) {
+    for (int t = 0; t < T; ++t)
+        for (int k = 0; k < K; ++k) {
+            float v = x[t * K + k] * m[k];
+            v = v > -127.f ? v : -127.f;  // written so that NaN maps to -127 instead of an undefined cast
+            v = v < 127.f ? v : 127.f;
+            xq[t * K + k] = int8_t(std::nearbyint(v));  // default rounding mode: round half to even
+        }
+}
+
+EF_VECTOR_CLONES
+void dequantize_rows(int T, int C, const int32_t* acc, int ldacc, const float* scale, float* y) {
+    for (int t = 0; t < T; ++t)
+        for (int c = 0; c < C; ++c) y[t * C + c] = float(acc[t * ldacc + c]) * scale[c];
+}
+
+EF_VECTOR_CLONES
+void dequantize_add_rows(int T, int C, const int32_t* acc, int ldacc, const float* scale, float* y) {
+    for (int t = 0; t < T; ++t)
+        for (int c = 0; c < C; ++c) y[t * C + c] += float(acc[t * ldacc + c]) * scale[c];
+}
+
+EF_VECTOR_CLONES
+void rmsnorm_rows(int T, int H, const float* x, const float* w, float eps, float* y) {
+    for (int t = 0; t < T; ++t) {
+        const float* xr = x + t * H;
+        float ss = 0.f;
+#pragma omp simd reduction(+ : ss)
+        for (int i = 0; i < H; ++i) ss += xr[i] * xr[i];
+        const float r = 1.f / std::sqrt(ss / float(H) + eps);
+        for (int i = 0; i < H; ++i) y[t * H + i] = w[i] * (xr[i] * r);
+    }
+}
+
+void rope_tables(int n_pos, int head_dim, float theta, float* cos_out, float* sin_out) {
+    const int half = head_dim / 2;
+    for (int i = 0; i < half; ++i) {
+        // inv_freq as Hugging Face computes it: 1 / theta^(2i / d) in float32.
+        const float inv_freq = 1.f / std::pow(theta, float(2 * i) / float(head_dim));
+        for (int p = 0; p < n_pos; ++p) {
+            const float a = float(p) * inv_freq;
+            cos_out[p * half + i] = std::cos(a);
+            sin_out[p * half + i] = std::sin(a);
+        }
+    }
+}
+
+EF_VECTOR_CLONES
+void rope_rows(int T, int n_heads, int head_dim, int pos0, const float* cos_tab, const float* sin_tab, float* x) {
+    const int half = head_dim / 2;
+    for (int t = 0; t < T; ++t) {
+        const float* c = cos_tab + (pos0 + t) * half;
+        const float* s = sin_tab + (pos0 + t) * half;
+        for (int h = 0; h < n_heads; ++h) {
+            float* v = x + (t * n_heads + h) * head_dim;
+            for (int i = 0; i < half; ++i) {
+                const float x1 = v[i], x2 = v[i + half];
+                v[i] = x1 * c[i] - x2 * s[i];
+                v[i + half] = x2 * c[i] + x1 * s[i];
+            }
+        }
+    }
+}
+
+EF_VECTOR_CLONES
+void attention_head(int T, int pos0, int d, const float* q, int q_stride, const float* k, const float* v,
+                    int kv_stride, float* out, float* scratch) {
+    const float scale = 1.f / std::sqrt(float(d));
+    for (int t = 0; t < T; ++t) {
+        const int n_ctx = pos0 + t + 1;  // causal: keys at positions 0 .. pos0 + t
+        const float* qt = q + size_t(t) * q_stride;
+        float mx = -INFINITY;
+        for (int j = 0; j < n_ctx; ++j) {
+            const float* kj = k + size_t(j) * kv_stride;
+            float s = 0.f;
+#pragma omp simd reduction(+ : s)
+            for (int i = 0; i < d; ++i) s += qt[i] * kj[i];
+            s *= scale;
+            scratch[j] = s;
+            mx = s > mx ? s : mx;
+        }
+        float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+        for (int j = 0; j < n_ctx; ++j) {
+            scratch[j] = exp_approx(scratch[j] - mx);
+            sum += scratch[j];
+        }
+        const float inv = 1.f / sum;
+        float* ot = out + size_t(t) * q_stride;
+        std::memset(ot, 0, sizeof(float) * d);
+        for (int j = 0; j < n_ctx; ++j) {
+            const float p = scratch[j] * inv;
+            const float* vj = v + size_t(j) * kv_stride;
+#pragma omp simd
+            for (int i = 0; i < d; ++i) ot[i] += p * vj[i];
+        }
+    }
+}
+
+EF_VECTOR_CLONES
+void silu_mul(int n, float* g, const float* u) {
+#pragma omp simd
+    for (int i = 0; i < n; ++i) g[i] = g[i] / (1.f + exp_approx(-g[i])) * u[i];
+}
+
+void embed_rows(int T, int H, const int32_t* tokens, const int8_t* codes, const float* w_scale, float* x) {
+    for (int t = 0; t < T; ++t) {
+        const int8_t* row = codes + size_t(tokens[t]) * H;
+        const float s = w_scale[tokens[t]];
+        for (int i = 0; i < H; ++i) x[t * H + i] = float(row[i]) * s;
+    }
+}
+
+EF_VECTOR_CLONES
+void lm_head_rows(int T, int H, int V, int v0, int v1, const float* h, const int8_t* codes, const float* w_scale,
+                  float* logits) {
+    // Four vocabulary rows at a time share each load of h; the inner loop over k vectorizes.
+    int v = v0;
+    for (; v + 4 <= v1; v += 4) {
+        const int8_t* r0 = codes + size_t(v) * H;
+        const int8_t* r1 = r0 + H;
+        const int8_t* r2 = r1 + H;
+        const int8_t* r3 = r2 + H;
+        for (int t = 0; t < T; ++t) {
+            const float* ht = h + t * H;
+            float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+            for (int k = 0; k < H; ++k) {
+                s0 += ht[k] * float(r0[k]);
+                s1 += ht[k] * float(r1[k]);
+                s2 += ht[k] * float(r2[k]);
+                s3 += ht[k] * float(r3[k]);
+            }
+            float* lt = logits + size_t(t) * V;
+            lt[v] = s0 * w_scale[v];
+            lt[v + 1] = s1 * w_scale[v + 1];
+            lt[v + 2] = s2 * w_scale[v + 2];
+            lt[v + 3] = s3 * w_scale[v + 3];
+        }
+    }
+    for (; v < v1; ++v) {
+        const int8_t* r = codes + size_t(v) * H;
+        for (int t = 0; t < T; ++t) {
+            float s = 0.f;
+#pragma omp simd reduction(+ : s)
+            for (int k = 0; k < H; ++k) s += h[t * H + k] * float(r[k]);
+            logits[size_t(t) * V + v] = s * w_scale[v];
+        }
+    }
+}
+
+}  // namespace edgeflow

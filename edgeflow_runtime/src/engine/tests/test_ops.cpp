@@ -1,0 +1,130 @@
+// The CPU operators against hand-computed values, the thread pool, the task graph and the TTFT breakdown.
+#include <atomic>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "check.h"  // edgeflow_runtime/tests/check.h
+#include "engine.h"
+#include "executor.h"
+#include "ops.h"
+
+using namespace edgeflow;
+
+static bool near(float a, float b, float tol = 1e-5f) { return std::fabs(a - b) <= tol * (1.f + std::fabs(b)); }
+
+static void test_quantize() {
+    // Round half to even, clamp to [-127, 127], NaN to -127 (never an undefined cast).
+    const float x[] = {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 126.5f, 300.f, -300.f, NAN, 0.49f, -127.5f};
+    const float m[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    const int8_t want[] = {0, 2, 2, 0, -2, -2, 126, 127, -127, -127, 0, -127};
+    int8_t got[12];
+    quantize_rows(1, 12, x, m, got);
+    for (int i = 0; i < 12; ++i) CHECK(got[i] == want[i]);
+    // The multiplier is applied per input feature.
+    const float x2[] = {1.f, 1.f, 1.f, 1.f};
+    const float m2[] = {2.f, 0.25f, 10.4f, -3.6f};
+    int8_t q2[4];
+    quantize_rows(1, 4, x2, m2, q2);
+    CHECK(q2[0] == 2 && q2[1] == 0 && q2[2] == 10 && q2[3] == -4);
+}
+
+static void test_norm_rope_attention() {
+    const float x[] = {1.f, 2.f, 3.f, 4.f}, w[] = {1.f, 1.f, 2.f, 0.5f};
+    float y[4];
+    rmsnorm_rows(1, 4, x, w, 0.f, y);
+    const float r = 1.f / std::sqrt((1 + 4 + 9 + 16) / 4.f);
+    CHECK(near(y[0], r) && near(y[1], 2 * r) && near(y[2], 6 * r) && near(y[3], 2 * r));
+
+    // RoPE at position 0 is the identity; at position p the first pair rotates by p * inv_freq[0] = p radians.
+    const int d = 4;
+    std::vector<float> cs(3 * d / 2), sn(3 * d / 2);
+    rope_tables(3, d, 10000.f, cs.data(), sn.data());
+    float v[4] = {1.f, 0.5f, 0.f, 2.f};
+    rope_rows(1, 1, d, 0, cs.data(), sn.data(), v);
+    CHECK(near(v[0], 1.f) && near(v[1], 0.5f) && near(v[2], 0.f) && near(v[3], 2.f));
+    float u[4] = {1.f, 0.f, 0.f, 0.f};
+    rope_rows(1, 1, d, 2, cs.data(), sn.data(), u);  // pair (u[0], u[2]) rotated by 2 rad
+    CHECK(near(u[0], std::cos(2.f)) && near(u[2], std::sin(2.f)));
+
+    // Attention: the first token sees only itself; a later one averages by softmax weights.
+    const float q[] = {1.f, 0.f, 1.f, 0.f};  // two query rows of d = 2
+    const float k[] = {1.f, 0.f, 0.f, 0.f};  // keys of positions 0 and 1
+    const float vv[] = {3.f, 5.f, 7.f, 9.f};
+    float out[4], scratch[2];
+    attention_head(2, 0, 2, q, 2, k, vv, 2, out, scratch);
+    CHECK(near(out[0], 3.f) && near(out[1], 5.f));
+    const float s0 = 1.f / std::sqrt(2.f), p0 = std::exp(s0) / (std::exp(s0) + 1.f);
+    CHECK(near(out[2], p0 * 3 + (1 - p0) * 7) && near(out[3], p0 * 5 + (1 - p0) * 9));
+}
+
+static void test_embed_head_silu() {
+    const int8_t codes[] = {1, -2, 3, 127, -128, 0};  // V = 2 rows of H = 3
+    const float ws[] = {0.5f, 2.f};
+    const int32_t tok[] = {1, 0};
+    float x[6];
+    embed_rows(2, 3, tok, codes, ws, x);
+    CHECK(x[0] == 254.f && x[1] == -256.f && x[2] == 0.f && x[3] == 0.5f);
+    const float h[] = {1.f, 1.f, 1.f};
+    float logits[2];
+    lm_head_rows(1, 3, 2, 0, 2, h, codes, ws, logits);
+    CHECK(near(logits[0], 1.f) && near(logits[1], -2.f));
+    float g[] = {0.f, 2.f}, up[] = {3.f, 0.5f};
+    silu_mul(2, g, up);
+    CHECK(near(g[0], 0.f) && near(g[1], 2.f / (1.f + std::exp(-2.f)) * 0.5f));
+}
+
+static void test_pool_and_graph() {
+    ThreadPool pool(3);
+    std::vector<int> hit(100, 0);
+    pool.parallel_for(100, [&](int i) { hit[i] += 1; });
+    bool all_once = true;
+    for (int h : hit) all_once &= h == 1;
+    CHECK(all_once);
+
+    // A diamond a -> (b on accel, c on cpu) -> d: d runs last, after both.
+    Trace trace;
+    Executors ex(2, 1, 1, &trace);
+    Executor* lanes[kNumLanes];
+    ex.lanes(lanes);
+    std::atomic<int> order{0};
+    int ra = -1, rb = -1, rc = -1, rd = -1;
+    TaskGraph g;
+    Task* a = g.add("a", 0, 0, Lane::IO, 0, [&] { ra = order++; });
+    Task* b = g.add("b", 0, 0, Lane::Accel, 0, [&] { rb = order++; });
+    Task* c = g.add("c", 0, 0, Lane::CPU, 0, [&] { rc = order++; });
+    Task* d = g.add("d", 0, 0, Lane::CPU, 0, [&] { rd = order++; });
+    TaskGraph::depend(a, b);
+    TaskGraph::depend(a, c);
+    TaskGraph::depend(b, d);
+    TaskGraph::depend(c, d);
+    g.run(lanes);
+    CHECK(ra == 0 && rd == 3 && rb > 0 && rc > 0);
+    CHECK(trace.events().size() == 4);
+
+    // An error in a task surfaces from run(); its successors do not run.
+    TaskGraph g2;
+    bool ran_after = false;
+    Task* e = g2.add("fails", 0, 0, Lane::CPU, 0, [] { throw EngineError("boom in task"); });
+    Task* f = g2.add("after", 0, 0, Lane::Accel, 0, [&] { ran_after = true; });
+    TaskGraph::depend(e, f);
+    CHECK_THROWS(std::exception, "boom in task", g2.run(lanes));
+    CHECK(!ran_after);
+
+    // Breakdown: compute over unpack over io; the parts add up to the wall time.
+    std::vector<TraceEvent> evs = {{"load", "io-0", "io", 0, -1, 0.0, 0.4},
+                                   {"unpack", "unpack-0", "unpack", 0, -1, 0.3, 0.5},
+                                   {"qkv", "accel-0", "accel", 0, 0, 0.45, 0.8}};
+    const auto bd = breakdown(evs, 0.0, 1.0);
+    CHECK(near(bd.io_s, 0.3f) && near(bd.unpack_s, 0.15f) && near(bd.compute_s, 0.35f) && near(bd.idle_s, 0.2f));
+}
+
+int main() {
+    test_quantize();
+    test_norm_rope_attention();
+    test_embed_head_silu();
+    test_pool_and_graph();
+    if (g_failures) std::fprintf(stderr, "%d check(s) failed\n", g_failures);
+    return g_failures ? 1 : 0;
+}

@@ -1,0 +1,70 @@
+import math
+import time
+
+import pytest
+
+from harness.data import hub
+from harness.data.config import DatasetConfig, load_dataset_config
+from harness.data.hub import DatasetUnavailable
+from harness.data.tasks import PROXY_LABEL
+from harness.eval.accuracy import evaluate_accuracy
+
+BUILTIN = ("lambada", "winogrande", "openbookqa", "mmlu", "hellaswag")
+
+
+def _local(task, items=12):
+    return DatasetConfig(name=task, shots=0, prompt_tokens_min=10, prompt_tokens_max=20, local_task=task,
+                         local_items=items)
+
+
+def _check_rows(rows, task, metrics, n):
+    assert {r.metric for r in rows} == set(metrics)
+    for r in rows:
+        assert (r.task, r.dataset, r.n, r.shots, r.protocol) == (task, task, n, 0, PROXY_LABEL)
+        assert math.isfinite(r.value) and r.stderr is not None
+        if r.metric.startswith("acc"):
+            assert 0.0 <= r.value <= 1.0
+        else:
+            assert r.value > 1.0  # perplexity of a random model over a 400-token vocabulary
+
+
+def test_local_tasks_run_through_lm_eval_on_a_tiny_random_model(corpus, tokenizer, tiny_model):
+    _check_rows(evaluate_accuracy(tiny_model, tokenizer, _local("lambada-local"), limit=6), "lambada-local",
+                ("acc", "perplexity"), 6)
+    _check_rows(evaluate_accuracy(tiny_model, tokenizer, _local("hellaswag-local")), "hellaswag-local",
+                ("acc", "acc_norm"), 12)
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_builtin_tasks_fail_at_once_offline_naming_the_task(name, monkeypatch):
+    monkeypatch.setattr(hub, "hub_status", lambda: "cannot connect to huggingface.co:443 (no route)")
+    cfg = load_dataset_config(name)
+    start = time.monotonic()
+    with pytest.raises(DatasetUnavailable, match=rf"lm-eval task '{cfg.lm_eval_task}' needs the Hugging Face hub"):
+        evaluate_accuracy(model=None, tokenizer=None, dataset=cfg)
+    assert time.monotonic() - start < 5  # no retries: the error comes before lm-eval or datasets are asked
+
+
+@pytest.mark.real_model
+def test_default_model_on_the_local_tasks(default_model_spec):
+    from harness.models.zoo import load_model
+
+    model, tokenizer = load_model(default_model_spec)
+    rows = {(r.task, r.metric): r for name in ("lambada-local", "hellaswag-local")
+            for r in evaluate_accuracy(model, tokenizer, load_dataset_config(name), limit=8)}
+    assert rows[("lambada-local", "acc")].n == 8 and rows[("lambada-local", "perplexity")].value < 1000
+    assert rows[("hellaswag-local", "acc_norm")].protocol == PROXY_LABEL
+
+
+def test_tidy_results_of_a_group_counts_every_subtask():
+    from harness.eval.accuracy import tidy_results
+
+    out = {"results": {"mmlu": {"alias": "mmlu", "acc,none": 0.25, "acc_stderr,none": 0.01},
+                       "mmlu_anatomy": {"acc,none": 0.5, "acc_stderr,none": "N/A"}},
+           "group_subtasks": {"mmlu": ["mmlu_anatomy", "mmlu_law"]},
+           "n-samples": {"mmlu_anatomy": {"original": 135, "effective": 10}, "mmlu_law": {"effective": 20}},
+           "n-shot": {"mmlu": 5}}
+    [row] = tidy_results(out, "mmlu", load_dataset_config("mmlu"), "p")
+    assert (row.task, row.metric, row.value, row.stderr, row.n, row.shots) == ("mmlu", "acc", 0.25, 0.01, 30, 5)
+    [sub] = tidy_results(out, "mmlu_anatomy", load_dataset_config("mmlu"), "p")
+    assert sub.stderr is None and sub.n == 10

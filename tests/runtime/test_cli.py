@@ -1,0 +1,153 @@
+"""edgeflow-run on packed files of a tiny random Llama: results agree with the in-process engine and the fake-quant
+reference, the JSON report and the trace are complete, and every kind of bad input exits with its documented code
+and a message (never a crash). EDGEFLOW_RUN_BINARY runs the same tests against another build (make test-sanitize)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+import torch
+
+from harness import native
+from harness.pack import PackedFile, pack_artifact
+from harness.runtime import NativeEngine, RuntimeRunError, _engine_dir, build_runtime, run_edgeflow
+from tests.runtime.conftest import make_artifact, tiny_llama
+
+pytestmark = pytest.mark.native
+
+PROMPT = [3, 17, 99, 4, 250, 8, 8, 1, 42, 77, 5]
+
+
+@pytest.fixture(scope="module")
+def binary():
+    if os.environ.get("EDGEFLOW_RUN_BINARY"):
+        return os.environ["EDGEFLOW_RUN_BINARY"]
+    build_runtime()
+    return str(_engine_dir() / "edgeflow-run")
+
+
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory):
+    model = tiny_llama(seed=5, tie=False)
+    artifact = make_artifact(model, seed=6)
+    path = pack_artifact(artifact, tmp_path_factory.mktemp("packed") / "tiny.efpk", layout="weightlet")
+    return model, artifact, path
+
+
+def run(binary, *args, stdin="1 2 3"):
+    return subprocess.run([binary, *map(str, args)], input=stdin, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("layout", ["weightlet", "int8", "mixed48", "kquant"])
+def test_packed_file_scores_like_the_artifact(packed, tmp_path, layout):
+    model, artifact, _ = packed
+    path = pack_artifact(artifact, tmp_path / f"{layout}.efpk", layout=layout)
+    with NativeEngine.from_artifact(artifact) as mem, NativeEngine.open(path, chunk=4) as disk:
+        want = mem.logits(PROMPT)
+        got = disk.logits(PROMPT)
+    assert torch.equal(got, want)  # unpacking restores the artifact's codes exactly
+
+
+def test_first_token_and_report(packed, binary, tmp_path):
+    model, artifact, path = packed
+    trace = tmp_path / "trace.json"
+    rep = run_edgeflow(path, PROMPT, threads=2, chunk=4, new_tokens=3, evict_cache=True, trace=trace, binary=binary)
+    from harness.quant.fakequant import build_fakequant_model
+    ids = torch.tensor(PROMPT)
+    with torch.no_grad():
+        ref_logits = build_fakequant_model(artifact, model)(ids[None]).logits[0]
+    assert rep.tokens[0] == int(ref_logits[-1].argmax())
+    assert len(rep.tokens) == 4
+    parts = rep.breakdown_s
+    assert set(parts) == {"setup", "io", "unpack", "compute", "idle"}
+    assert sum(parts.values()) == pytest.approx(rep.ttft_s, rel=0.02, abs=2e-3)
+    assert rep.bytes_read > 0 and rep.peak_rss_bytes > 0
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = {e["name"] for e in events if e["ph"] == "X"}
+    assert {"load", "unpack", "embed", "attn_in", "qkv", "attention", "o_proj", "ffn_in", "gate_up", "swiglu",
+            "down", "head"} <= names
+    # greedy decode continues as a longer prompt would be scored
+    with NativeEngine.open(path) as eng:
+        seq = PROMPT + rep.tokens[:3]
+        assert eng.logits(seq).argmax(-1)[len(PROMPT) - 1:].tolist() == rep.tokens
+
+
+def test_direct_io_or_clear_error(packed, binary):
+    _, _, path = packed
+    res = run(binary, path, "--direct-io", "--tokens", "1,2,3")
+    if res.returncode == 0:
+        assert len(res.stdout.split()) == 1
+    else:  # some filesystems (tmpfs) refuse O_DIRECT
+        assert res.returncode == 3 and "O_DIRECT" in res.stderr
+
+
+def _corrupt(src, dst, offset, value=None):
+    data = bytearray(src.read_bytes())
+    data[offset] = (data[offset] ^ 0xFF) if value is None else value
+    dst.write_bytes(bytes(data))
+    return dst
+
+
+def test_bad_inputs_exit_codes(packed, binary, tmp_path):
+    _, _, path = packed
+    size = path.stat().st_size
+    payload = PackedFile(path).info("model.layers.1.mlp.up_proj.weight").offset  # a byte under a CRC
+    cases = [
+        ((tmp_path / "missing.efpk", "--tokens", "1"), 3, "cannot open model file"),
+        ((path, "--threads", "0", "--tokens", "1"), 2, "--threads needs an integer >= 1"),
+        ((path, "--chunk", "x", "--tokens", "1"), 2, "--chunk needs an integer"),
+        ((path, "--bogus"), 2, "unknown option --bogus"),
+        ((path, "--prompt", tmp_path / "nope.txt"), 3, "cannot open prompt file"),
+        ((path, "--tokens", ""), 5, "the prompt is empty"),
+        ((path, "--tokens", "1,abc"), 5, "'abc' is not a token id"),
+        ((path, "--tokens", "1,256"), 5, "token id 256 at position 1 is outside the vocabulary"),
+        ((path, "--ctx", "8", "--tokens", ",".join(["1"] * 9)), 5, "exceeds the context length 8"),
+        ((path, "--ctx", "8", "--new-tokens", "5", "--tokens", "1,2,3,4"), 5, "plus 5 new tokens"),
+        ((_corrupt(path, tmp_path / "magic.efpk", 0), "--tokens", "1"), 4, "invalid model file"),
+        ((_corrupt(path, tmp_path / "meta.efpk", 100), "--tokens", "1"), 4, "invalid model file"),
+        ((_corrupt(path, tmp_path / "payload.efpk", payload + 10), "--tokens", "1"), 4, "invalid model file"),
+    ]
+    trunc = tmp_path / "trunc.efpk"
+    trunc.write_bytes(path.read_bytes()[: size // 2])
+    cases.append(((trunc, "--tokens", "1"), 4, "invalid model file"))
+    garbage = tmp_path / "garbage.efpk"
+    garbage.write_bytes(os.urandom(10000))
+    cases.append(((garbage, "--tokens", "1"), 4, "invalid model file"))
+    for args, code, text in cases:
+        res = run(binary, *args)
+        assert res.returncode == code, (args, res.returncode, res.stderr)
+        assert text in res.stderr, (args, res.stderr)
+        assert "Sanitizer" not in res.stderr and "runtime error" not in res.stderr
+
+
+def test_failure_while_loading_many_layers_does_not_hang(binary, tmp_path):
+    # 12 layers: more regions than the loader keeps in flight, so reading is blocked on unpacking when the first
+    # compute task fails; the failure must cancel the blocked read instead of waiting forever.
+    path = pack_artifact(make_artifact(tiny_llama(seed=8, layers=12), seed=8), tmp_path / "deep.efpk")
+    res = run(binary, path, "--tokens", "1,2,256")
+    assert res.returncode == 5 and "outside the vocabulary" in res.stderr
+    ok = run(binary, path, "--tokens", "1,2,3")
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_run_edgeflow_raises_with_code(packed, binary):
+    _, _, path = packed
+    with pytest.raises(RuntimeRunError) as e:
+        run_edgeflow(path, [1, 999], binary=binary)
+    assert e.value.code == 5 and "outside the vocabulary" in str(e.value)
+
+
+@pytest.mark.skipif(not (shutil.which("aarch64-linux-gnu-g++") and shutil.which("qemu-aarch64-static")),
+                    reason="needs the Debian packages g++-aarch64-linux-gnu and qemu-user-static")
+def test_static_aarch64_binary_gives_the_same_tokens(packed, binary):
+    """The static aarch64 edgeflow-run (Neon/sdot kernels) under qemu: same greedy tokens as the host build."""
+    _, _, path = packed
+    arm = native.build("aarch64") / "src" / "engine" / "edgeflow-run"
+    host = run(binary, path, "--new-tokens", "4", "--chunk", "4", stdin=" ".join(map(str, PROMPT)))
+    res = subprocess.run(["qemu-aarch64-static", str(arm), str(path), "--new-tokens", "4", "--chunk", "4"],
+                         input=" ".join(map(str, PROMPT)), capture_output=True, text=True, timeout=300)
+    assert host.returncode == 0 and res.returncode == 0, res.stderr
+    assert res.stdout.split() == host.stdout.split()
