@@ -101,12 +101,18 @@ def gate_load(device, protocol: ProtocolConfig) -> tuple[float, bool]:
                    f"(busy_policy={protocol.busy_policy}); retry when the machine is idle or raise the threshold")
 
 
-def evict_verified(device, files: list[str], protocol: ProtocolConfig) -> float:
-    resident = device.evict(files)
-    if resident > protocol.max_resident_fraction:
-        raise RuntimeError(f"eviction failed: {resident:.1%} of the model files' pages are still cached after eviction "
-                           f"(allowed {protocol.max_resident_fraction:.1%}); files: {files}")
-    return resident
+def evict_verified(device, files: list[str], protocol: ProtocolConfig, tries: int = 5, pause_s: float = 2.0) -> float:
+    """Evict and check residency; retried a few times, since pages that another process has mapped or is reading
+    cannot be dropped until it lets go."""
+    for attempt in range(tries):
+        resident = device.evict(files)
+        if resident <= protocol.max_resident_fraction:
+            return resident
+        if attempt + 1 < tries:
+            time.sleep(pause_s)
+    raise RuntimeError(f"eviction failed: {resident:.1%} of the model files' pages are still cached after {tries} "
+                       f"evictions (allowed {protocol.max_resident_fraction:.1%}); another process probably has them "
+                       f"mapped or is reading them (see `fuser {files[0]}`); files: {files}")
 
 
 def run_once(device, cmd: list[str], files: list[str], first_token: Callable[[bytes], bool], timeout_s: float,
