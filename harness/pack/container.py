@@ -68,6 +68,9 @@ class RegionInfo:
 
 def pack_artifact(artifact: Artifact, path: str | os.PathLike, layout: str = "weightlet") -> Path:
     """Write `artifact` as one packed file with its quantized linears in `layout`; atomic (temp file + rename)."""
+    if not artifact.manifest.get("runtime_compatible", True):
+        raise PackError(f"artifact of quantizer {artifact.manifest.get('quantizer', {}).get('name')!r} needs what the "
+                        f"runtime lacks ({artifact.manifest.get('runtime_incompatible_reason')}); it cannot be packed")
     lay = get_layout(layout)
     entries: list[tuple[str, int, tuple[int, ...], bytes]] = []
     for name, q in artifact.linears.items():

@@ -39,10 +39,7 @@ class EdgeFlowSystem(System):
 
         qcfg = {**(self.quantizer or {"name": "edgeflow"}), "budget_bits": float(bits)}
         art_dir = quantized_artifact(model, qcfg)
-        artifact = load_artifact(art_dir)
-        if not artifact.manifest.get("runtime_compatible", True):
-            raise ValueError(f"quantizer {qcfg['name']} cannot run in edgeflow-run: "
-                             f"{artifact.manifest.get('runtime_incompatible_reason')}")
+        artifact = load_artifact(art_dir)  # pack_artifact refuses artifacts the runtime cannot run
         packed = cache_dir("packed", model.name) / f"{art_dir.name}-{self.layout}.efpk"
         if not packed.is_file():
             with progress_note(f"packing {art_dir.name} as {self.layout}"):
