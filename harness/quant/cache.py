@@ -15,9 +15,18 @@ from harness.quant.base import make_quantizer, quantizer_config
 CALIBRATION = {"n_samples": 16, "seq_len": 256, "seed": 0}
 
 
+def _code_digest() -> str:
+    """The quantizer's source: an algorithm change must not reuse artifacts made by the old code."""
+    h = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.rglob("*.py")):
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
 def artifact_path(model_name: str, config) -> Path:
     params = quantizer_config(config).params()
-    key = hashlib.sha256(json.dumps({"q": params, "calib": CALIBRATION}, sort_keys=True).encode()).hexdigest()[:12]
+    identity = {"q": params, "calib": CALIBRATION, "code": _code_digest()}
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]
     return cache_dir("artifacts", model_name) / f"{params['name']}-{params['budget_bits']:g}-{key}"
 
 
