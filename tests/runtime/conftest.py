@@ -31,8 +31,8 @@ def _per_channel(w: torch.Tensor, bits: torch.Tensor) -> tuple[torch.Tensor, tor
     return torch.clamp(q, -half[:, None], half[:, None] - 1).to(torch.int8), scale.float()
 
 
-def make_artifact(model: LlamaForCausalLM, seed: int = 0, calib_tokens: int = 48, min_bits: int = 3) -> Artifact:
-    """A runtime-compatible artifact: per-channel codes of min_bits..8 bits, smoothing-like in_scale, act_scale from the
+def make_artifact(model: LlamaForCausalLM, seed: int = 0, calib_tokens: int = 48) -> Artifact:
+    """A runtime-compatible artifact: per-channel codes of 3..8 bits, smoothing-like in_scale, act_scale from the
     inputs each linear sees on random calibration tokens."""
     g = torch.Generator().manual_seed(seed)
     cfg = model.config
@@ -49,7 +49,7 @@ def make_artifact(model: LlamaForCausalLM, seed: int = 0, calib_tokens: int = 48
     linears = {}
     for name, peak in peaks.items():
         w = model.get_submodule(name).weight.detach().float()
-        bits = torch.randint(min_bits, 9, (w.shape[0],), generator=g, dtype=torch.uint8)
+        bits = torch.randint(3, 9, (w.shape[0],), generator=g, dtype=torch.uint8)
         in_scale = torch.empty(w.shape[1]).uniform_(0.5, 2.0, generator=g)
         codes, w_scale = _per_channel(w / in_scale[None, :], bits)
         act_scale = ((peak * in_scale).max() / 127).float()
