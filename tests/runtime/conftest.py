@@ -6,6 +6,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from harness.artifact import LINEAR_SUFFIXES, Artifact, QuantLinear
+from harness.quant.numerics import act_scale_for, quantize_per_channel
 
 
 def tiny_llama(seed: int = 0, tie: bool = True, layers: int = 2) -> LlamaForCausalLM:
@@ -20,15 +21,6 @@ def tiny_llama(seed: int = 0, tie: bool = True, layers: int = 2) -> LlamaForCaus
             if name.endswith("norm.weight"):
                 p.uniform_(0.5, 1.5)
     return model
-
-
-def _per_channel(w: torch.Tensor, bits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Codes on the contract's grid (q in [-2^(b-1), 2^(b-1)-1]) with a signed scale mapping the peak to -2^(b-1)."""
-    half = (1 << (bits.long() - 1)).float()
-    peak = w.gather(1, w.abs().argmax(1, keepdim=True)).squeeze(1)
-    scale = torch.where(peak == 0, torch.ones_like(peak), -peak / half)
-    q = torch.round(w / scale[:, None])
-    return torch.clamp(q, -half[:, None], half[:, None] - 1).to(torch.int8), scale.float()
 
 
 def make_artifact(model: LlamaForCausalLM, seed: int = 0, calib_tokens: int = 48) -> Artifact:
@@ -51,13 +43,13 @@ def make_artifact(model: LlamaForCausalLM, seed: int = 0, calib_tokens: int = 48
         w = model.get_submodule(name).weight.detach().float()
         bits = torch.randint(3, 9, (w.shape[0],), generator=g, dtype=torch.uint8)
         in_scale = torch.empty(w.shape[1]).uniform_(0.5, 2.0, generator=g)
-        codes, w_scale = _per_channel(w / in_scale[None, :], bits)
-        act_scale = ((peak * in_scale).max() / 127).float()
+        codes, w_scale = quantize_per_channel(w / in_scale[None, :], bits)
+        act_scale = act_scale_for(peak, in_scale)
         linears[name] = QuantLinear(codes=codes, bits=bits, w_scale=w_scale, in_scale=in_scale, act_scale=act_scale)
     others = {}
     for table in ["model.embed_tokens"] + ([] if cfg.tie_word_embeddings else ["lm_head"]):
         w = model.get_submodule(table).weight.detach().float()
-        codes, scale = _per_channel(w, torch.full((w.shape[0],), 8, dtype=torch.uint8))
+        codes, scale = quantize_per_channel(w, torch.full((w.shape[0],), 8, dtype=torch.uint8))
         others |= {f"{table}.codes": codes, f"{table}.w_scale": scale,
                    f"{table}.bits": torch.full((w.shape[0],), 8, dtype=torch.uint8)}
     for name, p in model.named_parameters():
