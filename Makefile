@@ -37,7 +37,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev,launchers]'
 	touch $@
 
-test: setup
+test: setup system-deps
 	$(PY) -m pytest -q
 
 test-fast: setup
@@ -66,17 +66,23 @@ bench-runtime: setup
 	$(PY) -m harness.runtime_bench
 
 # --- baselines (llama.cpp, MNN, llm.npu; devices; cold-start protocol) ---
-.PHONY: baselines ttft-baselines
-TTFT_SWEEP ?= system=llamacpp,mnn prompts=prose,code device.flash_read_mbps=null,200
+.PHONY: baselines ttft-baselines bench-baselines
+TTFT_SWEEP ?= system=llamacpp,mnn dataset=lambada,hellaswag device.flash_read_mbps=null,200
 
 # llama.cpp tools from the llama-cpp-python sdist's source (~8 min on 2 cores, once), our FP16 checkpoint -> GGUF
 # Q8_0, and the MNN INT8 export (~1 min), all cached under ~/.cache/edgeflow-bench.
 baselines: setup
 	$(PY) -m harness.systems.prepare
 
-# Cold TTFT of both baselines on both prompt sets, at native read speed and at an emulated 200 MB/s flash.
+# Cold TTFT of both baselines on two datasets' prompt sets (paper Table 3 lengths), at native read speed and at an
+# emulated 200 MB/s flash.
 ttft-baselines: baselines
 	$(PY) -m harness --multirun experiment=ttft $(TTFT_SWEEP)
+
+# Cold TTFT of llama.cpp Q8_0 and MNN INT8 (128-token prompt, 2 threads) at native speed and at emulated 200 MB/s
+# flash, repetitions interleaved, with ratios against each other. Run on an idle host: it prints the load average.
+bench-baselines: baselines
+	$(PY) -m harness.measure.bench_baselines 5 200
 
 # --- packing format and unpack kernels (pack) ---
 # Native builds live in edgeflow_runtime/build-{host,aarch64,fuzz}; harness/native.py rebuilds them when a source

@@ -36,9 +36,12 @@ EDGEFLOW_PACKING = "weightlet"
 
 
 def sweep(models=("smollm2-135m",), datasets=DATASETS, systems=SYSTEMS, bits=BITS, device="local",
-          flash_mbps: float | None = None, kinds=EXPERIMENTS) -> list[list[str]]:
+          flash_mbps: float | None = None, kinds=EXPERIMENTS, ttft_prompts: int = 3,
+          eval_limit: int = 100) -> list[list[str]]:
     """Hydra override lists: for each model x dataset x system (x bits for EdgeFlow), one TTFT and one accuracy point.
-    `flash_mbps` emulates a phone's flash for every system alike (device.flash_read_mbps)."""
+    `flash_mbps` emulates a phone's flash for every system alike (device.flash_read_mbps). `ttft_prompts` prompts
+    per dataset (each cold, x the protocol's repetitions) and `eval_limit` items per accuracy task keep the default
+    run within ~20 minutes on a 2-core host; raise them for tighter error bars."""
     unknown = sorted(set(systems) - set(SYSTEMS))
     if unknown:
         raise ValueError(f"fig10: unknown system(s) {unknown}; allowed: {list(SYSTEMS)}")
@@ -50,11 +53,11 @@ def sweep(models=("smollm2-135m",), datasets=DATASETS, systems=SYSTEMS, bits=BIT
             if "ttft" in kinds:
                 dev = [f"device={device}"] + ([f"device.flash_read_mbps={float(flash_mbps)}"] if flash_mbps else [])
                 fmt_ = ["quantizer=edgeflow", *quant, f"packing={EDGEFLOW_PACKING}"] if system == "edgeflow" else []
-                points.append(["experiment=ttft", *base, *fmt_, *dev])
+                points.append(["experiment=ttft", *base, *fmt_, *dev, f"experiment.extra.n_prompts={ttft_prompts}"])
             if "accuracy" in kinds:
                 option, qbits = ("edgeflow", b) if system == "edgeflow" else ACCURACY_QUANTIZER[system]
                 points.append(["experiment=accuracy", *base, f"quantizer={option}",
-                               f"quantizer.budget_bits={float(qbits)}"])
+                               f"quantizer.budget_bits={float(qbits)}", f"experiment.eval_limit={eval_limit}"])
     return points
 
 

@@ -78,6 +78,8 @@ void test_rejects_bad_payloads() {
   CHECK_THROWS(FormatError, "padding bits", QuantTensor::view(DType::QWeightlet, 5, 200, padded.data(), padded.size()));
   CHECK_THROWS(FormatError, "not a quantized", QuantTensor::view(DType::F32, 5, 200, payload.data(), payload.size()));
   CHECK_THROWS(FormatError, "1 <= C", QuantTensor::view(DType::QWeightlet, 0, 200, payload.data(), payload.size()));
+  // a huge channel count from a corrupt shape is refused before any per-channel table is allocated
+  CHECK_THROWS(FormatError, "cannot hold", QuantTensor::view(DType::QWeightlet, 1u << 30, 200, payload.data(), payload.size()));
   auto t = QuantTensor::view(DType::QWeightlet, 5, 200, payload.data(), payload.size());
   std::vector<int8_t> out(1000);
   CHECK_THROWS(std::out_of_range, "channel range", unpack(t, 2, 6, out.data()));

@@ -1,21 +1,43 @@
-"""`experiment.kind: ttft`: cold TTFT of one system on one device, for every prompt of a prompt set.
+"""`experiment.kind: ttft`: cold TTFT of one system on one device, for every prompt of a dataset's TTFT prompt set.
 
-Uses the groups system (conf/system), device (conf/device), protocol (conf/protocol) and prompts (conf/prompts), and
-`experiment.extra.bits` (weight bits handed to the system's prepare; default 8). Yields one row per metric per
-repetition per prompt; a metric a device cannot give (energy here) is a row with value null and the reason in notes.
-Rows measured under flash emulation are labelled `emulated` and carry flash_emulated_mbps.
+Uses the groups system (conf/system), device (conf/device), protocol (conf/protocol) and dataset (conf/dataset: its
+`n_prompts` prompts with token counts in the paper's Table 3 band, from harness.data.prompts), and from
+`experiment.extra`: `bits` (weight bits handed to the system's prepare; default 8) and optionally `prompt_tokens`
+(fixed-length prompts instead of a dataset's band, e.g. 128 for the engine benchmarks) and `n_prompts` (how many;
+default: the dataset's n_prompts, or 1 for fixed lengths).
+Yields one row per metric per repetition per prompt; a metric a device cannot give (energy here) is a row with value
+null and the reason in notes. Rows measured under flash emulation are labelled `emulated` and carry
+flash_emulated_mbps.
 """
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from typing import Iterator
 
 from harness.config import build
 from harness.devices import DeviceConfig, get_device
 from harness.measure.cold import ProtocolConfig
-from harness.measure.prompts import PromptsConfig, make_prompts
 from harness.systems import NotRun, SystemConfig, get_system
+
+
+def ttft_prompts(job, tokenizer) -> tuple[str, list]:
+    """(dataset label, prompts) for this job: fixed-length prompts if experiment.extra.prompt_tokens, else the
+    dataset group's prompt set."""
+    from harness.data.config import DatasetConfig
+    from harness.data.prompts import fixed_length_prompts, prompt_set
+
+    extra = job.experiment.extra
+    count = extra.get("n_prompts")
+    if extra.get("prompt_tokens"):
+        n = int(extra["prompt_tokens"])
+        return f"fixed-{n}", fixed_length_prompts(tokenizer, n, int(count or 1))
+    if job.cfg.get("dataset") is None:
+        raise ValueError("experiment ttft needs prompts: dataset=<name> (conf/dataset) or "
+                         "experiment.extra.prompt_tokens=<n>")
+    dataset = build(DatasetConfig, job.cfg.dataset, "dataset")
+    return dataset.name, prompt_set(tokenizer, dataset, n=int(count) if count else None)
 
 
 def ttft(job) -> Iterator[dict]:
@@ -30,26 +52,32 @@ def ttft(job) -> Iterator[dict]:
     system = get_system(build(SystemConfig, cfg.system, "system"))
     device = get_device(build(DeviceConfig, cfg.device, "device"))
     protocol = build(ProtocolConfig, cfg.protocol, "protocol")
-    prompts_cfg = build(PromptsConfig, cfg.get("prompts") or {}, "prompts")
-    bits = int(job.experiment.extra.get("bits", 8))
+    system.configure(cfg)
+    # EdgeFlow's weight bits are its quantizer's average budget (fractions allowed); the baselines' are whole.
+    if cfg.get("quantizer") is not None and system.name == "edgeflow":
+        bits = float(cfg.quantizer.budget_bits)
+    else:
+        bits = int(job.experiment.extra.get("bits", 8))
     try:
         info = json.dumps(device.info())
         try:
             prepared = system.prepare(job.model, bits, device)
         except NotRun as e:
             raise NotRunError(str(e)) from None
-        prompts = make_prompts(prompts_cfg, AutoTokenizer.from_pretrained(checkpoint_dir(job.model)))
+        dataset, prompts = ttft_prompts(job, AutoTokenizer.from_pretrained(checkpoint_dir(job.model)))
         emulated = device.flash_read_mbps is not None
-        for p, ids in enumerate(prompts):
-            measurement = system.run_cold(prepared, ids, device, protocol)
+        for i, prompt in enumerate(prompts):
+            ids = list(prompt.ids)
+            # the warm-up (binaries and libraries into the page cache) is needed once per configuration, not per prompt
+            measurement = system.run_cold(prepared, ids, device, protocol if i == 0 else replace(protocol, warmup_runs=0))
             s = measurement.summary("ttft_s")
-            print(f"[edgeflow-bench] {system.name} prompt {p} ({len(ids)} tokens, flash "
+            print(f"[edgeflow-bench] {system.name} {dataset} prompt {prompt.index} ({len(ids)} tokens, flash "
                   f"{device.flash_read_mbps or 'native'}): TTFT median {s['median']:.3f} s, "
                   f"min {s['min']:.3f}, max {s['max']:.3f} over {s['n']}", file=sys.stderr)
-            notes = "; ".join([f"prompt {p}", *prepared.notes, *measurement.notes])
+            notes = "; ".join([f"prompt {prompt.index} ({prompt.source})", *prepared.notes, *measurement.notes])
             for r, metrics in enumerate(measurement.repetitions):
                 for m in metrics:
-                    yield job.row(m.name, m.value, m.unit, repetition=r, bits=float(bits), dataset=prompts_cfg.name,
+                    yield job.row(m.name, m.value, m.unit, repetition=r, bits=float(bits), dataset=dataset,
                                   prompt_tokens=len(ids), flash_emulated_mbps=device.flash_read_mbps,
                                   label="emulated" if emulated else "measured", device_info=info,
                                   notes="; ".join(x for x in (m.reason, m.detail, notes) if x))

@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness import native
+from harness.artifact import load_artifact
 from harness.cache import cache_dir
 from harness.pack import LAYOUTS, PackedFile, pack_artifact
 from harness.pack.synthetic import random_artifact
@@ -99,12 +100,15 @@ def git_commit() -> str:
     return run.stdout.strip() or "unknown"
 
 
-def measure_bits(bits: int, args, workdir: Path) -> tuple[list[dict], dict]:
+def measure_bits(bits: int, args, workdir: Path, artifact=None) -> tuple[list[dict], dict]:
+    """All measures at one average bit-width: of `artifact` if given, else of a random one of the default shape."""
     rows, timelines = [], {}
-    artifact = random_artifact(DEFAULT_CONFIG, bits, seed=bits, name="smollm2-135m-shape")
+    model = artifact.manifest["model"]["name"] if artifact is not None else "smollm2-135m-shape(random codes)"
+    if artifact is None:
+        artifact = random_artifact(DEFAULT_CONFIG, bits, seed=bits, name="smollm2-135m-shape")
 
     def row(layout, path, metric, value, unit, rep=0):
-        rows.append(dict(experiment="bench-unpack", model="smollm2-135m-shape(random codes)", bits=bits,
+        rows.append(dict(experiment="bench-unpack", model=model, bits=bits,
                          packing=layout, path=path, metric=metric, value=value, unit=unit, repetition=rep,
                          loadavg=loadavg()))
 
@@ -158,6 +162,11 @@ def path_label(layout: str, path: str) -> str:
     if layout != "weightlet":
         return "native"
     return next(p for p in ("avx2", "neon", "sse") if p in native.supported_paths()) if path == "auto" else path
+
+
+def _mean_bits(artifact) -> float:
+    total = sum(q.codes.numel() for q in artifact.linears.values())
+    return sum(float(q.bits.double().sum()) * q.codes.shape[1] for q in artifact.linears.values()) / total
 
 
 def summarise(df: pd.DataFrame) -> dict:
@@ -229,6 +238,9 @@ def main(argv=None) -> None:
     ap.add_argument("--callgrind-layers", type=int, default=2)
     ap.add_argument("--no-callgrind", action="store_true")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--artifact", type=Path, nargs="+", default=[],
+                    help="quantized-model artifact directories to measure instead of random codes (their mean bits "
+                         "label the rows)")
     args = ap.parse_args(argv)
     if not args.no_callgrind and not shutil.which("valgrind"):
         sys.exit("valgrind is needed to count instructions (apt-get install valgrind), or pass --no-callgrind")
@@ -237,8 +249,11 @@ def main(argv=None) -> None:
     if load_before > 1.5:
         print(f"warning: load average {load_before:.1f} on {os.cpu_count()} cores: timings will be noisy", file=sys.stderr)
     rows, timelines = [], {}
-    for bits in args.bits:
-        r, t = measure_bits(bits, args, workdir)
+    jobs = [(b, None) for b in args.bits] if not args.artifact else [
+        (round(float(a.manifest.get("effective_bits_per_weight") or _mean_bits(a))), a)
+        for a in map(load_artifact, args.artifact)]
+    for bits, artifact in jobs:
+        r, t = measure_bits(bits, args, workdir, artifact)
         rows += r
         timelines[bits] = t
         print(f"bits {bits}: done (load average {loadavg():.1f})", file=sys.stderr, flush=True)
@@ -249,7 +264,9 @@ def main(argv=None) -> None:
     doc = {"provenance": {"git_commit": git_commit(), "host": platform.node(), "cpu": platform.processor(),
                           "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                           "loadavg_before": load_before, "loadavg_after": loadavg(), "reps": args.reps,
-                          "model": "SmolLM2-135M shape, random codes, Figure 4a bit mix", "config": DEFAULT_CONFIG},
+                          "model": (", ".join(p.name for p in args.artifact) if args.artifact else
+                                    "SmolLM2-135M shape, random codes, Figure 4a bit mix"),
+                          "config": DEFAULT_CONFIG if not args.artifact else None},
            "paper": PAPER, "summary": summary, "timelines": timelines}
     (args.out / "unpack.json").write_text(json.dumps(doc, indent=1))
     print(report(summary))

@@ -9,6 +9,7 @@ See base.py for the plugin contract, docs/quantizers.md for the methods, docs/qu
 """
 from harness.quant.base import REGISTRY, LayerResult, Quantizer, make_quantizer, quantizer_config, register
 from harness.quant.config import ConfigError, QuantizerConfig
+from harness.quant import methods  # noqa: E402,F401  (registers the built-in quantizers)
 
 __all__ = ["REGISTRY", "ConfigError", "LayerResult", "Quantizer", "QuantizerConfig", "make_quantizer",
            "quantizer_config", "register"]

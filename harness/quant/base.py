@@ -74,8 +74,6 @@ def quantizer_config(config: Mapping | QuantizerConfig) -> QuantizerConfig:
 
 
 def _lookup(name: str) -> type["Quantizer"]:
-    import harness.quant.methods  # noqa: F401  (registers the built-in quantizers)
-
     if name not in REGISTRY:
         raise ConfigError(f"unknown quantizer {name!r}; registered: {sorted(REGISTRY)}")
     return REGISTRY[name]

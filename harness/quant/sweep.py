@@ -2,6 +2,11 @@
 
     rows = perplexity_sweep(model, "smollm2-135m", [("edgeflow", 4), ("cmpq", 4)], calibration, eval_tokens)
 
+From the shell, on the default model and local text files (calibration and evaluation texts should differ):
+
+    python -m harness.quant.sweep --calib-text A.txt --eval-text B.txt [B2.txt ...] \
+        --quantizers smoothquant,shadow_outlier,cmpq,edgeflow --bits 4,5,6,7 --max-windows 4 --out rows.jsonl
+
 Calibration statistics are collected once and reused by every pair (calibrate.py caches them). Each pair gives one
 tidy row; a pair that fails gives a row with its error and the sweep goes on. The FP model's own row comes first.
 """
@@ -68,5 +73,46 @@ def perplexity_sweep(model, model_name: str, pairs: list[tuple[str | Mapping, fl
     return rows
 
 
+def main(argv=None) -> None:
+    import argparse
+    import json
+
+    import yaml
+
+    from harness.models.zoo import ModelSpec, load_model
+
+    ap = argparse.ArgumentParser(description="perplexity of the default model quantized by several quantizers")
+    ap.add_argument("--calib-text", required=True, help="text file for calibration (32 x 256 random windows)")
+    ap.add_argument("--eval-text", required=True, nargs="+", help="text files, joined with blank lines")
+    ap.add_argument("--quantizers", default="smoothquant,shadow_outlier,cmpq,edgeflow")
+    ap.add_argument("--bits", default="4,5,6,7")
+    ap.add_argument("--window", type=int, default=2048)
+    ap.add_argument("--max-windows", type=int, default=None)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (1 is fastest on a busy 2-core host)")
+    ap.add_argument("--out", default=None, help="append one JSON row per line to this file")
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    conf = Path(__file__).resolve().parents[2] / "conf" / "model" / "smollm2-135m.yaml"
+    spec = ModelSpec(**yaml.safe_load(conf.read_text()))
+    model, tokenizer = load_model(spec)
+    encode = lambda text: torch.tensor(tokenizer(text)["input_ids"])
+    calibration = calibration_sequences(encode(Path(args.calib_text).read_text()))
+    tokens = encode("\n\n".join(Path(p).read_text() for p in args.eval_text))
+    pairs = [(q, float(b)) for b in args.bits.split(",") for q in args.quantizers.split(",")]
+
+    def emit(row):
+        print(json.dumps(row), flush=True)
+        if args.out:
+            with open(args.out, "a") as f:
+                f.write(json.dumps(row) + "\n")
+
+    perplexity_sweep(model, spec.name, pairs, calibration, tokens, args.window, args.max_windows, on_row=emit)
+
+
 def _eval_cols(result: dict) -> dict:
     return {k: result[k] for k in ("nll", "tokens", "windows", "protocol")}
+
+
+if __name__ == "__main__":
+    main()

@@ -43,6 +43,11 @@ class Job:
     experiment: ExperimentConfig
     model: ModelSpec
     config_hash: str
+    extra_rows: list[dict] = field(default_factory=list)  # rows a helper measured on the way (e.g. artifact size)
+
+    def take_extra_rows(self) -> list[dict]:
+        rows, self.extra_rows = self.extra_rows, []
+        return rows
 
     def row(self, metric: str, value, unit: str, **fields) -> dict:
         base = {
@@ -51,10 +56,11 @@ class Job:
             "repetition": 0, "git_commit": provenance.git_commit(), "host": provenance.host(),
             "time": provenance.now(),
         }
-        for group in ("system", "quantizer", "packing", "pipeline", "dataset", "device"):
+        for group, key in (("system", "name"), ("quantizer", "name"), ("packing", "layout"), ("pipeline", "name"),
+                           ("dataset", "name"), ("device", "name")):
             node = self.cfg.get(group)
-            if node is not None and node.get("name") is not None:
-                base[group] = str(node.name)
+            if node is not None and node.get(key) is not None:
+                base[group] = str(node[key])
         if self.cfg.get("quantizer") is not None and self.cfg.quantizer.get("budget_bits") is not None:
             base["bits"] = float(self.cfg.quantizer.budget_bits)
         return {**base, **fields}

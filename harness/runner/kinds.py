@@ -1,20 +1,53 @@
-"""What each `experiment.kind` measures. A kind is a generator taking a Job and yielding rows (`job.row(...)`)."""
+"""What each `experiment.kind` measures. A kind is a generator taking a Job and yielding rows (`job.row(...)`).
+
+  smoke       convert the model (once), FP16 perplexity on the local split and accuracy on one local task
+  perplexity  perplexity of the FP model or of its fake-quant model (quantizer=...), GPTQ/AWQ protocol
+  accuracy    lm-eval accuracy of the FP or fake-quant model on a dataset (a local proxy when the hub is away)
+  ttft        cold-start TTFT of one system on one device (harness/measure/ttft.py)
+"""
 from __future__ import annotations
 
+import time
 from typing import Callable, Iterator
 
+from harness.systems.base import NotRun as NotRunError  # noqa: F401  (the runner records it as a 'not run' row)
 
-class NotRunError(RuntimeError):
-    """This configuration cannot run here (no phone, no hub, no SDK); the reason is recorded as a 'not run' row."""
+# Online datasets whose offline stand-in is a local proxy task (harness/data/tasks.py).
+LOCAL_PROXY = {"lambada": "lambada-local", "hellaswag": "hellaswag-local"}
 
 
 def smoke(job) -> Iterator[dict]:
-    """Convert the model if needed and report its size: the first check of a new machine."""
-    from harness.models.zoo import checkpoint_dir, load_model
+    from harness.data.config import load_dataset_config
 
-    model, _ = load_model(job.model)
-    params = sum(p.numel() for p in model.parameters())
-    yield job.row("parameters", params, "count", notes=str(checkpoint_dir(job.model)))
+    model, tokenizer = _fp_model(job)
+    yield job.row("parameters", sum(p.numel() for p in model.parameters()), "count", notes=job.model.note)
+    yield from _perplexity_rows(job, model, tokenizer, quantizer="fp16")
+    yield from _accuracy_rows(job, model, tokenizer, load_dataset_config("lambada-local"), quantizer="fp16")
+
+
+def perplexity(job) -> Iterator[dict]:
+    model, tokenizer, fields = _model_under_test(job)
+    yield from _perplexity_rows(job, model, tokenizer, **fields)
+
+
+def accuracy(job) -> Iterator[dict]:
+    from harness.config import build
+    from harness.data.config import DatasetConfig, load_dataset_config
+    from harness.data.hub import hub_status
+
+    if job.cfg.get("dataset") is None:
+        raise ValueError("experiment=accuracy needs a dataset (dataset=lambada-local, dataset=hellaswag, ...)")
+    dataset = build(DatasetConfig, job.cfg.dataset, "dataset")
+    # With the hub unreachable, fall back to the local proxy; an explicit HF_*_OFFLINE=1 means "use my local copy of
+    # the real dataset", which lm-eval then reads from the Hugging Face cache.
+    reason = hub_status() if dataset.lm_eval_task else ""
+    if reason and not reason.startswith("HF_"):
+        if dataset.name not in LOCAL_PROXY:
+            raise NotRunError(f"{dataset.name} needs lm-eval's {dataset.lm_eval_task} from the Hugging Face hub "
+                              f"({reason}) and has no local proxy task")
+        dataset = load_dataset_config(LOCAL_PROXY[dataset.name])
+    model, tokenizer, fields = _model_under_test(job)
+    yield from _accuracy_rows(job, model, tokenizer, dataset, **fields)
 
 
 def ttft(job) -> Iterator[dict]:
@@ -23,4 +56,56 @@ def ttft(job) -> Iterator[dict]:
     yield from run(job)
 
 
-KINDS: dict[str, Callable[..., Iterator[dict]]] = {"smoke": smoke, "ttft": ttft}
+KINDS: dict[str, Callable[..., Iterator[dict]]] = {
+    "smoke": smoke, "perplexity": perplexity, "accuracy": accuracy, "ttft": ttft,
+}
+
+
+def _fp_model(job):
+    from harness.models.zoo import load_model
+
+    return load_model(job.model)
+
+
+def _model_under_test(job):
+    """(model, tokenizer, row fields): the FP model, or the fake-quant model of `quantizer` (quantized once, cached)."""
+    from harness.artifact import load_artifact
+    from harness.quant.cache import quantized_artifact
+    from harness.quant.fakequant import build_fakequant_model
+
+    model, tokenizer = _fp_model(job)
+    if job.cfg.get("quantizer") is None:
+        return model, tokenizer, {"quantizer": "fp16", "bits": 16.0}
+    t0 = time.perf_counter()
+    artifact = load_artifact(quantized_artifact(job.model, job.cfg.quantizer, model, tokenizer))
+    job.extra_rows.append(job.row("effective_bits", artifact.manifest["effective_bits_per_weight"], "bits/weight",
+                                  notes=f"artifact ready in {time.perf_counter() - t0:.1f} s (cached after the first)"))
+    return build_fakequant_model(artifact, model), tokenizer, {}
+
+
+def _perplexity_rows(job, model, tokenizer, **fields) -> Iterator[dict]:
+    from harness.data.streams import local_ppl_tokens, wikitext2_test_tokens
+    from harness.eval.perplexity import perplexity as ppl
+
+    yield from job.take_extra_rows()
+    source = job.experiment.extra.get("ppl_source", "local")
+    if source not in ("local", "wikitext2"):
+        raise ValueError(f"experiment.extra.ppl_source must be local or wikitext2, got {source!r}")
+    stream = wikitext2_test_tokens(tokenizer) if source == "wikitext2" else local_ppl_tokens(tokenizer)
+    label = "proxy" if source == "local" else "measured"
+    window = int(job.experiment.extra.get("ppl_window", 2048))
+    result = ppl(model, stream.ids, window=window, max_windows=job.experiment.ppl_max_windows)
+    yield job.row("perplexity", result["ppl"], "ppl", label=label, dataset=f"ppl-{source}",
+                  notes=f"{stream.protocol}; {result['windows']} windows x {window} tokens", **fields)
+
+
+def _accuracy_rows(job, model, tokenizer, dataset, **fields) -> Iterator[dict]:
+    from harness.eval.accuracy import evaluate_accuracy
+
+    yield from job.take_extra_rows()
+    for r in evaluate_accuracy(model, tokenizer, dataset, limit=job.experiment.eval_limit):
+        proxy = r.protocol.startswith("proxy")
+        yield job.row("accuracy" if r.metric == "acc" else r.metric, r.value, "fraction",
+                      label="proxy" if proxy else "measured", dataset=dataset.name,
+                      notes=f"{r.protocol}; lm-eval task {r.task} metric {r.metric}, n={r.n}, shots={r.shots}, "
+                            f"stderr={r.stderr}", **fields)

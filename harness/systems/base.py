@@ -96,8 +96,11 @@ class System(ABC):
     def __init__(self, cfg: SystemConfig):
         self.cfg = cfg
 
+    def configure(self, cfg) -> None:
+        """Read other config groups of the job (EdgeFlow takes `quantizer` and `packing`); baselines need none."""
+
     @abstractmethod
-    def prepare(self, model, bits: int, device) -> Prepared: ...
+    def prepare(self, model, bits: float, device) -> Prepared: ...
 
     @abstractmethod
     def run_cold(self, prepared: Prepared, prompt_ids: list[int], device, protocol: ProtocolConfig) -> Measurement: ...

@@ -108,7 +108,8 @@ def bench_throughput(prepared: Prepared, n_prompt: int, n_gen: int, threads: int
 def perplexity(llama_perplexity: str, gguf: str, text_file: str, ctx: int, threads: int, timeout_s: float,
                chunks: int | None = None) -> float:
     """`llama-perplexity -f text -c ctx [--chunks N]`: llama.cpp's final estimate over non-overlapping ctx-token windows
-    of the text (each window scored on its second half), so its accuracy sits on the same text as the harness's."""
+    of the text (each window scored on its second half). Give it the harness's perplexity text
+    (harness.data.corpus.load_corpus().split_text("perplexity")) so its accuracy sits on the same scale."""
     cmd = [llama_perplexity, "-m", gguf, "-f", text_file, "-c", str(ctx), "-b", str(ctx), "-t", str(threads)]
     if chunks:
         cmd += ["--chunks", str(chunks)]

@@ -52,6 +52,6 @@ def test_the_app_validates_the_dataset_group():
     from harness.runner.job import prepare_job
     from harness.runner.sweep import compose_config
 
-    assert prepare_job(compose_config(["+dataset=hellaswag-local"])).cfg.dataset.name == "hellaswag-local"
+    assert prepare_job(compose_config(["dataset=hellaswag-local"])).cfg.dataset.name == "hellaswag-local"
     with pytest.raises(ConfigError, match="dataset: dataset.prompt_tokens_min must satisfy"):
-        prepare_job(compose_config(["+dataset=mmlu", "dataset.prompt_tokens_min=900"]))
+        prepare_job(compose_config(["dataset=mmlu", "dataset.prompt_tokens_min=900"]))

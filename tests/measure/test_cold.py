@@ -79,3 +79,16 @@ def test_config_errors_name_the_key():
 def test_summary_is_median_and_spread():
     s = summarize([1.0, 2.0, 4.0])
     assert s == {"median": 2.0, "min": 1.0, "max": 4.0, "n": 3, "spread_pct": 150.0}
+
+
+def test_eviction_is_refused_while_another_process_maps_the_file(device, weights, monkeypatch):
+    import functools
+    import mmap
+
+    from harness.measure import cold
+
+    monkeypatch.setattr(cold, "evict_verified", functools.partial(cold.evict_verified, pause_s=0.01))
+    with open(weights[0], "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+        sum(m[i] for i in range(0, len(m), mmap.PAGESIZE))  # mapped and faulted in: fadvise cannot drop these pages
+        with pytest.raises(RuntimeError, match="another process probably has them mapped"):
+            run_once(device, engine("print('tok')"), weights, lambda out: b"tok" in out, 5, QUIET)

@@ -128,5 +128,4 @@ def test_bad_inputs_give_clear_errors(model, calibration):
 
 
 def test_registry_lists_the_builtins():
-    make_quantizer({"name": "edgeflow"})
     assert set(BUILTIN) <= set(REGISTRY)

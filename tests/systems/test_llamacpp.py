@@ -39,13 +39,13 @@ def test_cold_run_of_the_default_model(default_model_spec):
     """Builds llama.cpp once (cached, ~8 min on 2 cores) and converts the default model to Q8_0."""
     from transformers import AutoTokenizer
 
-    from harness.measure.prompts import PromptsConfig, make_prompts
+    from harness.data.prompts import fixed_length_prompts
     from harness.models.zoo import checkpoint_dir
 
     device = get_device({"name": "local"})
     system = get_system({"name": "llamacpp", "threads": 2})
     prepared = system.prepare(default_model_spec, 8, device)
-    ids = make_prompts(PromptsConfig(prompt_tokens=32), AutoTokenizer.from_pretrained(checkpoint_dir(default_model_spec)))[0]
+    ids = list(fixed_length_prompts(AutoTokenizer.from_pretrained(checkpoint_dir(default_model_spec)), 32, 1)[0].ids)
     m = system.run_cold(prepared, ids, device, ProtocolConfig(repetitions=1, warmup_runs=0, busy_policy="flag"))
     rep = {x.name: x for x in m.repetitions[0]}
     assert rep["prompt_tokens"].value == 32
@@ -59,17 +59,17 @@ def test_throughput_and_perplexity_of_the_default_model(default_model_spec, tmp_
     """llama-bench JSON is parsed; Q8_0 perplexity stays within 2% of the F16 GGUF's on the same text."""
     from pathlib import Path
 
-    from harness.measure.prompts import SOURCES
+    from harness.data.corpus import load_corpus
     from harness.systems.llamacpp import bench_throughput, perplexity
 
     device = get_device({"name": "local"})
     prepared = get_system({"name": "llamacpp"}).prepare(default_model_spec, 8, device)
-    rates = {m.name: m.value for m in bench_throughput(prepared, 32, 4, 2, 300, repetitions=1)}
+    rates = {m.name: m.value for m in bench_throughput(prepared, 16, 2, 2, 300, repetitions=1)}
     assert rates["llamacpp_pp_tokens_per_s"] > 0 and rates["llamacpp_tg_tokens_per_s"] > 0
     text = tmp_path / "docs.txt"
-    text.write_text(SOURCES["stdlib-docs"]())
+    text.write_text(load_corpus().split_text("perplexity"))  # the harness's perplexity text
     f16 = str(Path(prepared.artifacts["gguf"]).with_name("f16.gguf"))
-    ppl = {g: perplexity(prepared.artifacts["llama-perplexity"], g, str(text), 256, 2, 300, chunks=4)
+    ppl = {g: perplexity(prepared.artifacts["llama-perplexity"], g, str(text), 128, 2, 300, chunks=3)
            for g in (f16, prepared.artifacts["gguf"])}
     assert 1 < ppl[f16] < 200
     assert abs(ppl[prepared.artifacts["gguf"]] / ppl[f16] - 1) < 0.02, ppl

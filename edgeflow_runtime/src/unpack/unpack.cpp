@@ -34,6 +34,11 @@ QuantTensor QuantTensor::view(DType dtype, uint32_t channels, uint32_t dim, cons
   if (!is_quantized(dtype)) throw FormatError(std::string("not a quantized dtype: ") + dtype_name(dtype));
   if (channels == 0 || dim == 0 || channels >= (1u << 31) || dim >= (1u << 31))
     throw FormatError("quantized weight shape must have 1 <= C, D < 2^31");
+  // every channel takes at least one payload byte: checked before allocating per-channel tables, so a corrupt
+  // shape cannot make the reader allocate more than a few times the payload it was given
+  if (channels > size)
+    throw FormatError("payload of " + std::to_string(size) + " bytes cannot hold " + std::to_string(channels) +
+                      " channels");
   QuantTensor t;
   t.dtype = dtype;
   t.channels = channels;
