@@ -3,23 +3,25 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaForCausalLM
 
 from harness.artifact import LINEAR_SUFFIXES, Artifact, QuantLinear
+from harness.quant.base import runtime_config
 from harness.quant.numerics import act_scale_for, quantize_per_channel
+from tests.tiny_llama import tiny_llama as shared_tiny_llama
 
 
 def tiny_llama(seed: int = 0, tie: bool = True, layers: int = 2) -> LlamaForCausalLM:
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(hidden_size=64, intermediate_size=160, num_hidden_layers=layers, num_attention_heads=4,
-                      num_key_value_heads=2, head_dim=16, vocab_size=256, max_position_embeddings=128,
-                      rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
-                      tie_word_embeddings=tie, initializer_range=0.1)
-    model = LlamaForCausalLM(cfg).float().eval()
-    with torch.no_grad():  # non-trivial norm weights, so a mix-up of norms would show
+    """tests.tiny_llama with an intermediate size that is not a multiple of 32 (the GEMM kernels' K tail), weights
+    of std 0.1 (logits spread enough that the top-1 token is never a near tie) and non-trivial norm weights (a mix-up
+    of norms would show)."""
+    model = shared_tiny_llama(intermediate=160, layers=layers, tie=tie, seed=seed)
+    with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("norm.weight"):
                 p.uniform_(0.5, 1.5)
+            else:
+                p.normal_(0.0, 0.1)
     return model
 
 
@@ -55,10 +57,7 @@ def make_artifact(model: LlamaForCausalLM, seed: int = 0, calib_tokens: int = 48
     for name, p in model.named_parameters():
         if name.endswith("norm.weight"):
             others[name] = p.detach().float().clone()
-    config = {k: getattr(cfg, k) for k in (
-        "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-        "head_dim", "vocab_size", "rms_norm_eps", "max_position_embeddings", "tie_word_embeddings")}
-    config["rope_theta"] = cfg.rope_parameters["rope_theta"]
+    config = runtime_config(cfg)
     manifest = {"model": {"name": "tiny-random-llama", "config": config},
                 "quantizer": {"name": "test-random-bits", "params": {}}, "runtime_compatible": True}
     return Artifact(manifest=manifest, linears=linears, others=others)
