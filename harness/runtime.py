@@ -57,7 +57,8 @@ def build_runtime(name: str = "host") -> Path:
     return native.build(name)
 
 
-def _engine_dir(name: str = "host") -> Path:
+def engine_dir(name: str = "host") -> Path:
+    """Where a build's engine binaries are (edgeflow-run, edgeflow-bench-int8, libedgeflow_engine.so)."""
     return native.BUILDS[name][0] / "src" / "engine"
 
 
@@ -78,7 +79,7 @@ def run_edgeflow(packed: str | os.PathLike, tokens: list[int], *, threads: int =
                  extra_args: tuple[str, ...] = (), binary: str | os.PathLike | None = None,
                  timeout: float | None = 600) -> RunReport:
     """Runs one cold inference: edgeflow-run --json with the prompt ids on stdin."""
-    exe = Path(binary) if binary else _engine_dir() / "edgeflow-run"
+    exe = Path(binary) if binary else engine_dir() / "edgeflow-run"
     if binary is None:
         build_runtime()
     args = [str(exe), str(packed), "--json", "--threads", str(threads), "--chunk", str(chunk),
@@ -108,7 +109,7 @@ _DTYPES = {torch.int8: "int8", torch.uint8: "uint8", torch.float32: "float32"}
 
 def _load_library() -> ctypes.CDLL:
     build_runtime()
-    lib = ctypes.CDLL(str(_engine_dir() / "libedgeflow_engine.so"))
+    lib = ctypes.CDLL(str(engine_dir() / "libedgeflow_engine.so"))
     vp, i32, cp = ctypes.c_void_p, ctypes.c_int32, ctypes.c_char_p
     lib.ef_engine_open.argtypes = [cp, i32, i32, i32, cp, ctypes.c_size_t]
     lib.ef_engine_open.restype = vp

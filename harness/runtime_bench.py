@@ -21,7 +21,7 @@ from pathlib import Path
 from harness.cache import cache_dir, progress_note
 from harness.pack import pack_artifact
 from harness.pack.synthetic import random_artifact
-from harness.runtime import _engine_dir, build_runtime, run_edgeflow
+from harness.runtime import engine_dir, build_runtime, run_edgeflow
 
 # SmolLM2-135M (the default model), as in its manifest.
 DEFAULT_CONFIG = {
@@ -59,7 +59,7 @@ def spread(xs: list[float], fmt: str = "{:.3f}") -> str:
 
 
 def int8_peak(threads: int) -> dict:
-    exe = _engine_dir() / "edgeflow-bench-int8"
+    exe = engine_dir() / "edgeflow-bench-int8"
     res = subprocess.run([str(exe), str(threads), "0.5"], capture_output=True, text=True, check=True)
     return json.loads(res.stdout)
 
@@ -137,7 +137,7 @@ def edgeflow_cold(packed: Path, threads: int, prompt: list[int], reps: int,
     for _ in range(reps):
         evict(packed)
         t0 = time.monotonic()
-        rep = run_edgeflow(packed, prompt, threads=threads, binary=_engine_dir() / "edgeflow-run", extra_args=extra)
+        rep = run_edgeflow(packed, prompt, threads=threads, binary=engine_dir() / "edgeflow-run", extra_args=extra)
         walls.append(time.monotonic() - t0)
         reports.append(rep.raw)
     return walls, reports

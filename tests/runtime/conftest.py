@@ -3,36 +3,30 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaForCausalLM
 
 from harness.artifact import LINEAR_SUFFIXES, Artifact, QuantLinear
+from harness.quant.base import runtime_config
+from harness.quant.numerics import act_scale_for, quantize_per_channel
+from tests.tiny_llama import tiny_llama as shared_tiny_llama
 
 
 def tiny_llama(seed: int = 0, tie: bool = True, layers: int = 2) -> LlamaForCausalLM:
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(hidden_size=64, intermediate_size=160, num_hidden_layers=layers, num_attention_heads=4,
-                      num_key_value_heads=2, head_dim=16, vocab_size=256, max_position_embeddings=128,
-                      rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
-                      tie_word_embeddings=tie, initializer_range=0.1)
-    model = LlamaForCausalLM(cfg).float().eval()
-    with torch.no_grad():  # non-trivial norm weights, so a mix-up of norms would show
+    """tests.tiny_llama with an intermediate size that is not a multiple of 32 (the GEMM kernels' K tail), weights
+    of std 0.1 (logits spread enough that the top-1 token is never a near tie) and non-trivial norm weights (a mix-up
+    of norms would show)."""
+    model = shared_tiny_llama(intermediate=160, layers=layers, tie=tie, seed=seed)
+    with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("norm.weight"):
                 p.uniform_(0.5, 1.5)
+            else:
+                p.normal_(0.0, 0.1)
     return model
 
 
-def _per_channel(w: torch.Tensor, bits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Codes on the contract's grid (q in [-2^(b-1), 2^(b-1)-1]) with a signed scale mapping the peak to -2^(b-1)."""
-    half = (1 << (bits.long() - 1)).float()
-    peak = w.gather(1, w.abs().argmax(1, keepdim=True)).squeeze(1)
-    scale = torch.where(peak == 0, torch.ones_like(peak), -peak / half)
-    q = torch.round(w / scale[:, None])
-    return torch.clamp(q, -half[:, None], half[:, None] - 1).to(torch.int8), scale.float()
-
-
-def make_artifact(model: LlamaForCausalLM, seed: int = 0, calib_tokens: int = 48, min_bits: int = 3) -> Artifact:
-    """A runtime-compatible artifact: per-channel codes of min_bits..8 bits, smoothing-like in_scale, act_scale from the
+def make_artifact(model: LlamaForCausalLM, seed: int = 0, calib_tokens: int = 48) -> Artifact:
+    """A runtime-compatible artifact: per-channel codes of 3..8 bits, smoothing-like in_scale, act_scale from the
     inputs each linear sees on random calibration tokens."""
     g = torch.Generator().manual_seed(seed)
     cfg = model.config
@@ -49,24 +43,21 @@ def make_artifact(model: LlamaForCausalLM, seed: int = 0, calib_tokens: int = 48
     linears = {}
     for name, peak in peaks.items():
         w = model.get_submodule(name).weight.detach().float()
-        bits = torch.randint(min_bits, 9, (w.shape[0],), generator=g, dtype=torch.uint8)
+        bits = torch.randint(3, 9, (w.shape[0],), generator=g, dtype=torch.uint8)
         in_scale = torch.empty(w.shape[1]).uniform_(0.5, 2.0, generator=g)
-        codes, w_scale = _per_channel(w / in_scale[None, :], bits)
-        act_scale = ((peak * in_scale).max() / 127).float()
+        codes, w_scale = quantize_per_channel(w / in_scale[None, :], bits)
+        act_scale = act_scale_for(peak, in_scale)
         linears[name] = QuantLinear(codes=codes, bits=bits, w_scale=w_scale, in_scale=in_scale, act_scale=act_scale)
     others = {}
     for table in ["model.embed_tokens"] + ([] if cfg.tie_word_embeddings else ["lm_head"]):
         w = model.get_submodule(table).weight.detach().float()
-        codes, scale = _per_channel(w, torch.full((w.shape[0],), 8, dtype=torch.uint8))
+        codes, scale = quantize_per_channel(w, torch.full((w.shape[0],), 8, dtype=torch.uint8))
         others |= {f"{table}.codes": codes, f"{table}.w_scale": scale,
                    f"{table}.bits": torch.full((w.shape[0],), 8, dtype=torch.uint8)}
     for name, p in model.named_parameters():
         if name.endswith("norm.weight"):
             others[name] = p.detach().float().clone()
-    config = {k: getattr(cfg, k) for k in (
-        "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-        "head_dim", "vocab_size", "rms_norm_eps", "max_position_embeddings", "tie_word_embeddings")}
-    config["rope_theta"] = cfg.rope_parameters["rope_theta"]
+    config = runtime_config(cfg)
     manifest = {"model": {"name": "tiny-random-llama", "config": config},
                 "quantizer": {"name": "test-random-bits", "params": {}}, "runtime_compatible": True}
     return Artifact(manifest=manifest, linears=linears, others=others)

@@ -13,7 +13,7 @@ import torch
 
 from harness import native
 from harness.pack import PackedFile, pack_artifact
-from harness.runtime import NativeEngine, RuntimeRunError, _engine_dir, build_runtime, run_edgeflow
+from harness.runtime import NativeEngine, RuntimeRunError, engine_dir, build_runtime, run_edgeflow
 from tests.runtime.conftest import make_artifact, tiny_llama
 
 pytestmark = pytest.mark.native
@@ -26,7 +26,7 @@ def binary():
     if os.environ.get("EDGEFLOW_RUN_BINARY"):
         return os.environ["EDGEFLOW_RUN_BINARY"]
     build_runtime()
-    return str(_engine_dir() / "edgeflow-run")
+    return str(engine_dir() / "edgeflow-run")
 
 
 @pytest.fixture(scope="module")

@@ -1,13 +1,16 @@
 #include "loader.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <tuple>
 
@@ -18,9 +21,23 @@
 namespace edgeflow {
 namespace {
 
-constexpr size_t kDirectAlign = 4096;  // O_DIRECT buffer, offset and size alignment (regions are 4096-aligned)
+constexpr size_t kHuge = size_t(2) << 20;  // transparent huge page size on x86-64 and arm64 (4 KB granule)
 
-// Region buffers, 4096-aligned (O_DIRECT) and recycled: a buffer whose layer has been unpacked is reused for a later
+// Anonymous memory in whole huge pages, with transparent huge pages requested: first touches fault in 2 MB at a time
+// instead of 4 KB (page faults were most of an unpack task's time). Page-aligned, so fine for O_DIRECT. nullptr on
+// failure.
+void* map_huge(size_t bytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+#ifdef MADV_HUGEPAGE
+    madvise(p, bytes, MADV_HUGEPAGE);  // a hint: without THP these are plain 4 KB pages
+#endif
+    return p;
+}
+
+void unmap(void* p, size_t bytes) { munmap(p, bytes); }
+
+// Region buffers (map_huge) and recycled: a buffer whose layer has been unpacked is reused for a later
 // region, so its pages are faulted in once instead of once per layer. A buffer comes back when its last reference
 // goes; one whose raw tables the model keeps (the embedding) simply stays out. At most kMaxBuffers are out at once:
 // reading blocks until unpacking catches up, which bounds memory and is what makes the reuse happen.
@@ -29,7 +46,7 @@ public:
     static constexpr int kMaxBuffers = 6;  // embedding + final (kept by the model) + 4 layers in flight
 
     ~BufferPool() {
-        for (auto& [p, cap] : free_) std::free(p);
+        for (auto& [p, cap] : free_) unmap(p, cap);
     }
     std::shared_ptr<uint8_t> acquire(size_t size) {
         uint8_t* p = nullptr;
@@ -47,18 +64,17 @@ public:
                 }
         }
         if (!p) {
-            void* m = nullptr;
-            if (posix_memalign(&m, kDirectAlign, size) != 0) {
+            cap = (size + kHuge - 1) / kHuge * kHuge;
+            p = static_cast<uint8_t*>(map_huge(cap));
+            if (!p) {
                 release(nullptr, 0);
                 throw std::bad_alloc();
             }
-            p = static_cast<uint8_t*>(m);
-            cap = size;
         }
         std::weak_ptr<BufferPool> pool = shared_from_this();
         return std::shared_ptr<uint8_t>(p, [pool, cap](uint8_t* q) {
             if (auto alive = pool.lock()) alive->release(q, cap);
-            else std::free(q);
+            else unmap(q, cap);
         });
     }
 
@@ -128,6 +144,7 @@ public:
         if (!ok)
             throw FormatError(path + ": expected regions embedding, layer 0 .. " + std::to_string(cfg_.n_layers - 1) +
                               ", final; found " + std::to_string(regions.size()) + " regions in another order");
+        make_code_arena();
         fd_ = ::open(path.c_str(), O_RDONLY | (opt.direct_io ? O_DIRECT : 0));
         if (fd_ < 0)
             throw IoError("cannot open " + path + (opt.direct_io ? " with O_DIRECT" : "") + ": " +
@@ -179,6 +196,20 @@ public:
     }
 
 private:
+    // One huge-page mapping for the int8 codes of every quantized linear (106 MB for the default model).
+    void make_code_arena() {
+        size_t total = 0;
+        for (const auto& t : file_.tensors())
+            if (is_quantized(t.dtype)) {
+                arena_offset_[t.name] = total;
+                total += (size_t(t.shape[0]) * t.shape[1] + 63) / 64 * 64;
+            }
+        const size_t bytes = std::max<size_t>((total + kHuge - 1) / kHuge * kHuge, kHuge);
+        void* p = map_huge(bytes);
+        if (!p) throw std::bad_alloc();
+        arena_ = std::shared_ptr<int8_t>(static_cast<int8_t*>(p), [bytes](int8_t* q) { unmap(q, bytes); });
+    }
+
     void unpack_tensor(const TensorInfo& t, const uint8_t* payload, const std::shared_ptr<uint8_t>& region,
                        Model& model) {
         if (opt_.verify_crc) file_.verify_payload(t, payload);
@@ -191,7 +222,9 @@ private:
             const QuantTensor qt = QuantTensor::view(t, payload);
             q->C = int(qt.channels);
             q->K = int(qt.dim);
-            q->codes.resize(size_t(q->C) * q->K);
+            const size_t n = size_t(q->C) * q->K;
+            const auto at = arena_offset_.find(t.name);  // always present: offsets cover every quantized tensor
+            q->codes.place(arena_.get() + at->second, n, arena_);
             edgeflow::unpack(qt, 0, qt.channels, q->codes.data());
             return;
         }
@@ -209,6 +242,8 @@ private:
     int fd_ = -1;
     std::mutex mu_;
     std::shared_ptr<BufferPool> pool_ = std::make_shared<BufferPool>();
+    std::shared_ptr<int8_t> arena_;                   // codes of every quantized linear
+    std::map<std::string, size_t> arena_offset_;      // tensor name -> byte offset in arena_
     std::vector<std::shared_ptr<uint8_t>> buffers_;  // per unit: bytes read by load(), consumed by unpack()
     ScaleStaging staging_;
     std::atomic<uint64_t> bytes_read_{0};

@@ -1,6 +1,7 @@
 // A Llama-family model held in memory as the runtime computes it: INT8 codes for every linear layer and the
 // embeddings, float32 for the rest (docs/quantized-artifact.md).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -62,27 +63,39 @@ struct RowTable {
     SharedArray<float> w_scale;  // [rows]
 };
 
-// std::allocator that leaves new elements uninitialised: weight codes are written by the unpack kernels right after
-// allocation, so zero-filling them first would only cost time on the cold-start path.
-template <class T>
-struct NoInitAllocator : std::allocator<T> {
-    template <class U>
-    struct rebind {
-        using other = NoInitAllocator<U>;
-    };
-    NoInitAllocator() = default;
-    template <class U>
-    NoInitAllocator(const NoInitAllocator<U>&) noexcept {}
-    template <class U>
-    void construct(U* p) noexcept {
-        ::new (static_cast<void*>(p)) U;
+// The int8 codes of one linear: owned (resize/assign, left uninitialised: the unpack kernels write them right
+// away) or placed inside a larger buffer that `owner` keeps alive (the loader's one arena for every layer).
+class CodeBuffer {
+public:
+    size_t size() const { return n_; }
+    bool empty() const { return n_ == 0; }
+    int8_t* data() { return ptr_; }
+    const int8_t* data() const { return ptr_; }
+    int8_t* begin() { return ptr_; }
+    int8_t* end() { return ptr_ + n_; }
+    void resize(size_t n) {
+        owned_.reset(new int8_t[n]);
+        ptr_ = owned_.get();
+        n_ = n;
+        owner_.reset();
     }
-    template <class U, class... Args>
-    void construct(U* p, Args&&... args) {
-        ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    void assign(const int8_t* first, const int8_t* last) {
+        resize(size_t(last - first));
+        std::copy(first, last, ptr_);
     }
+    void place(int8_t* p, size_t n, std::shared_ptr<void> owner) {
+        owned_.reset();
+        ptr_ = p;
+        n_ = n;
+        owner_ = std::move(owner);
+    }
+
+private:
+    std::unique_ptr<int8_t[]> owned_;
+    std::shared_ptr<void> owner_;
+    int8_t* ptr_ = nullptr;
+    size_t n_ = 0;
 };
-using CodeBuffer = std::vector<int8_t, NoInitAllocator<int8_t>>;
 
 // One quantized linear y = linear(x) with C outputs and K inputs, ready for the INT8 matmul.
 struct QLinear {

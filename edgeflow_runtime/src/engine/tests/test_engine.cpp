@@ -169,7 +169,7 @@ int main() {
         CHECK_THROWS(std::exception, "threads must be at least 1", Engine(tiny_model(7), opts(4, 0)));
         CHECK_THROWS(std::exception, "chunk size must be at least 1", Engine(tiny_model(7), opts(0)));
         Model bad = tiny_model(7);
-        bad.layers[1].down.codes.pop_back();
+        bad.layers[1].down.codes.resize(10);
         Engine eb(std::move(bad), opts(4));
         CHECK_THROWS(std::exception, "layer 1 down_proj: codes or scales missing", eb.prefill({1, 2}, false, 0));
     }
