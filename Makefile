@@ -16,9 +16,14 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 help:
 	@echo "make setup            create $(VENV): torch==2.13.0 (CPU) first, then the harness and its dependencies"
 	@echo "make system-deps      Debian packages for native builds (aarch64 cross compiler, qemu, clang, valgrind, fuse3)"
-	@echo "make baselines        build llama.cpp tools, convert the default model to GGUF Q8_0 and MNN INT8 (cached)"
-	@echo "make ttft-baselines   cold TTFT sweep: llama.cpp and MNN x two prompt sets x native/200 MB/s flash"
-	@echo "make test             the whole test suite (fast tests plus the real-model tests; what CI runs)"
+	@echo "make test             the whole test suite, native and real-model tests included (what CI runs)"
+	@echo "make test-fast        the tests that need neither the real model nor a long run"
+	@echo "make reproduce-fig10  Figure 10 (cold TTFT + accuracy per system); also reproduce-{table3,table4,table5,fig12,fig13,fig4}, reproduce-all"
+	@echo "make report           results/REPORT.md and .html from the results store"
+	@echo "make baselines        build llama.cpp, convert the default model to GGUF Q8_0, export MNN INT8"
+	@echo "make bench-runtime    our engine vs llama.cpp Q8_0 and the INT8 peak; bench-unpack, bench-quant, bench-baselines"
+	@echo "make test-native      C++ tests on the host and aarch64 (qemu); test-runtime, test-sanitize, fuzz"
+	@echo "make data             fetch the offline corpus and build the local proxy tasks; eval-local: FP16 accuracy on them"
 
 setup: $(STAMP)
 
