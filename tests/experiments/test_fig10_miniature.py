@@ -1,0 +1,48 @@
+"""A miniature Figure 10 through the same sweep, runner, systems and renderer as `make reproduce-fig10`: a tiny random
+Llama (the default model's tokenizer, so llama.cpp converts it), one dataset, llama.cpp against EdgeFlow at 5 bits."""
+import pytest
+
+from harness.runner.store import ResultsStore
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory, default_model_spec):
+    from transformers import AutoTokenizer
+
+    from harness.models.zoo import checkpoint_dir
+    from tests.tiny_llama import tiny_llama
+
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint_dir(default_model_spec))
+    # Seeded, so the artifacts and GGUF cached under its name always hold the same weights.
+    model = tiny_llama(hidden=64, intermediate=128, layers=2, heads=4, kv_heads=2, vocab=len(tokenizer), tie=True)
+    path = tmp_path_factory.mktemp("tiny-fig10")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.mark.real_model
+@pytest.mark.slow
+def test_miniature_fig10_sweep_measures_and_draws(tmp_path, tiny_checkpoint):
+    from experiments.run import points, render
+    from harness.runner.sweep import run_sweep
+
+    store = ResultsStore(tmp_path / "runs")
+    params = dict(datasets=("lambada",), systems=("llamacpp", "edgeflow"), bits=(5,))
+    overrides = ["model.name=tiny-fig10-test", f"model.path={tiny_checkpoint}", "model.source=hf",
+                 "protocol.repetitions=2", "protocol.warmup_runs=0", "protocol.busy_policy=flag"]
+    sweep = points("fig10", overrides, ttft_prompts=1, eval_limit=8, **params)
+    counts = run_sweep(sweep, store, desc="mini fig10")
+    assert counts["ok"] == len(sweep) == 4  # TTFT and accuracy for each system
+
+    ttft = store.read("ttft")
+    medians = ttft[ttft.metric == "ttft_s"].groupby("system")["value"].median()
+    assert set(medians.index) == {"llamacpp", "edgeflow"} and (medians > 0).all()
+    assert (ttft[ttft.metric == "resident_before"]["value"] <= 0.01).all()  # every run started cold
+    acc = store.read("accuracy")
+    assert set(acc.loc[acc.metric == "accuracy", "label"]) == {"proxy"}  # offline: the local proxy, said so
+
+    section = render("fig10", store, tmp_path, **params)
+    pngs = [f for f in section.figures if f.suffix == ".png"]
+    assert pngs and all(f.is_relative_to(tmp_path) and f.stat().st_size > 10_000 for f in pngs)
+    assert "EF 5b" in section.body and "llama.cpp" in section.body
