@@ -11,6 +11,8 @@ With a single alpha the search is skipped. Methods override the four hooks; quan
 """
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import torch
 
 from harness.artifact import QuantLinear
@@ -25,8 +27,9 @@ class SmoothedQuantizer(Quantizer):
     def scales(self, weight: torch.Tensor, stats: LinearStats, alpha: float) -> tuple[torch.Tensor, torch.Tensor]:
         return edgeflow_scales(stats, alpha, self.config.beta)
 
+    @abstractmethod
     def allocate(self, weight: torch.Tensor, budget: float) -> torch.Tensor:
-        raise NotImplementedError
+        """Bit-width per output channel, uint8 [C], averaging at most `budget`."""
 
     def quantize_weight(self, weight: torch.Tensor, bits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return quantize_per_channel(weight, bits)
