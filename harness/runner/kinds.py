@@ -38,6 +38,7 @@ def accuracy(job) -> Iterator[dict]:
     if job.cfg.get("dataset") is None:
         raise ValueError("experiment=accuracy needs a dataset (dataset=lambada-local, dataset=hellaswag, ...)")
     dataset = build(DatasetConfig, job.cfg.dataset, "dataset")
+    requested = dataset.name  # rows keep the dataset asked for; a proxy says so in its label and notes
     # With the hub unreachable, fall back to the local proxy; an explicit HF_*_OFFLINE=1 means "use my local copy of
     # the real dataset", which lm-eval then reads from the Hugging Face cache.
     reason = hub_status() if dataset.lm_eval_task else ""
@@ -47,7 +48,7 @@ def accuracy(job) -> Iterator[dict]:
                               f"({reason}) and has no local proxy task")
         dataset = load_dataset_config(LOCAL_PROXY[dataset.name])
     model, tokenizer, fields = _model_under_test(job)
-    yield from _accuracy_rows(job, model, tokenizer, dataset, **fields)
+    yield from _accuracy_rows(job, model, tokenizer, dataset, row_dataset=requested, **fields)
 
 
 def ttft(job) -> Iterator[dict]:
@@ -99,13 +100,13 @@ def _perplexity_rows(job, model, tokenizer, **fields) -> Iterator[dict]:
                   notes=f"{stream.protocol}; {result['windows']} windows x {window} tokens", **fields)
 
 
-def _accuracy_rows(job, model, tokenizer, dataset, **fields) -> Iterator[dict]:
+def _accuracy_rows(job, model, tokenizer, dataset, row_dataset: str | None = None, **fields) -> Iterator[dict]:
     from harness.eval.accuracy import evaluate_accuracy
 
     yield from job.take_extra_rows()
     for r in evaluate_accuracy(model, tokenizer, dataset, limit=job.experiment.eval_limit):
         proxy = r.protocol.startswith("proxy")
         yield job.row("accuracy" if r.metric == "acc" else r.metric, r.value, "fraction",
-                      label="proxy" if proxy else "measured", dataset=dataset.name,
+                      label="proxy" if proxy else "measured", dataset=row_dataset or dataset.name,
                       notes=f"{r.protocol}; lm-eval task {r.task} metric {r.metric}, n={r.n}, shots={r.shots}, "
                             f"stderr={r.stderr}", **fields)
