@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
+
+from harness.cache import atomic_directory
 
 FORMAT = "edgeflow-qartifact"
 VERSION = 1
@@ -90,18 +90,9 @@ def save_artifact(artifact: Artifact, path: str | os.PathLike) -> Path:
     for name, q in artifact.linears.items():
         q.validate(name)
     manifest = {"format": FORMAT, "version": VERSION, **artifact.manifest}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
-        tensors = {k: v.contiguous() for k, v in artifact.tensors().items()}
-        save_file(tensors, str(tmp / TENSORS))
+    with atomic_directory(path) as tmp:
+        save_file({k: v.contiguous() for k, v in artifact.tensors().items()}, str(tmp / TENSORS))
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return path
 
 

