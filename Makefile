@@ -6,9 +6,10 @@ STAMP := $(VENV)/.installed
 export PYTHONPATH := $(CURDIR)
 
 # Debian packages for the native builds and tests: aarch64 cross compiler, qemu to run it, clang for the fuzzer,
-# valgrind for instruction counts, fuse3 for flash emulation. Installed only when a tool is missing.
-SYSTEM_TOOLS := aarch64-linux-gnu-g++ qemu-aarch64-static clang valgrind fusermount3 cmake
-SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user-static clang lld libclang-rt-14-dev valgrind fuse3 libfuse3-dev cmake
+# valgrind for instruction counts, fuse3 for flash emulation, adb (the AOSP client) for the loopback adbd's interop
+# test. Installed only when a tool is missing.
+SYSTEM_TOOLS := aarch64-linux-gnu-g++ qemu-aarch64-static clang valgrind fusermount3 cmake adb
+SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user-static clang lld libclang-rt-14-dev valgrind fuse3 libfuse3-dev cmake adb
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup system-deps test test-fast help
