@@ -12,6 +12,12 @@ Contract (what the cold-start protocol in harness/measure/cold.py relies on):
   `resident_fraction(paths)` measures it alone (0.0 = nothing cached).
 - `sample_memory(pid)` returns {"rss_kb", "hwm_kb"} from /proc/PID/status, or None once the process is gone.
 - `power_source()` returns (reader, None) or (None, reason): never a made-up number.
+- `temperature_c()` returns (degrees C of the hottest CPU zone, None) or (None, reason): the thermal gate.
+- A device that samples on itself (android: one sampler process per run) returns the run's `Samples` from
+  `Spawned.samples()` after exit; the protocol then takes memory, power and temperature from them instead of
+  polling `sample_memory` from the host.
+- `timing_label` / `sensor_label`: what the device's timings and its power/temperature readings are (measured,
+  emulated, stand-in), carried into every row.
 - Paths passed to evict/resident_fraction/spawn are paths on the device (see `push`).
 """
 from __future__ import annotations
@@ -34,6 +40,15 @@ class DeviceConfig:
     serial: str | None = None  # android over USB: the device serial (None = the first one found)
     remote_dir: str = "/data/local/tmp/edgeflow-bench"
     adb_timeout_s: float = 10.0
+    # android only (docs/android.md): eviction, the on-device sampler, and how its raw readings are read
+    root: str = "auto"  # auto (use su when it works) | su | none: drop_caches needs root, posix_fadvise does not
+    sample_interval_ms: float = 20.0  # the sampler's period: within [1, 100] ms, i.e. at least 10 Hz
+    pss_every: int = 5  # PSS (smaps_rollup, costlier) every N samples; 0 = never
+    power_supply: str = "/sys/class/power_supply/battery"
+    current_unit: str = "auto"  # auto | uA | mA (harness/devices/sampling.py explains the heuristics)
+    voltage_unit: str = "auto"  # auto | uV | mV | V
+    current_sign: str = "auto"  # auto | discharge_positive | discharge_negative
+    cpu_thermal_types: str = "cpu|tsens|soc|cluster|apc|big|little|mid"  # regex on thermal_zone*/type
 
     def __post_init__(self):
         if self.name not in DEVICES:
@@ -44,6 +59,23 @@ class DeviceConfig:
             raise ValueError(f"device.adb_address must be 'host:port', got {self.adb_address!r}")
         if not self.adb_timeout_s > 0:
             raise ValueError(f"device.adb_timeout_s must be > 0, got {self.adb_timeout_s}")
+        checks = [
+            ("root", self.root in ("auto", "su", "none"), "one of auto, su, none"),
+            ("sample_interval_ms", 1 <= float(self.sample_interval_ms) <= 100, "within [1, 100] ms (>= 10 Hz)"),
+            ("pss_every", 0 <= int(self.pss_every) <= 1000, "an integer in [0, 1000]"),
+            ("current_unit", self.current_unit in ("auto", "uA", "mA", "A"), "one of auto, uA, mA, A"),
+            ("voltage_unit", self.voltage_unit in ("auto", "uV", "mV", "V"), "one of auto, uV, mV, V"),
+            ("current_sign", self.current_sign in ("auto", "discharge_positive", "discharge_negative"),
+             "one of auto, discharge_positive, discharge_negative"),
+            ("remote_dir", self.remote_dir.startswith("/") and "'" not in self.remote_dir, "an absolute path"),
+        ]
+        for key, ok, allowed in checks:
+            if not ok:
+                raise ValueError(f"device.{key} must be {allowed}, got {getattr(self, key)!r}")
+        try:
+            re.compile(self.cpu_thermal_types)
+        except re.error as e:
+            raise ValueError(f"device.cpu_thermal_types must be a regular expression: {e}") from None
 
 
 class Spawned(Protocol):
@@ -55,6 +87,7 @@ class Spawned(Protocol):
     def kill(self) -> None: ...
     def peak_rss_kb(self) -> int | None: ...  # kernel-reported peak (wait4 ru_maxrss) after exit, None if unknown
     def bytes_read(self) -> int | None: ...  # bytes read from storage during the run, None if unknown
+    def samples(self): ...  # harness.devices.sampling.Samples taken on the device, or None (host-side polling)
 
 
 @dataclass
@@ -75,6 +108,18 @@ class Device(ABC):
     @property
     def flash_read_mbps(self) -> float | None:
         return self.cfg.flash_read_mbps
+
+    @property
+    def timing_label(self) -> str:
+        return "emulated" if self.flash_read_mbps is not None else "measured"
+
+    @property
+    def sensor_label(self) -> str:
+        return "measured"
+
+    def temperature_c(self) -> tuple[float | None, str | None]:
+        """(hottest CPU thermal zone in degrees C, None), or (None, why not)."""
+        return None, f"device {self.name} reads no temperature"
 
     @abstractmethod
     def run(self, cmd: list[str], env: dict | None = None, timeout: float | None = None, cwd: str | None = None) -> Completed:

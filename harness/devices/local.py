@@ -47,6 +47,9 @@ class LocalProcess:
     def peak_rss_kb(self) -> int | None:
         return self._rusage.ru_maxrss if self._rusage else None  # Linux: kilobytes
 
+    def samples(self):
+        return None  # sampled from the host (harness/measure/cold.py polls /proc)
+
     def bytes_read(self) -> int | None:
         if self._throttle:  # blkio's count for the group, which holds only this process
             return self._throttle.bytes_read() - self._throttle_bytes0
@@ -102,6 +105,15 @@ class LocalDevice(Device):
         if not os.access(RAPL, os.R_OK):
             return None, f"{RAPL} is absent or not readable"
         return (lambda: int(RAPL.read_text()) / 1e6), None
+
+    def temperature_c(self):
+        temps = []
+        for zone in Path("/sys/class/thermal").glob("thermal_zone*"):
+            try:
+                temps.append(int((zone / "temp").read_text()) / 1000)
+            except (OSError, ValueError):
+                pass
+        return (max(temps), None) if temps else (None, "no readable /sys/class/thermal zone on this host")
 
     def info(self) -> dict:
         cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()

@@ -2,12 +2,16 @@
 
 One repetition:
   1. load gate: the device's 1-minute load average against `protocol.max_load` (refuse, wait, or flag the row);
+     thermal gate: wait until the hottest CPU zone is at most `protocol.max_temp_c` (up to `thermal_wait_s`, then
+     refuse), where the device reads temperatures;
   2. evict every model file from the page cache and verify residency (<= `protocol.max_resident_fraction`);
   3. spawn a fresh process (under flash emulation when the device has it) and start the clock at spawn;
   4. read its stdout unbuffered; the system's `first_token(buffer)` says when the first generated token is there, and
      the wall-clock time of the read that completed it is TTFT (primary metric);
   5. sample VmRSS/VmHWM from /proc/PID/status every `protocol.rss_sample_ms` (timeline) and take the kernel's peak
-     (wait4 ru_maxrss) after exit; energy over spawn -> first token where the device has a counter;
+     (wait4 ru_maxrss) after exit; energy over spawn -> first token where the device has a counter. A device that
+     samples on itself (a phone: one sampler process per run, harness/devices/android.py) hands back its samples
+     after exit instead: memory (RSS, PSS), battery power integrated over [0, TTFT] on its clock, temperatures;
   6. a timeout, a non-zero exit or a missing first token raises EngineError carrying the stderr tail.
 Warm-up: `protocol.warmup_runs` extra cold runs first whose results are discarded. They warm what is not a model file
 (the engine's binary, shared libraries, the Python interpreter) identically for every system; model files are evicted
@@ -35,6 +39,8 @@ class ProtocolConfig:
     busy_wait_s: float = 120.0
     max_resident_fraction: float = 0.01  # of the model files' pages, after eviction
     rss_sample_ms: float = 10.0
+    max_temp_c: float | None = 40.0  # thermal gate on the hottest CPU zone (null: off); devices without one skip it
+    thermal_wait_s: float = 300.0
 
     def __post_init__(self):
         checks = [
@@ -45,6 +51,8 @@ class ProtocolConfig:
             ("busy_wait_s", self.busy_wait_s >= 0, ">= 0"),
             ("max_resident_fraction", 0 <= self.max_resident_fraction <= 1, "within [0, 1]"),
             ("rss_sample_ms", 1 <= self.rss_sample_ms <= 1000, "within [1, 1000] ms"),
+            ("max_temp_c", self.max_temp_c is None or 0 < self.max_temp_c < 150, "null or within (0, 150) C"),
+            ("thermal_wait_s", self.thermal_wait_s >= 0, ">= 0"),
         ]
         for key, ok, allowed in checks:
             if not ok:
@@ -64,6 +72,10 @@ class HostBusy(RuntimeError):
     """The load average stayed above protocol.max_load."""
 
 
+class DeviceHot(RuntimeError):
+    """The device stayed hotter than protocol.max_temp_c for protocol.thermal_wait_s."""
+
+
 @dataclass
 class ColdRun:
     """What one cold repetition observed. Times are seconds from spawn."""
@@ -81,6 +93,13 @@ class ColdRun:
     energy_j: float | None
     energy_reason: str | None = None
     notes: list[str] = field(default_factory=list)
+    pss_timeline: list[tuple[float, int]] = field(default_factory=list)  # (seconds from spawn, Pss kB)
+    power_timeline: list[tuple[float, float]] = field(default_factory=list)  # (seconds from spawn, W)
+    avg_power_w: float | None = None  # mean power over [0, TTFT]
+    temp_before_c: float | None = None  # hottest CPU zone at the thermal gate
+    temp_peak_c: float | None = None  # hottest reading during the run
+    sample_rate_hz: float | None = None  # of the device's sampler
+    thermal_reason: str | None = None
 
 
 def gate_load(device, protocol: ProtocolConfig) -> tuple[float, bool]:
@@ -101,6 +120,24 @@ def gate_load(device, protocol: ProtocolConfig) -> tuple[float, bool]:
                    f"(busy_policy={protocol.busy_policy}); retry when the machine is idle or raise the threshold")
 
 
+def gate_thermal(device, protocol: ProtocolConfig, poll_s: float = 2.0) -> tuple[float | None, str | None]:
+    """(temperature before the run, None) once the device is cool enough, or (None, why no reading); raises
+    DeviceHot after protocol.thermal_wait_s."""
+    temp, reason = device.temperature_c()
+    if temp is None or protocol.max_temp_c is None:
+        return temp, reason
+    deadline = time.monotonic() + protocol.thermal_wait_s
+    while temp > protocol.max_temp_c:
+        if time.monotonic() >= deadline:
+            raise DeviceHot(f"device still at {temp:.1f} C > protocol.max_temp_c={protocol.max_temp_c} after "
+                            f"{protocol.thermal_wait_s:.0f} s (protocol.thermal_wait_s); let it cool or raise the limit")
+        time.sleep(min(poll_s, max(0.05, deadline - time.monotonic())))
+        temp, _ = device.temperature_c()
+        if temp is None:
+            return None, "the temperature reading went away during the thermal gate"
+    return temp, None
+
+
 def evict_verified(device, files: list[str], protocol: ProtocolConfig, tries: int = 5, pause_s: float = 2.0) -> float:
     """Evict and check residency; retried a few times, since pages that another process has mapped or is reading
     cannot be dropped until it lets go."""
@@ -119,6 +156,7 @@ def run_once(device, cmd: list[str], files: list[str], first_token: Callable[[by
              protocol: ProtocolConfig, env: dict | None = None, cwd: str | None = None) -> ColdRun:
     """One cold repetition of `cmd` (see the module docstring)."""
     load, busy = gate_load(device, protocol)
+    temp_before, thermal_reason = gate_thermal(device, protocol)
     resident = evict_verified(device, files, protocol)
     read_energy, energy_reason = device.power_source()
     e0 = read_energy() if read_energy else None
@@ -146,6 +184,8 @@ def run_once(device, cmd: list[str], files: list[str], first_token: Callable[[by
     stop = threading.Event()
 
     def sample():
+        if getattr(device, "samples_on_device", False):
+            return  # the device samples itself; see on_device_samples
         while not stop.is_set():
             mem = device.sample_memory(proc.pid)
             if mem:
@@ -171,12 +211,46 @@ def run_once(device, cmd: list[str], files: list[str], first_token: Callable[[by
     if "t" not in first:
         raise EngineError(f"{cmd[0]} exited without printing a first token; stdout: {bytes(out)[-300:]!r}", bytes(err))
     energy = first["e"] - e0 if read_energy else None
-    return ColdRun(ttft_s=first["t"] - t0, exit_s=t_exit - t0, stdout=bytes(out), stderr=bytes(err),
-                   # The sampled VmHWM first: wait4's ru_maxrss also counts the pages of the (v)forking parent
-                   # before exec, i.e. this Python process (seen: 1.5 GB for a 176 MB engine after quantizing).
-                   peak_rss_kb=hwm["kb"] or proc.peak_rss_kb() or max((r for _, r in timeline), default=None),
-                   rss_timeline=timeline, bytes_read=proc.bytes_read(), resident_before=resident, load_avg=load,
-                   host_busy=busy, energy_j=energy, energy_reason=energy_reason)
+    run = ColdRun(ttft_s=first["t"] - t0, exit_s=t_exit - t0, stdout=bytes(out), stderr=bytes(err),
+                  # The sampled VmHWM first: wait4's ru_maxrss also counts the pages of the (v)forking parent
+                  # before exec, i.e. this Python process (seen: 1.5 GB for a 176 MB engine after quantizing).
+                  peak_rss_kb=hwm["kb"] or proc.peak_rss_kb() or max((r for _, r in timeline), default=None),
+                  rss_timeline=timeline, bytes_read=proc.bytes_read(), resident_before=resident, load_avg=load,
+                  host_busy=busy, energy_j=energy, energy_reason=energy_reason, temp_before_c=temp_before,
+                  thermal_reason=thermal_reason)
+    samples = proc.samples() if hasattr(proc, "samples") else None
+    if samples is not None:
+        on_device_samples(run, samples, device)
+    return run
+
+
+def on_device_samples(run: ColdRun, samples, device) -> None:
+    """Fill a run's memory, power and temperature from the device's own sampler (times on its clock, 0 = spawn)."""
+    from harness.devices.sampling import celsius, energy_joules, power_series
+
+    run.rss_timeline = [(t, r) for t, r in zip(samples.t, samples.rss_kb) if r is not None]
+    run.pss_timeline = [(t, p) for t, p in zip(samples.t, samples.pss_kb) if p is not None]
+    hwm = [h for h in samples.hwm_kb if h is not None]
+    run.peak_rss_kb = max(hwm) if hwm else max((r for _, r in run.rss_timeline), default=None)
+    run.sample_rate_hz = samples.rate_hz
+    cfg = device.cfg
+    power, reason = power_series(samples, cfg.current_unit, cfg.voltage_unit, cfg.current_sign)
+    status = device.info().get("battery_status", "")
+    if status in ("Charging", "Full"):
+        power, reason = None, (f"battery {status.lower()} (on USB power the battery current is net of the charger, "
+                               f"not the phone's consumption): unplug and use adb over Wi-Fi")
+    if power is None:
+        run.energy_j, run.energy_reason = None, reason
+    else:
+        run.power_timeline = list(zip(power.t, power.watts))
+        run.energy_j = energy_joules(power, 0.0, run.ttft_s)
+        run.energy_reason = None if run.energy_j is not None else "the sampler's samples do not cover the cold start"
+        if run.energy_j is not None:
+            run.avg_power_w = run.energy_j / run.ttft_s
+        run.notes.append(f"power: {power.how}")
+    temps = [celsius(v) for name, vals in samples.temps_raw.items() if name != "battery" for v in vals]
+    temps = [v for v in temps if v is not None]  # CPU zones only: the battery warms slowly and lags
+    run.temp_peak_c = max(temps) if temps else None
 
 
 def repeat(run: Callable[[], ColdRun], protocol: ProtocolConfig) -> list[ColdRun]:

@@ -7,7 +7,8 @@ Uses the groups system (conf/system), device (conf/device), protocol (conf/proto
 default: the dataset's n_prompts, or 1 for fixed lengths).
 Yields one row per metric per repetition per prompt; a metric a device cannot give (energy here) is a row with value
 null and the reason in notes. Rows measured under flash emulation are labelled `emulated` and carry
-flash_emulated_mbps.
+flash_emulated_mbps; on a loopback phone (harness/devices/loopback) timings are `emulated` (qemu) and sensor
+readings `stand-in` (scripted).
 """
 from __future__ import annotations
 
@@ -20,6 +21,10 @@ from harness.config import build
 from harness.devices import DeviceConfig, get_device
 from harness.measure.cold import ProtocolConfig
 from harness.systems import NotRun, SystemConfig, get_system
+
+
+# Metrics read from the device's sensors: a loopback phone scripts them, so their label is the device's sensor_label.
+SENSOR_METRICS = {"energy_j", "avg_power_w", "temp_before_c", "temp_peak_c"}
 
 
 def ttft_prompts(job, tokenizer) -> tuple[str, list]:
@@ -65,7 +70,7 @@ def ttft(job) -> Iterator[dict]:
         except NotRun as e:
             raise NotRunError(str(e)) from None
         dataset, prompts = ttft_prompts(job, AutoTokenizer.from_pretrained(checkpoint_dir(job.model)))
-        emulated = device.flash_read_mbps is not None
+        device_notes = [f"eviction: {device.eviction_method}"] if hasattr(device, "eviction_method") else []
         for i, prompt in enumerate(prompts):
             ids = list(prompt.ids)
             # the warm-up (binaries and libraries into the page cache) is needed once per configuration, not per prompt
@@ -74,12 +79,14 @@ def ttft(job) -> Iterator[dict]:
             print(f"[edgeflow-bench] {system.name} {dataset} prompt {prompt.index} ({len(ids)} tokens, flash "
                   f"{device.flash_read_mbps or 'native'}): TTFT median {s['median']:.3f} s, "
                   f"min {s['min']:.3f}, max {s['max']:.3f} over {s['n']}", file=sys.stderr)
-            notes = "; ".join([f"prompt {prompt.index} ({prompt.source})", *prepared.notes, *measurement.notes])
+            notes = "; ".join([f"prompt {prompt.index} ({prompt.source})", *prepared.notes, *measurement.notes,
+                               *device_notes])
             for r, metrics in enumerate(measurement.repetitions):
                 for m in metrics:
+                    label = device.sensor_label if m.name in SENSOR_METRICS else device.timing_label
                     yield job.row(m.name, m.value, m.unit, repetition=r, bits=float(bits), dataset=dataset,
                                   prompt_tokens=len(ids), flash_emulated_mbps=device.flash_read_mbps,
-                                  label="emulated" if emulated else "measured", device_info=info,
+                                  label=label, device_info=info,
                                   notes="; ".join(x for x in (m.reason, m.detail, notes) if x))
     finally:
         device.close()

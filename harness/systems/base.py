@@ -7,8 +7,8 @@ Contract:
   (harness/measure/cold.py): `protocol.repetitions` repetitions, each a fresh process with the model files evicted.
   A Measurement holds, per repetition, metrics as (name, value, unit): at least `ttft_s` (wall clock from spawn to
   the first generated token: the primary metric), the engine's own timings as secondary metrics (prefixed with the
-  engine's name), `peak_rss_mb`, `energy_j` (None with a reason where the device has no counter), `bytes_read_mb`
-  where known, `load_avg_1m`, `flash_emulated_mbps`, and free-text notes.
+  engine's name), `peak_rss_mb`, `peak_pss_mb`, `energy_j` and `avg_power_w` over the cold start (None with a reason
+  where the device has no counter), `temp_before_c` / `temp_peak_c`, `bytes_read_mb` where known, `load_avg_1m`, `flash_emulated_mbps`, and free-text notes.
 - A system that cannot run on a device raises `NotRun(reason)` from prepare or run_cold; nothing else pretends to be it.
 - An engine that crashes, hangs (system.timeout_s) or prints something unparseable raises EngineError (from
   harness.measure.cold) whose message ends with its stderr tail; the runner records a failed row and goes on.
@@ -111,13 +111,22 @@ def cold_metrics(run: ColdRun, device) -> list[Metric]:
     def mb(v):
         return None if v is None else v / 1e6
     energy_reason = None if run.energy_j is not None else run.energy_reason
+    pss_kb = max((p for _, p in run.pss_timeline), default=None)
     return [
         Metric("ttft_s", run.ttft_s, "s"),
         Metric("exit_s", run.exit_s, "s"),
         Metric("peak_rss_mb", None if run.peak_rss_kb is None else run.peak_rss_kb / 1024, "MiB",
                None if run.peak_rss_kb is not None else "no RSS sample", rss_timeline(run.rss_timeline)),
         Metric("bytes_read_mb", mb(run.bytes_read), "MB", None if run.bytes_read is not None else "not known on this device"),
-        Metric("energy_j", run.energy_j, "J", energy_reason),
+        Metric("peak_pss_mb", None if pss_kb is None else pss_kb / 1024, "MiB",
+               None if run.pss_timeline else "PSS is sampled only by an on-device sampler",
+               timeline("pss timeline (s, MiB)", [(t, p / 1024) for t, p in run.pss_timeline])),
+        Metric("energy_j", run.energy_j, "J", energy_reason,
+               timeline("power timeline (s, W)", run.power_timeline) if run.power_timeline else None),
+        Metric("avg_power_w", run.avg_power_w, "W", energy_reason if run.avg_power_w is None else None),
+        Metric("temp_before_c", run.temp_before_c, "C", run.thermal_reason),
+        Metric("temp_peak_c", run.temp_peak_c, "C", None if run.temp_peak_c is not None else
+               "temperature is sampled during the run only by an on-device sampler"),
         Metric("resident_before", run.resident_before, "fraction"),
         Metric("load_avg_1m", run.load_avg, "load"),
         Metric("host_busy", float(run.host_busy), "bool"),
@@ -128,9 +137,14 @@ def cold_metrics(run: ColdRun, device) -> list[Metric]:
 
 def rss_timeline(samples: list[tuple[float, int]], points: int = 40) -> str:
     """The VmRSS timeline, thinned to at most `points` samples, as "rss timeline (s, MiB): [[t, mib], ...]"."""
+    return timeline("rss timeline (s, MiB)", [(t, kb / 1024) for t, kb in samples], points)
+
+
+def timeline(title: str, samples: list[tuple[float, float]], points: int = 40) -> str:
+    """A (seconds, value) series thinned to at most `points` samples (the last one kept), as "title: [[t, v], ...]"."""
     step = max(1, len(samples) // points)
     thinned = samples[::step] + (samples[-1:] if samples and (len(samples) - 1) % step else [])
-    return "rss timeline (s, MiB): " + str([[round(t, 3), round(kb / 1024, 1)] for t, kb in thinned])
+    return f"{title}: " + str([[round(t, 3), round(v, 2)] for t, v in thinned])
 
 
 SYSTEM_NAMES = ("llamacpp", "mnn", "llmnpu", "edgeflow")

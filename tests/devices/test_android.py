@@ -7,12 +7,14 @@ import pytest
 
 from harness.devices import DeviceConfig, get_device
 from harness.devices.android import (DeviceUnreachable, pagecache_tool_binary, parse_residency, shell_command,
-                                     split_rc)
+                                     split_rc, with_status)
 
 
 def test_shell_command_quotes_and_reports_the_exit_status():
     line = shell_command(["./demo", "-m", "model file.mllm"], cwd="/data/local/tmp/x y", env={"LD_LIBRARY_PATH": "."})
-    assert line == "cd '/data/local/tmp/x y' && LD_LIBRARY_PATH=. ./demo -m 'model file.mllm'; echo __edgeflow_rc=$?"
+    assert line == "cd '/data/local/tmp/x y' && LD_LIBRARY_PATH=. ./demo -m 'model file.mllm'"
+    # stderr of the whole line (cd included) is merged, and the status echo comes after it, unredirected
+    assert with_status("cmd") == "{ cmd; } 2>&1; echo __edgeflow_rc=$?"
     assert split_rc("hello\nworld\n__edgeflow_rc=3\n") == (3, "hello\nworld\n")
     with pytest.raises(RuntimeError, match="no exit status"):
         split_rc("truncated output")

@@ -3,7 +3,8 @@
 Device paths under MAPPED live in the folder (`<root>/data/local/tmp/...`); every other absolute path is the host's
 own (so `/proc/<pid>/status` of a process the loopback runs is that real process's, and `/proc/loadavg` is this
 host's). Shell command lines are rewritten textually: each MAPPED prefix that starts a path becomes the folder's copy,
-whatever the quoting around it, so `cat '/sys/class/thermal/thermal_zone0/temp'` reads the scripted file. A binary
+whatever the quoting around it, so `cat '/sys/class/thermal/thermal_zone0/temp'` reads the scripted file; in the
+output, sandbox paths are shown as the device paths again. A binary
 that opens a device path it computed itself (not one on its command line) sees the host's file system: the harness
 passes every path on the command line, which is also what makes the paths overridable on a real phone.
 
@@ -99,6 +100,16 @@ class Sandbox:
         for pattern, replacement in self._patterns:
             command = pattern.sub(lambda _: replacement, command)
         return command
+
+    def unmap(self, output: bytes) -> bytes:
+        """Shell output with sandbox paths shown as the device paths they play (a glob of /sys/class/thermal lists
+        /sys/class/thermal/...). A path cut across two output chunks is left as it is."""
+        root = str(self.root).encode()
+        if root not in output:
+            return output
+        for prefix in MAPPED:
+            output = output.replace(root + prefix.encode(), prefix.encode())
+        return output
 
     # --- shell environment ---
     def shell_env(self) -> dict:

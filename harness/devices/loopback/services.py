@@ -98,7 +98,7 @@ def run_shell(stream: Stream, sandbox: Sandbox, command: str, v2: bool, use_pty:
                     data = b""
                 if not data:
                     return
-                send(kind, data)
+                send(kind, sandbox.unmap(data))
         except StreamClosed:
             pass
 
