@@ -122,7 +122,10 @@ class AndroidProcess:
         self._thread = threading.Thread(target=self._pump, args=(device.adb(), line, write_fd), daemon=True)
         self._thread.start()
         if not self._pid_known.wait(30) or not self.pid:
-            raise DeviceUnreachable(f"the phone did not start the process within 30 s ({self.error or 'no pid'})")
+            if self.error is not None:
+                raise DeviceUnreachable(f"the device at {device.address} went away while starting the process: "
+                                        f"{type(self.error).__name__}: {self.error}")
+            raise DeviceUnreachable(f"the phone did not start the process within 30 s (no pid line from `{line[:120]}`)")
 
     def _pump(self, adb, line, write_fd):
         buf = b""

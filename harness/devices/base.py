@@ -40,6 +40,8 @@ class DeviceConfig:
     serial: str | None = None  # android over USB: the device serial (None = the first one found)
     remote_dir: str = "/data/local/tmp/edgeflow-bench"
     adb_timeout_s: float = 10.0
+    max_temp_c: float | None = None  # thermal gate before each timed run (null: off; conf/device/android.yaml: 40)
+    thermal_wait_s: float = 300.0  # how long the gate waits for the device to cool, then the run fails
     # android only (docs/android.md): eviction, the on-device sampler, and how its raw readings are read
     root: str = "auto"  # auto (use su when it works) | su | none: drop_caches needs root, posix_fadvise does not
     sample_interval_ms: float = 20.0  # the sampler's period: within [1, 100] ms, i.e. at least 10 Hz
@@ -60,6 +62,8 @@ class DeviceConfig:
         if not self.adb_timeout_s > 0:
             raise ValueError(f"device.adb_timeout_s must be > 0, got {self.adb_timeout_s}")
         checks = [
+            ("max_temp_c", self.max_temp_c is None or 0 < float(self.max_temp_c) < 150, "null or within (0, 150) C"),
+            ("thermal_wait_s", float(self.thermal_wait_s) >= 0, ">= 0 s"),
             ("root", self.root in ("auto", "su", "none"), "one of auto, su, none"),
             ("sample_interval_ms", 1 <= float(self.sample_interval_ms) <= 100, "within [1, 100] ms (>= 10 Hz)"),
             ("pss_every", 0 <= int(self.pss_every) <= 1000, "an integer in [0, 1000]"),

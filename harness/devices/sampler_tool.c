@@ -8,13 +8,14 @@
  * runs), it writes one line per sample until /proc/PID/status has no VmRSS line (the process exited: gone, or a
  * zombie), then a last "# end" line:
  *
- *   # sampler_tool 1 pid=123 interval_ms=20 pss_every=5
+ *   # sampler_tool 1 pid=123 interval_ms=20 pss_every=5 started_after_s=0.004
  *   # columns t_s rss_kb hwm_kb pss_kb current_raw voltage_raw temp:cpu0 temp:battery
  *   0.000412 1204 1204 - -412000 3950000 36000 312
  *   ...
  *   # end samples=57 reason=exited
  *
- * t_s: seconds since the sampler started (CLOCK_MONOTONIC). rss/hwm: VmRSS/VmHWM from /proc/PID/status; pss: Pss
+ * t_s: seconds since the sampler started (CLOCK_MONOTONIC); started_after_s: how long after the process's start the
+ * sampler began (clock-tick resolution, -1 if unknown), which puts the samples on the process's clock. rss/hwm: VmRSS/VmHWM from /proc/PID/status; pss: Pss
  * from /proc/PID/smaps_rollup every `--pss-every` samples (walking the page tables costs more), "-" in between or
  * where unreadable. Sensors are copied raw (units and sign differ per device; harness/devices/power.py normalises).
  * Every file is reopened at each sample: sysfs values are regenerated on read. Built static for aarch64 like
@@ -64,6 +65,23 @@ static void sensor(const char *path, char *out, size_t cap) {
     snprintf(out, cap, "%s", *buf ? buf : "-");
 }
 
+/* Seconds between the process's start (its fork: /proc/PID/stat field 22, in clock ticks since boot) and now, so
+ * the harness can put the samples on the process's own clock; -1 when unknown. */
+static double started_after(long pid) {
+    char path[64], text[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    if (!read_text(path, text, sizeof text)) return -1;
+    const char *p = strrchr(text, ')');  /* the command name may hold spaces and parentheses */
+    for (int field = 2; p && field < 22; field++) p = strchr(p + 1, ' ');
+    if (!p) return -1;
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    const double since_boot = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    const double started = (double)strtoull(p + 1, NULL, 10) / (double)sysconf(_SC_CLK_TCK);
+    const double d = since_boot - started;
+    return d >= 0 && d < 3600 ? d : -1;
+}
+
 static void usage(const char *argv0) {
     fprintf(stderr, "usage: %s --pid PID --out FILE [--interval-ms N] [--pss-every N] [--max-seconds N] "
                     "[--current PATH] [--voltage PATH] [--temp NAME=PATH]...\n", argv0);
@@ -102,8 +120,8 @@ int main(int argc, char **argv) {
     char status_path[64], rollup_path[64];
     snprintf(status_path, sizeof status_path, "/proc/%ld/status", pid);
     snprintf(rollup_path, sizeof rollup_path, "/proc/%ld/smaps_rollup", pid);
-    fprintf(out, "# sampler_tool 1 pid=%ld interval_ms=%ld pss_every=%ld\n# columns t_s rss_kb hwm_kb pss_kb "
-                 "current_raw voltage_raw", pid, interval_ms, pss_every);
+    fprintf(out, "# sampler_tool 1 pid=%ld interval_ms=%ld pss_every=%ld started_after_s=%.3f\n# columns t_s rss_kb "
+                 "hwm_kb pss_kb current_raw voltage_raw", pid, interval_ms, pss_every, started_after(pid));
     for (int t = 0; t < ntemps; t++) fprintf(out, " temp:%s", temp_name[t]);
     fprintf(out, "\n");
 

@@ -19,7 +19,6 @@ the idle floor of the screen, radios and the sampler itself.
 """
 from __future__ import annotations
 
-import math
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -31,7 +30,8 @@ SIGNS = {"discharge_positive": 1.0, "discharge_negative": -1.0}
 
 @dataclass
 class Samples:
-    """One sampler file, parsed. Times in seconds since the sampler started; None where a value was unreadable."""
+    """One sampler file, parsed. Times in seconds since the measured process started (the sampler's own start plus
+    the offset it recorded); None where a value was unreadable."""
 
     pid: int
     interval_ms: float
@@ -59,6 +59,8 @@ def parse_samples(text: str) -> Samples:
     """Parse sampler_tool's output; a clear error for anything else."""
     lines = text.splitlines()
     head = re.match(r"# sampler_tool 1 pid=(\d+) interval_ms=(\d+)", lines[0]) if lines else None
+    late = re.search(r"started_after_s=(-?[\d.]+)", lines[0]) if lines else None
+    offset = float(late.group(1)) if late and float(late.group(1)) >= 0 else 0.0  # onto the process's clock
     if not head or len(lines) < 2 or not lines[1].startswith("# columns "):
         raise ValueError(f"not a sampler_tool file (first line {lines[0][:80] if lines else ''!r})")
     columns = lines[1].split()[2:]
@@ -72,7 +74,7 @@ def parse_samples(text: str) -> Samples:
         toks = line.split()
         if len(toks) != len(columns):
             continue  # a line cut short by a killed sampler
-        s.t.append(float(toks[0]))
+        s.t.append(float(toks[0]) + offset)
         for name, tok in zip(("rss_kb", "hwm_kb", "pss_kb"), toks[1:4]):
             getattr(s, name).append(None if tok in ("-", "-1") else int(tok))
         s.current_raw.append(_num(toks[4]))
@@ -134,15 +136,13 @@ def power_series(s: Samples, current_unit: str = "auto", voltage_unit: str = "au
     return Power([p[0] for p in pairs], [w * factor for w in raw_w], how), None
 
 
-def energy_joules(power: Power, start_s: float, end_s: float) -> float | None:
-    """Trapezoid integral of power over [start_s, end_s] (seconds on the sampler's clock), linearly interpolated at
-    the edges; None when the samples do not cover the window."""
+def energy_joules(power: Power, start_s: float, end_s: float, min_coverage: float = 0.5) -> float | None:
+    """Trapezoid integral of power over [start_s, end_s] (seconds on the process's clock), interpolated linearly
+    between samples and held at the first/last sample outside them; None when the samples cover less than
+    `min_coverage` of the window (see coverage)."""
     t, w = power.t, power.watts
-    if len(t) < 2 or end_s <= start_s:
+    if len(t) < 2 or end_s <= start_s or coverage(power, start_s, end_s) < min_coverage:
         return None
-    step = _step(t)
-    if t[0] - start_s > 2 * step or end_s - t[-1] > 2 * step:
-        return None  # the window starts before the first sample or ends after the last one
     def at(x):
         if x <= t[0]:
             return w[0]
@@ -155,8 +155,11 @@ def energy_joules(power: Power, start_s: float, end_s: float) -> float | None:
     return sum((xs[k + 1] - xs[k]) * (at(xs[k]) + at(xs[k + 1])) / 2 for k in range(len(xs) - 1))
 
 
-def _step(t: list[float]) -> float:
-    return statistics.median(b - a for a, b in zip(t, t[1:])) if len(t) > 1 else math.inf
+def coverage(power: Power, start_s: float, end_s: float) -> float:
+    """Fraction of [start_s, end_s] between the first and the last power sample."""
+    if not power.t or end_s <= start_s:
+        return 0.0
+    return max(0.0, min(end_s, power.t[-1]) - max(start_s, power.t[0])) / (end_s - start_s)
 
 
 def celsius(raw: float | None, battery: bool = False) -> float | None:

@@ -2,8 +2,8 @@
 
 One repetition:
   1. load gate: the device's 1-minute load average against `protocol.max_load` (refuse, wait, or flag the row);
-     thermal gate: wait until the hottest CPU zone is at most `protocol.max_temp_c` (up to `thermal_wait_s`, then
-     refuse), where the device reads temperatures;
+     thermal gate: wait until the hottest CPU zone is at most `device.max_temp_c` (up to `device.thermal_wait_s`,
+     then refuse), where the device reads temperatures (a phone: 40 C by default; this host: off);
   2. evict every model file from the page cache and verify residency (<= `protocol.max_resident_fraction`);
   3. spawn a fresh process (under flash emulation when the device has it) and start the clock at spawn;
   4. read its stdout unbuffered; the system's `first_token(buffer)` says when the first generated token is there, and
@@ -39,8 +39,6 @@ class ProtocolConfig:
     busy_wait_s: float = 120.0
     max_resident_fraction: float = 0.01  # of the model files' pages, after eviction
     rss_sample_ms: float = 10.0
-    max_temp_c: float | None = 40.0  # thermal gate on the hottest CPU zone (null: off); devices without one skip it
-    thermal_wait_s: float = 300.0
 
     def __post_init__(self):
         checks = [
@@ -51,8 +49,6 @@ class ProtocolConfig:
             ("busy_wait_s", self.busy_wait_s >= 0, ">= 0"),
             ("max_resident_fraction", 0 <= self.max_resident_fraction <= 1, "within [0, 1]"),
             ("rss_sample_ms", 1 <= self.rss_sample_ms <= 1000, "within [1, 1000] ms"),
-            ("max_temp_c", self.max_temp_c is None or 0 < self.max_temp_c < 150, "null or within (0, 150) C"),
-            ("thermal_wait_s", self.thermal_wait_s >= 0, ">= 0"),
         ]
         for key, ok, allowed in checks:
             if not ok:
@@ -73,7 +69,7 @@ class HostBusy(RuntimeError):
 
 
 class DeviceHot(RuntimeError):
-    """The device stayed hotter than protocol.max_temp_c for protocol.thermal_wait_s."""
+    """The device stayed hotter than device.max_temp_c for device.thermal_wait_s."""
 
 
 @dataclass
@@ -120,17 +116,18 @@ def gate_load(device, protocol: ProtocolConfig) -> tuple[float, bool]:
                    f"(busy_policy={protocol.busy_policy}); retry when the machine is idle or raise the threshold")
 
 
-def gate_thermal(device, protocol: ProtocolConfig, poll_s: float = 2.0) -> tuple[float | None, str | None]:
+def gate_thermal(device, poll_s: float = 1.0) -> tuple[float | None, str | None]:
     """(temperature before the run, None) once the device is cool enough, or (None, why no reading); raises
-    DeviceHot after protocol.thermal_wait_s."""
+    DeviceHot after device.thermal_wait_s."""
     temp, reason = device.temperature_c()
-    if temp is None or protocol.max_temp_c is None:
+    limit, wait_s = device.cfg.max_temp_c, device.cfg.thermal_wait_s
+    if temp is None or limit is None:
         return temp, reason
-    deadline = time.monotonic() + protocol.thermal_wait_s
-    while temp > protocol.max_temp_c:
+    deadline = time.monotonic() + wait_s
+    while temp > limit:
         if time.monotonic() >= deadline:
-            raise DeviceHot(f"device still at {temp:.1f} C > protocol.max_temp_c={protocol.max_temp_c} after "
-                            f"{protocol.thermal_wait_s:.0f} s (protocol.thermal_wait_s); let it cool or raise the limit")
+            raise DeviceHot(f"device still at {temp:.1f} C > device.max_temp_c={limit} after {wait_s:.0f} s "
+                            f"(device.thermal_wait_s); let it cool or raise the limit")
         time.sleep(min(poll_s, max(0.05, deadline - time.monotonic())))
         temp, _ = device.temperature_c()
         if temp is None:
@@ -156,7 +153,7 @@ def run_once(device, cmd: list[str], files: list[str], first_token: Callable[[by
              protocol: ProtocolConfig, env: dict | None = None, cwd: str | None = None) -> ColdRun:
     """One cold repetition of `cmd` (see the module docstring)."""
     load, busy = gate_load(device, protocol)
-    temp_before, thermal_reason = gate_thermal(device, protocol)
+    temp_before, thermal_reason = gate_thermal(device)
     resident = evict_verified(device, files, protocol)
     read_energy, energy_reason = device.power_source()
     e0 = read_energy() if read_energy else None
@@ -226,7 +223,7 @@ def run_once(device, cmd: list[str], files: list[str], first_token: Callable[[by
 
 def on_device_samples(run: ColdRun, samples, device) -> None:
     """Fill a run's memory, power and temperature from the device's own sampler (times on its clock, 0 = spawn)."""
-    from harness.devices.sampling import celsius, energy_joules, power_series
+    from harness.devices.sampling import celsius, coverage, energy_joules, power_series
 
     run.rss_timeline = [(t, r) for t, r in zip(samples.t, samples.rss_kb) if r is not None]
     run.pss_timeline = [(t, p) for t, p in zip(samples.t, samples.pss_kb) if p is not None]
@@ -244,10 +241,12 @@ def on_device_samples(run: ColdRun, samples, device) -> None:
     else:
         run.power_timeline = list(zip(power.t, power.watts))
         run.energy_j = energy_joules(power, 0.0, run.ttft_s)
-        run.energy_reason = None if run.energy_j is not None else "the sampler's samples do not cover the cold start"
+        covered = coverage(power, 0.0, run.ttft_s)
+        run.energy_reason = None if run.energy_j is not None else (
+            f"the sampler's samples cover {covered:.0%} of the cold start (< 50%): too short for its period")
         if run.energy_j is not None:
             run.avg_power_w = run.energy_j / run.ttft_s
-        run.notes.append(f"power: {power.how}")
+        run.notes.append(f"power: {power.how}; samples cover {covered:.0%} of the cold start, the edges held")
     temps = [celsius(v) for name, vals in samples.temps_raw.items() if name != "battery" for v in vals]
     temps = [v for v in temps if v is not None]  # CPU zones only: the battery warms slowly and lags
     run.temp_peak_c = max(temps) if temps else None

@@ -50,3 +50,10 @@ def test_pagecache_tool_for_the_phone_evicts_under_qemu(tmp_path):
     assert run("evict", str(f)).stdout == "0 10\n"
     bad = run("evict", str(tmp_path / "missing"))
     assert bad.returncode == 2 and "missing" in bad.stderr
+
+
+@pytest.mark.parametrize("key,value,allowed", [("sample_interval_ms", 500, "10 Hz"), ("root", "maybe", "auto, su"),
+                                               ("current_unit", "nA", "uA"), ("max_temp_c", 400, "150")])
+def test_bad_android_settings_name_the_key(key, value, allowed):
+    with pytest.raises(ValueError, match=f"device.{key} must be .*{allowed}"):
+        DeviceConfig(name="android", adb_address="127.0.0.1:5555", **{key: value})

@@ -5,22 +5,6 @@ import pytest
 from harness.runner.store import ResultsStore
 
 
-@pytest.fixture(scope="module")
-def tiny_checkpoint(tmp_path_factory, default_model_spec):
-    from transformers import AutoTokenizer
-
-    from harness.models.zoo import checkpoint_dir
-    from tests.tiny_llama import tiny_llama
-
-    tokenizer = AutoTokenizer.from_pretrained(checkpoint_dir(default_model_spec))
-    # Seeded, so the artifacts and GGUF cached under its name always hold the same weights.
-    model = tiny_llama(hidden=64, intermediate=128, layers=2, heads=4, kv_heads=2, vocab=len(tokenizer), tie=True)
-    path = tmp_path_factory.mktemp("tiny-fig10")
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
-
-
 @pytest.mark.real_model
 @pytest.mark.slow
 def test_miniature_fig10_sweep_measures_and_draws(tmp_path, tiny_checkpoint):

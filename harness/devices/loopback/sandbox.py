@@ -76,6 +76,7 @@ class Sandbox:
         self._patterns = [(_prefix_pattern(p), str(self.root) + p) for p in MAPPED]
         self._t0 = time.monotonic()
         self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         for d in ("data/local/tmp", "data/misc/adb", "system/bin", "proc/sys/vm"):
@@ -165,6 +166,10 @@ class Sandbox:
         self.update_sensors()
 
     def update_sensors(self):
+        with self._write_lock:  # the sensor thread and set_sensor both write
+            self._update_sensors()
+
+    def _update_sensors(self):
         t = time.monotonic() - self._t0
         with self._lock:
             items = list(self.sensors.items())
