@@ -158,7 +158,7 @@ def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/status") as f:
             return "State:\tZ" not in f.read()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone between open() and read(): /proc says ESRCH
         return False
 
 
