@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "attention.h"
+#include "vec_exp.h"
 
 #ifndef EF_ATTN_W
 #error "define EF_ATTN_W and the register blocking (EF_ATTN_RK, _NB, _RP, _NC) before including attention_tiled.h"
@@ -61,28 +62,8 @@ inline void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
 inline vf splat(float s) { return vf{} + s; }
 inline vf vmax(vf a, vf b) { return a > b ? a : b; }
 
-// exp_approx (exp_approx.h) lane by lane, except that inputs below -87.33 give exactly 0 (masked scores).
-inline vf vexp(vf x) {
-    const vf lo = splat(-87.33f), hi = splat(88.37f);
-    vf xc = x < hi ? x : hi;
-    xc = xc > lo ? xc : lo;
-    const vf t = xc * 1.44269504088896341f + 0.5f;
-    vf n = __builtin_convertvector(__builtin_convertvector(t, vi), vf);  // truncation ...
-    n = n > t ? n - 1.f : n;                                               // ... made floor
-    const vf r = xc - n * 0.693359375f + n * 2.12194440e-4f;
-    vf p = splat(1.9875691500e-4f);
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.f;
-    const vi bits = (__builtin_convertvector(n, vi) + 127) << 23;
-    vf scale;
-    std::memcpy(&scale, &bits, sizeof scale);
-    const vf e = p * scale;
-    return x < lo ? vf{} : e;
-}
+// exp_approx lane by lane (vec_exp.h), except that inputs below -87.33 give exactly 0 (masked scores).
+inline vf vexp(vf x) { return vexp_approx<vf, vi, true>(x); }
 
 // St[kk, n * W + lane] = scale * sum_i k[kk * ldk + i] * qt[i * ldq + n * W + lane] for kk < R, n < N: R keys
 // against N vectors of query rows, R * N accumulators in registers.

@@ -10,10 +10,13 @@ namespace edgeflow {
 
 // x = n ln2 + r with |r| <= ln2 / 2, exp(r) by the Cephes expf polynomial (relative error ~1e-7, like expf), 2^n
 // through the exponent bits. Inputs are clamped to [-87.33, 88.37] (exp(-87.33) ~ FLT_MIN keeps 2^n normal).
-inline float exp_approx(float x) {
+__attribute__((always_inline)) inline float exp_approx(float x) {
     x = x < 88.37f ? x : 88.37f;
     x = x > -87.33f ? x : -87.33f;
-    const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+    // n = floor(y), written as truncation plus a correction because GCC does not vectorize floorf (|y| < 2^31 here).
+    const float y = x * 1.44269504088896341f + 0.5f;
+    float n = float(int32_t(y));
+    n = n > y ? n - 1.f : n;
     const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;

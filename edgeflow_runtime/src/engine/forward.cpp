@@ -22,8 +22,6 @@ void ChunkState::init(const LlamaConfig& cfg, int pos, const int32_t* toks, int 
     x.resize(size_t(T) * cfg.hidden);
     h.resize(size_t(T) * std::max(cfg.hidden, cfg.q_dim()));
     q.resize(size_t(T) * cfg.q_dim());
-    g.resize(size_t(T) * cfg.intermediate);
-    u.resize(size_t(T) * cfg.intermediate);
     for (auto* b : {&xq0, &xq1, &xq2}) b->resize(wide);
     for (auto* b : {&acc0, &acc1, &acc2}) b->resize(wide);
 }
@@ -158,10 +156,9 @@ void Forward::swiglu(int layer, ChunkState& s) const {
     const int I = cfg.intermediate;
     for_row_blocks(cpu_, s.T, [&](int t0, int n) {
         const size_t o = size_t(t0) * I;
-        dequantize_rows(n, I, s.acc1.data() + o, I, L.gate.scale.data(), s.g.data() + o);
-        dequantize_rows(n, I, s.acc2.data() + o, I, L.up.scale.data(), s.u.data() + o);
-        silu_mul(n * I, s.g.data() + o, s.u.data() + o);
-        quantize_rows(n, I, s.g.data() + o, L.down.m.data(), s.xq0.data() + o);
+        std::vector<float> rows(2 * size_t(I));  // one token's g and u: the row stays in L1 across the passes
+        swiglu_quantize_rows(n, I, s.acc1.data() + o, s.acc2.data() + o, I, L.gate.scale.data(), L.up.scale.data(),
+                             L.down.m.data(), s.xq0.data() + o, rows.data());
     });
 }
 

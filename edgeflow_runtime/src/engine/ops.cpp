@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "exp_approx.h"
+#include "vec_exp.h"
 
 // The loops below are written to auto-vectorize. On x86-64 each hot function is also compiled for x86-64-v4 (AVX-512
 // F/BW/DQ/VL) and for Haswell (AVX2 + FMA), one of the three picked at load time from CPUID (GCC function
@@ -102,10 +103,36 @@ void dequantize_rope_rows(int T, int n_heads, int head_dim, int pos0, const int3
     }
 }
 
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"  // vexp_approx is always inlined: no 64-byte vector crosses a call
 EF_VECTOR_CLONES
 void silu_mul(int n, float* g, const float* u) {
-#pragma omp simd
-    for (int i = 0; i < n; ++i) g[i] = g[i] / (1.f + exp_approx(-g[i])) * u[i];
+    // 16 lanes at a time through vexp_approx: each clone splits the vector into its own registers (one zmm, two ymm,
+    // four xmm; Neon q registers on aarch64). The tail takes the scalar exp_approx, the same polynomial.
+    typedef float v16f __attribute__((vector_size(64)));
+    typedef int32_t v16i __attribute__((vector_size(64)));
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        v16f x, y;
+        std::memcpy(&x, g + i, sizeof x);
+        std::memcpy(&y, u + i, sizeof y);
+        x = x / (1.f + vexp_approx<v16f, v16i, false>(-x)) * y;
+        std::memcpy(g + i, &x, sizeof x);
+    }
+    for (; i < n; ++i) g[i] = g[i] / (1.f + exp_approx(-g[i])) * u[i];
+}
+#pragma GCC diagnostic pop
+
+void swiglu_quantize_rows(int T, int I, const int32_t* acc_g, const int32_t* acc_u, int ldacc, const float* scale_g,
+                          const float* scale_u, const float* m, int8_t* xq, float* scratch) {
+    float* g = scratch;
+    float* u = scratch + I;
+    for (int t = 0; t < T; ++t) {
+        dequantize_rows(1, I, acc_g + size_t(t) * ldacc, ldacc, scale_g, g);
+        dequantize_rows(1, I, acc_u + size_t(t) * ldacc, ldacc, scale_u, u);
+        silu_mul(I, g, u);
+        quantize_rows(1, I, g, m, xq + size_t(t) * I);
+    }
 }
 
 void embed_rows(int T, int H, const int32_t* tokens, const int8_t* codes, const float* w_scale, float* x) {

@@ -34,6 +34,12 @@ void dequantize_rope_rows(int T, int n_heads, int head_dim, int pos0, const int3
 // g[i] = silu(g[i]) * u[i] for n values.
 void silu_mul(int n, float* g, const float* u);
 
+// The SwiGLU stage between gate/up and down, one token row at a time so that each row's floats stay in L1 across
+// the passes: g = dequantize(acc_g), u = dequantize(acc_u), g = silu(g) * u, xq = quantize(g, m). acc_g, acc_u
+// [T, ldacc] int32, xq [T, I]; scratch >= 2 * I floats. Bit-identical to the four whole-array passes.
+void swiglu_quantize_rows(int T, int I, const int32_t* acc_g, const int32_t* acc_u, int ldacc, const float* scale_g,
+                          const float* scale_u, const float* m, int8_t* xq, float* scratch);
+
 // Embedding lookup: x[t] = codes[tok[t]] * w_scale[tok[t]]; codes [V, H] int8.
 void embed_rows(int T, int H, const int32_t* tokens, const int8_t* codes, const float* w_scale, float* x);
 

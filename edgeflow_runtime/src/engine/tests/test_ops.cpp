@@ -9,6 +9,7 @@
 
 #include "attention.h"
 #include "check.h"  // edgeflow_runtime/tests/check.h
+#include "exp_approx.h"
 #include "engine.h"
 #include "executor.h"
 #include "ops.h"
@@ -141,6 +142,48 @@ static void test_dequantize_rope_fused() {
     CHECK(one == two);
 }
 
+// silu_mul's 16-lane body (vexp_approx) against the scalar formula with exp_approx, on a length with a tail and
+// inputs over the whole clamp range: the same polynomial, so equal up to FMA contraction (a few ulps).
+static void test_silu_vector() {
+    const int n = 16 * 37 + 11;
+    std::vector<float> g(n), u(n), want(n);
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> wide(-100.f, 100.f), unit(-2.f, 2.f);
+    for (int i = 0; i < n; ++i) {
+        g[i] = i % 3 ? unit(rng) * 4.f : wide(rng);
+        u[i] = unit(rng);
+        want[i] = g[i] / (1.f + exp_approx(-g[i])) * u[i];
+    }
+    silu_mul(n, g.data(), u.data());
+    bool ok = true;
+    for (int i = 0; i < n; ++i) ok &= std::fabs(g[i] - want[i]) <= 4e-7f * std::fabs(want[i]) + 1e-30f;
+    CHECK(ok);
+    CHECK(near(exp_approx(1.f), std::exp(1.f), 2e-7f) && near(exp_approx(-20.5f), std::exp(-20.5f), 2e-7f));
+}
+
+// swiglu_quantize_rows is the four passes it replaces, bit for bit (including round half to even at the end).
+static void test_swiglu_fused() {
+    const int T = 6, I = 200, ld = I + 4;
+    std::mt19937 rng(9);
+    std::uniform_int_distribution<int32_t> acc_d(-400000, 400000);
+    std::uniform_real_distribution<float> sc_d(1e-6f, 4e-5f), m_d(5.f, 40.f);
+    std::vector<int32_t> ag(size_t(T) * ld), au(size_t(T) * ld);
+    std::vector<float> sg(I), su(I), m(I), g(size_t(T) * I), u(size_t(T) * I), scratch(2 * I);
+    for (auto& a : ag) a = acc_d(rng);
+    for (auto& a : au) a = acc_d(rng);
+    for (int i = 0; i < I; ++i) sg[i] = sc_d(rng), su[i] = sc_d(rng), m[i] = m_d(rng);
+    std::vector<int8_t> want(size_t(T) * I), got(size_t(T) * I);
+    dequantize_rows(T, I, ag.data(), ld, sg.data(), g.data());
+    dequantize_rows(T, I, au.data(), ld, su.data(), u.data());
+    silu_mul(T * I, g.data(), u.data());
+    quantize_rows(T, I, g.data(), m.data(), want.data());
+    swiglu_quantize_rows(T, I, ag.data(), au.data(), ld, sg.data(), su.data(), m.data(), got.data(), scratch.data());
+    CHECK(got == want);
+    int nonzero = 0;
+    for (int8_t x : got) nonzero += x != 0;
+    CHECK(nonzero > T * I / 2);  // the fixture exercises the quantizer, not just zeros
+}
+
 // The tiled kernels against attention_ref. Both compute every score as (q . k) * scale and exp with the same
 // polynomial; they differ in summation order (vector lanes, key tiles, the online softmax's rescaling) and in
 // normalising at the end (O / l) rather than per term (p / l). Each output is a convex combination of values, so the
@@ -254,6 +297,8 @@ int main() {
     test_quantize();
     test_norm_rope_attention();
     test_dequantize_rope_fused();
+    test_silu_vector();
+    test_swiglu_fused();
     test_attention_tiled();
     test_attention_plan();
     test_embed_head_silu();
