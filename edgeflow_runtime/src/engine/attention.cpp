@@ -126,8 +126,8 @@ const AttentionKernel& best_attention_kernel() {
     return chosen;
 }
 
-void attention_tiled_all(const AttentionKernel& kernel, const AttentionArgs& a) {
-    for (const auto& it : attention_plan(a, 1)) kernel.fn(a, it);
+void attention_tiled_all(const AttentionKernel& kernel, const AttentionArgs& a, int plan_threads) {
+    for (const auto& it : attention_plan(a, plan_threads)) kernel.fn(a, it);
 }
 
 }  // namespace edgeflow

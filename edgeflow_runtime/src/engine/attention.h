@@ -8,7 +8,7 @@
 //                    softmax (running max and sum per row, earlier output rescaled when the max grows), then P.V
 //                    accumulated into the output tile. Causal masking only on tiles that reach past the block's
 //                    first query position. One build per SIMD width (AVX-512, AVX2+FMA, 128-bit: SSE2 / Neon),
-//                    chosen at run time from CPUID.
+//                    chosen at run time from CPUID. Items of very few rows (decode) run attention_ref inside.
 //
 // Work is split into AttentionItems (a KV head, a range of its query heads, a block of query rows) so that a pool of
 // any size gets enough similar-sized pieces: attention_plan orders them longest first (later query blocks attend to
@@ -63,7 +63,7 @@ std::vector<AttentionKernel> attention_kernels();
 // (avx512|avx2|vec128; an unknown or unsupported name is an EngineError naming the choices).
 const AttentionKernel& best_attention_kernel();
 
-// Runs every item of attention_plan(a, 1) with kernel on the calling thread (tests, benchmarks).
-void attention_tiled_all(const AttentionKernel& kernel, const AttentionArgs& a);
+// Runs every item of attention_plan(a, plan_threads) with kernel on the calling thread (tests, benchmarks).
+void attention_tiled_all(const AttentionKernel& kernel, const AttentionArgs& a, int plan_threads = 1);
 
 }  // namespace edgeflow

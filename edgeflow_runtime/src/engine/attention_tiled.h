@@ -4,6 +4,7 @@
 //   EF_ATTN_W            floats per vector
 //   EF_ATTN_RK, EF_ATTN_NB   score block: RK keys x NB vectors of query rows held in registers
 //   EF_ATTN_RP, EF_ATTN_NC   P.V block: RP query rows x NC vectors of head dims held in registers
+// Items of at most W / 4 rows go to attention_ref instead (see run_item).
 // Everything here has internal linkage, so the per-width copies never clash.
 //
 // One work item (attention.h: a KV head g, its query heads [h0, h1), query rows [t0, t1)) stacks its query rows as
@@ -154,6 +155,16 @@ inline int round_up(int x, int m) { return (x + m - 1) / m * m; }
 void run_item(const AttentionArgs& a, const AttentionItem& it) {
     const int d = a.d, dp = round_up(d, W);
     const int nh = it.h1 - it.h0, nt = it.t1 - it.t0, rows = nh * nt;
+    // A handful of rows (decode: one token) would leave most vector lanes idle: there the reference, which vectorizes
+    // over head_dim instead, is faster (measured at T = 1, 960 cached keys: 0.28 ms against 0.41 ms for 9 heads).
+    if (rows * 4 <= W && a.out_stride == a.q_stride) {
+        float* scratch = item_scratch(size_t(a.pos0) + it.t1);
+        for (int h = it.h0; h < it.h1; ++h)
+            attention_ref(nt, a.pos0 + it.t0, d, a.q + size_t(it.t0) * a.q_stride + size_t(h) * d, a.q_stride,
+                          a.k + size_t(it.kv_head) * d, a.v + size_t(it.kv_head) * d, a.kv_stride,
+                          a.out + size_t(it.t0) * a.out_stride + size_t(h) * d, scratch);
+        return;
+    }
     const int rows_p = round_up(rows, W), nrv = rows_p / W;
     const int first_pos = a.pos0 + it.t0, n_keys = a.pos0 + it.t1;  // keys [0, n_keys): the last row's context
     const bool pad_v = dp != d;
