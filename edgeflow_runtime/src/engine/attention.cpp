@@ -9,6 +9,7 @@
 
 #include "exp_approx.h"
 #include "model.h"
+#include "ops.h"
 
 // As in ops.cpp: the reference's loops auto-vectorize, with x86-64 clones for AVX2 and AVX-512 picked at load time.
 #if defined(__x86_64__) && !defined(__clang__)
@@ -58,6 +59,14 @@ void attention_ref(int T, int pos0, int d, const float* q, int q_stride, const f
             for (int i = 0; i < d; ++i) ot[i] += p * vj[i];
         }
     }
+}
+
+void attention_quantize_item(const AttentionArgs& a, const AttentionItem& it) {
+    if (!a.out_q) return;
+    for (int t = it.t0; t < it.t1; ++t)
+        for (int h = it.h0; h < it.h1; ++h)
+            quantize_rows(1, a.d, a.out + size_t(t) * a.out_stride + size_t(h) * a.d, a.out_m + size_t(h) * a.d,
+                          a.out_q + size_t(t) * a.out_q_stride + size_t(h) * a.d);
 }
 
 void attention_ref_all(const AttentionArgs& a) {

@@ -14,6 +14,7 @@
 // any size gets enough similar-sized pieces: attention_plan orders them longest first (later query blocks attend to
 // more keys) and a pool handing items out in order then balances the causal triangle.
 #pragma once
+#include <cstdint>
 #include <vector>
 
 namespace edgeflow {
@@ -30,6 +31,12 @@ struct AttentionArgs {
     int kv_stride = 0;
     float* out = nullptr;
     int out_stride = 0;
+    // Optional: each item also quantizes what it wrote (quantize_rows, ops.h, with per-feature multipliers
+    // out_m [n_heads * d]) into out_q + t * out_q_stride + h * d, the int8 input of o_proj, saving a pass and a
+    // barrier. Bit-identical to quantize_rows over the whole output afterwards.
+    int8_t* out_q = nullptr;
+    const float* out_m = nullptr;
+    int out_q_stride = 0;
 };
 
 // Query heads [h0, h1) (all reading KV head kv_head) for query rows [t0, t1) of the chunk.
@@ -42,6 +49,9 @@ struct AttentionItem {
 // out to the head). scratch >= pos0 + T floats.
 void attention_ref(int T, int pos0, int d, const float* q, int q_stride, const float* k, const float* v,
                    int kv_stride, float* out, float* scratch);
+
+// The out_q step of one item (a no-op without out_q); the kernels call it last.
+void attention_quantize_item(const AttentionArgs& a, const AttentionItem& it);
 
 // All heads of AttentionArgs with attention_ref, one head after another (single thread).
 void attention_ref_all(const AttentionArgs& a);

@@ -163,6 +163,7 @@ void run_item(const AttentionArgs& a, const AttentionItem& it) {
             attention_ref(nt, a.pos0 + it.t0, d, a.q + size_t(it.t0) * a.q_stride + size_t(h) * d, a.q_stride,
                           a.k + size_t(it.kv_head) * d, a.v + size_t(it.kv_head) * d, a.kv_stride,
                           a.out + size_t(it.t0) * a.out_stride + size_t(h) * d, scratch);
+        attention_quantize_item(a, it);
         return;
     }
     const int rows_p = round_up(rows, W), nrv = rows_p / W;
@@ -257,6 +258,7 @@ void run_item(const AttentionArgs& a, const AttentionItem& it) {
         const float inv = 1.f / l[r];
         for (int i = 0; i < d; ++i) orow[i] = o[size_t(r) * dp + i] * inv;
     }
+    attention_quantize_item(a, it);
 }
 
 }  // namespace

@@ -113,7 +113,7 @@ void Forward::attention(int layer, ChunkState& s) const {
         dequantize_rows(n, kvd, s.acc2.data() + okv, kvd, L.v.scale.data(), vc + size_t(p) * kvd);
     });
     // Tiled attention (attention.h) over work items of (KV head, its query heads, query block), largest first;
-    // each item writes its heads' slices of its rows of h.
+    // each item writes its heads' slices of its rows of h and their int8 copy for o_proj.
     AttentionArgs a;
     a.T = s.T;
     a.pos0 = s.pos0;
@@ -127,12 +127,12 @@ void Forward::attention(int layer, ChunkState& s) const {
     a.kv_stride = kvd;
     a.out = s.h.data();
     a.out_stride = qd;
+    a.out_q = s.xq0.data();  // each item quantizes its own slice for o_proj
+    a.out_m = L.o.m.data();
+    a.out_q_stride = qd;
     const auto items = attention_plan(a, cpu_.size());
     const AttentionFn fn = attention_.fn;
     cpu_.parallel_for(int(items.size()), [&](int i) { fn(a, items[i]); });
-    for_row_blocks(cpu_, s.T, [&](int t0, int n) {
-        quantize_rows(n, qd, s.h.data() + size_t(t0) * qd, L.o.m.data(), s.xq0.data() + size_t(t0) * qd);
-    });
 }
 
 void Forward::o_proj(int layer, ChunkState& s) const {

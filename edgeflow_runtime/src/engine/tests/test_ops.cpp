@@ -249,6 +249,18 @@ static void test_attention_tiled() {
                              kernel.name, c.T, c.pos0, c.d, c.n_kv, c.group, err, vmax);
             CHECK(err <= 2e-5 * vmax);
             CHECK(got_pool == got_seq);
+            // The fused quantization for o_proj equals quantize_rows over the finished output.
+            std::vector<float> mult(qd);
+            for (int i = 0; i < qd; ++i) mult[i] = 20.f + float(i % 7);
+            std::vector<int8_t> q8(size_t(c.T) * qd), q8_want(size_t(c.T) * qd);
+            a.out_q = q8.data();
+            a.out_m = mult.data();
+            a.out_q_stride = qd;
+            attention_tiled_all(kernel, a, 2);
+            a.out_q = nullptr;
+            for (int t = 0; t < c.T; ++t)
+                quantize_rows(1, qd, got_pool.data() + size_t(t) * q_stride, mult.data(), q8_want.data() + size_t(t) * qd);
+            CHECK(q8 == q8_want);
             // The padding columns between rows are never written.
             bool pad_untouched = true;
             for (int t = 0; t < c.T; ++t)
