@@ -9,6 +9,8 @@
 //                    accumulated into the output tile. Causal masking only on tiles that reach past the block's
 //                    first query position. One build per SIMD width (AVX-512, AVX2+FMA, 128-bit: SSE2 / Neon),
 //                    chosen at run time from CPUID. Items of very few rows (decode) run attention_ref inside.
+//                    Agrees with attention_ref to within 2e-5 * max |v| per output (tests/test_ops.cpp; measured
+//                    <= 1e-6 * max |v| on head_dim 24..128, GQA groups 1/3/4, odd T, pos0 > 0).
 //
 // Work is split into AttentionItems (a KV head, a range of its query heads, a block of query rows) so that a pool of
 // any size gets enough similar-sized pieces: attention_plan orders them longest first (later query blocks attend to
