@@ -23,9 +23,12 @@ TEXTS = ["The capital of France is Paris, and the capital of Germany is",
 # a rounding tie (x * m = k + 0.5) lands on the other side, that code differs by one, and later layers and positions
 # (through the KV cache) carry it. With ~2e5 rounding decisions per position a few such flips are expected. (Seen
 # while writing this test: nudging one o_proj input of layer 20 by one ulp in the reference reproduced the runtime's
-# logits to 1e-6.) Measured: max 0.12, about a third of the positions within 1e-4. So: the same top-1 token at every
-# position, every error bounded.
-TIGHT, MAX_REL_ERR = 1e-4, 0.3
+# logits to 1e-6.) Measured: max 0.12, about a third of the positions within 1e-4. After a flip the logits move by
+# up to ~2 (absolute), more than the reference's top-1 margin at some positions (as small as 0.006 on these texts), so
+# which positions keep their top-1 there depends on the float order of the build (AVX-512, AVX2 and SSE2 kernels each
+# lose it at 1-3 different positions of 50). So: the same top-1 token at every position before a flip (error within
+# TIGHT), at least MIN_TOP1 of all positions, every error bounded.
+TIGHT, MAX_REL_ERR, MIN_TOP1 = 1e-4, 0.3, 0.9
 
 
 def test_runtime_matches_fakequant_on_smollm2(default_model_spec):
@@ -35,7 +38,7 @@ def test_runtime_matches_fakequant_on_smollm2(default_model_spec):
     quantizer.calibrate(model, [calib[i * 32:(i + 1) * 32] for i in range(4)])
     artifact = quantizer.quantize(model, "smollm2-135m")
     reference = build_fakequant_model(artifact, model)
-    errs = []
+    errs, agree = [], []
     with NativeEngine.from_artifact(artifact, threads=2, chunk=16) as engine:
         for text in TEXTS:
             ids = torch.tensor(tok(text)["input_ids"])
@@ -44,9 +47,14 @@ def test_runtime_matches_fakequant_on_smollm2(default_model_spec):
             got = engine.logits(ids)
             err = (got - want).abs().amax(-1) / want.abs().amax(-1)
             print(f"{len(ids)} tokens: relative logit error per position {[f'{e:.0e}' for e in err.tolist()]}")
-            assert torch.equal(got.argmax(-1), want.argmax(-1)), f"top-1 differs in {text!r}"
+            same = got.argmax(-1) == want.argmax(-1)
+            assert bool(same[err < TIGHT].all()), f"top-1 differs before any rounding flip in {text!r}"
             errs.append(err)
+            agree.append(same)
     errs = torch.cat(errs)
     tight = float((errs < TIGHT).float().mean())
     print(f"max relative logit error {float(errs.max()):.2e}; positions within {TIGHT:g}: {tight:.0%} of {len(errs)}")
+    top1 = float(torch.cat(agree).float().mean())
+    print(f"top-1 agreement {top1:.0%}")
     assert float(errs.max()) < MAX_REL_ERR
+    assert top1 >= MIN_TOP1
