@@ -23,13 +23,13 @@ TEXTS = ["The capital of France is Paris, and the capital of Germany is",
 # a rounding tie (x * m = k + 0.5) lands on the other side, that code differs by one, and later layers and positions
 # (through the KV cache) carry it. With ~2e5 rounding decisions per position a few such flips are expected. (Seen
 # while writing this test: nudging one o_proj input of layer 20 by one ulp in the reference reproduced the runtime's
-# logits to 1e-6.) Measured: max 0.12, about a third of the positions within 1e-4. A flip can also change the top-1
-# token where the reference's two best logits are close (seen on an AVX-512 host, whose float sums are ordered
-# differently: 1 of 50 positions in one CI run). So: the same top-1 at nearly every position, the runtime's choice always among the
-# reference's best few, every error bounded. A real defect (a wrong scale, layout or operator) moves every position
-# by far more than MAX_REL_ERR and the top-1 with it.
-TIGHT, MAX_REL_ERR = 1e-4, 0.3
-MIN_TOP1_AGREEMENT, TOP_K = 0.9, 5
+# logits to 1e-6.) Measured: max 0.12, about a third of the positions within 1e-4. After a flip the logits move by
+# up to ~2 (absolute), more than the reference's top-1 margin at some positions (as small as 0.006 on these texts), so
+# which positions keep their top-1 there depends on the float order of the build (AVX-512, AVX2 and SSE2 kernels each
+# lose it at 1-3 different positions of 50). So: the same top-1 token at every position before a flip (error within
+# TIGHT), at least MIN_TOP1 of all positions, the runtime's choice always among the reference's TOP_K best, every
+# error bounded. A real defect (a wrong scale, layout or operator) moves every position by far more than MAX_REL_ERR.
+TIGHT, MAX_REL_ERR, MIN_TOP1, TOP_K = 1e-4, 0.3, 0.9, 5
 
 
 def test_runtime_matches_fakequant_on_smollm2(default_model_spec):
@@ -48,13 +48,16 @@ def test_runtime_matches_fakequant_on_smollm2(default_model_spec):
             got = engine.logits(ids)
             err = (got - want).abs().amax(-1) / want.abs().amax(-1)
             print(f"{len(ids)} tokens: relative logit error per position {[f'{e:.0e}' for e in err.tolist()]}")
+            same = got.argmax(-1) == want.argmax(-1)
+            assert bool(same[err < TIGHT].all()), f"top-1 differs before any rounding flip in {text!r}"
             in_top_k = (want.topk(TOP_K, -1).indices == got.argmax(-1, keepdim=True)).any(-1)
             assert bool(in_top_k.all()), f"the runtime's top-1 is outside the reference's top-{TOP_K} in {text!r}"
             errs.append(err)
-            agree.append(got.argmax(-1) == want.argmax(-1))
-    errs, agree = torch.cat(errs), torch.cat(agree)
-    print(f"top-1 agreement {float(agree.float().mean()):.0%} of {len(agree)} positions")
-    assert float(agree.float().mean()) >= MIN_TOP1_AGREEMENT
+            agree.append(same)
+    errs = torch.cat(errs)
     tight = float((errs < TIGHT).float().mean())
     print(f"max relative logit error {float(errs.max()):.2e}; positions within {TIGHT:g}: {tight:.0%} of {len(errs)}")
+    top1 = float(torch.cat(agree).float().mean())
+    print(f"top-1 agreement {top1:.0%}")
     assert float(errs.max()) < MAX_REL_ERR
+    assert top1 >= MIN_TOP1

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "attention.h"
 #include "ops.h"
 
 namespace edgeflow {
@@ -21,16 +22,13 @@ void ChunkState::init(const LlamaConfig& cfg, int pos, const int32_t* toks, int 
     x.resize(size_t(T) * cfg.hidden);
     h.resize(size_t(T) * std::max(cfg.hidden, cfg.q_dim()));
     q.resize(size_t(T) * cfg.q_dim());
-    k.resize(size_t(T) * cfg.kv_dim());
-    v.resize(size_t(T) * cfg.kv_dim());
-    g.resize(size_t(T) * cfg.intermediate);
-    u.resize(size_t(T) * cfg.intermediate);
     for (auto* b : {&xq0, &xq1, &xq2}) b->resize(wide);
     for (auto* b : {&acc0, &acc1, &acc2}) b->resize(wide);
 }
 
 Forward::Forward(const Model& model, KvCache& cache, ThreadPool& cpu, ThreadPool& accel)
-    : model_(model), cache_(cache), cpu_(cpu), accel_(accel), kernel_(best_gemm_kernel()) {
+    : model_(model), cache_(cache), cpu_(cpu), accel_(accel), kernel_(best_gemm_kernel()),
+      attention_(best_attention_kernel()) {
     const int half = model.cfg.head_dim / 2;
     rope_cos_.resize(size_t(cache.ctx) * half);
     rope_sin_.resize(size_t(cache.ctx) * half);
@@ -101,29 +99,40 @@ void Forward::attention(int layer, ChunkState& s) const {
     if (s.pos0 + s.T > cache_.ctx)
         throw EngineError("positions up to " + std::to_string(s.pos0 + s.T) + " exceed the context of " +
                           std::to_string(cache_.ctx));
+    // One pass per row block: q = RoPE(dequantize(acc0)); k and v are dequantized (k with RoPE) straight into this
+    // layer's KV cache at positions pos0.. (cache rows are kv_dim floats, so the chunk's rows are contiguous).
+    float* kc = cache_.k_at(layer, 0);
+    float* vc = cache_.v_at(layer, 0);
     for_row_blocks(cpu_, s.T, [&](int t0, int n) {
         const size_t oq = size_t(t0) * qd, okv = size_t(t0) * kvd;
-        dequantize_rows(n, qd, s.acc0.data() + oq, qd, L.q.scale.data(), s.q.data() + oq);
-        dequantize_rows(n, kvd, s.acc1.data() + okv, kvd, L.k.scale.data(), s.k.data() + okv);
-        dequantize_rows(n, kvd, s.acc2.data() + okv, kvd, L.v.scale.data(), s.v.data() + okv);
-        rope_rows(n, cfg.n_heads, cfg.head_dim, s.pos0 + t0, rope_cos_.data(), rope_sin_.data(), s.q.data() + oq);
-        rope_rows(n, cfg.n_kv_heads, cfg.head_dim, s.pos0 + t0, rope_cos_.data(), rope_sin_.data(), s.k.data() + okv);
+        const int p = s.pos0 + t0;
+        dequantize_rope_rows(n, cfg.n_heads, cfg.head_dim, p, s.acc0.data() + oq, qd, L.q.scale.data(),
+                             rope_cos_.data(), rope_sin_.data(), s.q.data() + oq);
+        dequantize_rope_rows(n, cfg.n_kv_heads, cfg.head_dim, p, s.acc1.data() + okv, kvd, L.k.scale.data(),
+                             rope_cos_.data(), rope_sin_.data(), kc + size_t(p) * kvd);
+        dequantize_rows(n, kvd, s.acc2.data() + okv, kvd, L.v.scale.data(), vc + size_t(p) * kvd);
     });
-    std::copy(s.k.begin(), s.k.begin() + size_t(s.T) * kvd, cache_.k_at(layer, s.pos0));
-    std::copy(s.v.begin(), s.v.begin() + size_t(s.T) * kvd, cache_.v_at(layer, s.pos0));
-    // One item per query head: each writes its own head_dim slice of every output row of h.
-    const float* kc = cache_.k_at(layer, 0);
-    const float* vc = cache_.v_at(layer, 0);
-    const int d = cfg.head_dim, group = cfg.n_heads / cfg.n_kv_heads;
-    cpu_.parallel_for(cfg.n_heads, [&](int hd) {
-        std::vector<float> scratch(s.pos0 + s.T);
-        const int kv_off = (hd / group) * d;
-        attention_head(s.T, s.pos0, d, s.q.data() + hd * d, qd, kc + kv_off, vc + kv_off, kvd, s.h.data() + hd * d,
-                       scratch.data());
-    });
-    for_row_blocks(cpu_, s.T, [&](int t0, int n) {
-        quantize_rows(n, qd, s.h.data() + size_t(t0) * qd, L.o.m.data(), s.xq0.data() + size_t(t0) * qd);
-    });
+    // Tiled attention (attention.h) over work items of (KV head, its query heads, query block), largest first;
+    // each item writes its heads' slices of its rows of h and their int8 copy for o_proj.
+    AttentionArgs a;
+    a.T = s.T;
+    a.pos0 = s.pos0;
+    a.d = cfg.head_dim;
+    a.n_heads = cfg.n_heads;
+    a.n_kv_heads = cfg.n_kv_heads;
+    a.q = s.q.data();
+    a.q_stride = qd;
+    a.k = kc;
+    a.v = vc;
+    a.kv_stride = kvd;
+    a.out = s.h.data();
+    a.out_stride = qd;
+    a.out_q = s.xq0.data();  // each item quantizes its own slice for o_proj
+    a.out_m = L.o.m.data();
+    a.out_q_stride = qd;
+    const auto items = attention_plan(a, cpu_.size());
+    const AttentionFn fn = attention_.fn;
+    cpu_.parallel_for(int(items.size()), [&](int i) { fn(a, items[i]); });
 }
 
 void Forward::o_proj(int layer, ChunkState& s) const {
@@ -147,10 +156,9 @@ void Forward::swiglu(int layer, ChunkState& s) const {
     const int I = cfg.intermediate;
     for_row_blocks(cpu_, s.T, [&](int t0, int n) {
         const size_t o = size_t(t0) * I;
-        dequantize_rows(n, I, s.acc1.data() + o, I, L.gate.scale.data(), s.g.data() + o);
-        dequantize_rows(n, I, s.acc2.data() + o, I, L.up.scale.data(), s.u.data() + o);
-        silu_mul(n * I, s.g.data() + o, s.u.data() + o);
-        quantize_rows(n, I, s.g.data() + o, L.down.m.data(), s.xq0.data() + o);
+        std::vector<float> rows(2 * size_t(I));  // one token's g and u: the row stays in L1 across the passes
+        swiglu_quantize_rows(n, I, s.acc1.data() + o, s.acc2.data() + o, I, L.gate.scale.data(), L.up.scale.data(),
+                             L.down.m.data(), s.xq0.data() + o, rows.data());
     });
 }
 

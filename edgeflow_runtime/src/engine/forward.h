@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "attention.h"
 #include "gemm.h"
 #include "model.h"
 #include "thread_pool.h"
@@ -24,13 +25,14 @@ struct KvCache {
 
 // Working memory of one chunk of T tokens at positions pos0 .. pos0 + T - 1.
 //   x    [T, H]  residual stream             h  [T, max(H, q_dim)]  normed input / attention output
-//   q    [T, q_dim], k, v [T, kv_dim]        g, u [T, I]             gate and up activations
+//   q    [T, q_dim] (after RoPE)
+//   (k and v go straight into the KV cache; gate and up are consumed row by row, swiglu_quantize_rows)
 //   xq0..2 [T, max(H, I, q_dim)] int8 inputs of the matmuls; acc0..2 int32 outputs, same shape
 // Matmul outputs: q,k,v -> acc0,1,2; o -> acc0; gate,up -> acc1,2; down -> acc0 (consumed by the next layer).
 struct ChunkState {
     int pos0 = 0, T = 0;
     std::vector<int32_t> tokens;
-    std::vector<float> x, h, q, k, v, g, u;
+    std::vector<float> x, h, q;
     std::vector<int8_t> xq0, xq1, xq2;
     std::vector<int32_t> acc0, acc1, acc2;
     std::vector<float> logits;  // [rows, V] after the head stage
@@ -71,6 +73,7 @@ private:
     ThreadPool& cpu_;
     ThreadPool& accel_;
     const GemmKernel& kernel_;
+    const AttentionKernel& attention_;
     std::vector<float> rope_cos_, rope_sin_;  // [ctx, head_dim / 2]
 };
 

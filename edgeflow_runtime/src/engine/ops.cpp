@@ -4,39 +4,19 @@
 #include <cstdint>
 #include <cstring>
 
-// The loops below are written to auto-vectorize. On x86-64 each hot function is also compiled for Haswell (AVX2 +
-// FMA) and picked at load time (GCC function multi-versioning); elsewhere the baseline ISA's vectors are used.
+#include "exp_approx.h"
+#include "vec_exp.h"
+
+// The loops below are written to auto-vectorize. On x86-64 each hot function is also compiled for x86-64-v4 (AVX-512
+// F/BW/DQ/VL) and for Haswell (AVX2 + FMA), one of the three picked at load time from CPUID (GCC function
+// multi-versioning); elsewhere the baseline ISA's vectors are used (Neon on aarch64).
 #if defined(__x86_64__) && !defined(__clang__)
-#define EF_VECTOR_CLONES __attribute__((target_clones("arch=haswell", "default")))
+#define EF_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=haswell", "default")))
 #else
 #define EF_VECTOR_CLONES
 #endif
 
 namespace edgeflow {
-namespace {
-
-// exp(x) for float32 without a library call, so loops over it vectorize: x = n ln2 + r with |r| <= ln2 / 2,
-// exp(r) by the Cephes expf polynomial (relative error ~1e-7, like expf), 2^n through the exponent bits.
-inline float exp_approx(float x) {
-    x = x < 88.37f ? x : 88.37f;
-    x = x > -87.33f ? x : -87.33f;  // exp(-87.33) ~ FLT_MIN: keeps 2^n a normal number
-    const float n = std::floor(x * 1.44269504088896341f + 0.5f);
-    const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.f;
-    const int32_t bits = (int32_t(n) + 127) << 23;
-    float scale;
-    std::memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
-
-}  // namespace
-
 EF_VECTOR_CLONES
 void quantize_rows(int T, int K, const float* x, const float* m, int8_t* xq) {
     for (int t = 0; t < T; ++t)
@@ -103,44 +83,56 @@ void rope_rows(int T, int n_heads, int head_dim, int pos0, const float* cos_tab,
 }
 
 EF_VECTOR_CLONES
-void attention_head(int T, int pos0, int d, const float* q, int q_stride, const float* k, const float* v,
-                    int kv_stride, float* out, float* scratch) {
-    const float scale = 1.f / std::sqrt(float(d));
+void dequantize_rope_rows(int T, int n_heads, int head_dim, int pos0, const int32_t* acc, int ldacc,
+                          const float* scale, const float* cos_tab, const float* sin_tab, float* y) {
+    // The expressions of dequantize_rows followed by rope_rows, in one pass and without the intermediate store.
+    const int half = head_dim / 2, C = n_heads * head_dim;
     for (int t = 0; t < T; ++t) {
-        const int n_ctx = pos0 + t + 1;  // causal: keys at positions 0 .. pos0 + t
-        const float* qt = q + size_t(t) * q_stride;
-        float mx = -INFINITY;
-        for (int j = 0; j < n_ctx; ++j) {
-            const float* kj = k + size_t(j) * kv_stride;
-            float s = 0.f;
-#pragma omp simd reduction(+ : s)
-            for (int i = 0; i < d; ++i) s += qt[i] * kj[i];
-            s *= scale;
-            scratch[j] = s;
-            mx = s > mx ? s : mx;
-        }
-        float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-        for (int j = 0; j < n_ctx; ++j) {
-            scratch[j] = exp_approx(scratch[j] - mx);
-            sum += scratch[j];
-        }
-        const float inv = 1.f / sum;
-        float* ot = out + size_t(t) * q_stride;
-        std::memset(ot, 0, sizeof(float) * d);
-        for (int j = 0; j < n_ctx; ++j) {
-            const float p = scratch[j] * inv;
-            const float* vj = v + size_t(j) * kv_stride;
-#pragma omp simd
-            for (int i = 0; i < d; ++i) ot[i] += p * vj[i];
+        const float* c = cos_tab + (pos0 + t) * half;
+        const float* s = sin_tab + (pos0 + t) * half;
+        for (int h = 0; h < n_heads; ++h) {
+            const int32_t* a = acc + size_t(t) * ldacc + h * head_dim;
+            const float* sc = scale + h * head_dim;
+            float* out = y + size_t(t) * C + h * head_dim;
+            for (int i = 0; i < half; ++i) {
+                const float x1 = float(a[i]) * sc[i], x2 = float(a[i + half]) * sc[i + half];
+                out[i] = x1 * c[i] - x2 * s[i];
+                out[i + half] = x2 * c[i] + x1 * s[i];
+            }
         }
     }
 }
 
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"  // vexp_approx is always inlined: no 64-byte vector crosses a call
 EF_VECTOR_CLONES
 void silu_mul(int n, float* g, const float* u) {
-#pragma omp simd
-    for (int i = 0; i < n; ++i) g[i] = g[i] / (1.f + exp_approx(-g[i])) * u[i];
+    // 16 lanes at a time through vexp_approx: each clone splits the vector into its own registers (one zmm, two ymm,
+    // four xmm; Neon q registers on aarch64). The tail takes the scalar exp_approx, the same polynomial.
+    typedef float v16f __attribute__((vector_size(64)));
+    typedef int32_t v16i __attribute__((vector_size(64)));
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        v16f x, y;
+        std::memcpy(&x, g + i, sizeof x);
+        std::memcpy(&y, u + i, sizeof y);
+        x = x / (1.f + vexp_approx<v16f, v16i, false>(-x)) * y;
+        std::memcpy(g + i, &x, sizeof x);
+    }
+    for (; i < n; ++i) g[i] = g[i] / (1.f + exp_approx(-g[i])) * u[i];
+}
+#pragma GCC diagnostic pop
+
+void swiglu_quantize_rows(int T, int I, const int32_t* acc_g, const int32_t* acc_u, int ldacc, const float* scale_g,
+                          const float* scale_u, const float* m, int8_t* xq, float* scratch) {
+    float* g = scratch;
+    float* u = scratch + I;
+    for (int t = 0; t < T; ++t) {
+        dequantize_rows(1, I, acc_g + size_t(t) * ldacc, ldacc, scale_g, g);
+        dequantize_rows(1, I, acc_u + size_t(t) * ldacc, ldacc, scale_u, u);
+        silu_mul(I, g, u);
+        quantize_rows(1, I, g, m, xq + size_t(t) * I);
+    }
 }
 
 void embed_rows(int T, int H, const int32_t* tokens, const int8_t* codes, const float* w_scale, float* x) {

@@ -1,5 +1,5 @@
 // The CPU operators of the forward pass (docs/quantized-artifact.md): activation quantization and dequantization
-// around the INT8 matmuls, RMSNorm, rotate-half RoPE, grouped-query causal attention, SwiGLU, and the weight-only
+// around the INT8 matmuls, RMSNorm, rotate-half RoPE, SwiGLU, and the weight-only
 // INT8 embedding and LM head. Everything in float32; rows are tokens, shapes are given as [rows, columns].
 #pragma once
 #include <cstdint>
@@ -24,14 +24,21 @@ void rope_tables(int n_pos, int head_dim, float theta, float* cos_out, float* si
 // Rotate-half RoPE in place on x [T, n_heads * head_dim] for tokens at positions pos0 .. pos0 + T - 1.
 void rope_rows(int T, int n_heads, int head_dim, int pos0, const float* cos_tab, const float* sin_tab, float* x);
 
-// Causal attention of one query head for T query tokens at positions pos0.. against cached keys/values at
-// positions [0, pos0 + T). Row t of q/out starts at q + t * q_stride; cached row j at k + j * kv_stride (the caller
-// offsets k and v to the head's KV group: grouped-query attention). scratch >= pos0 + T floats.
-void attention_head(int T, int pos0, int d, const float* q, int q_stride, const float* k, const float* v,
-                    int kv_stride, float* out, float* scratch);
+// dequantize_rows then rope_rows fused: y [T, n_heads * head_dim] = RoPE(float(acc) * scale) for tokens at positions
+// pos0 .. pos0 + T - 1 (bit-identical to the two passes; y may be a KV-cache slice).
+void dequantize_rope_rows(int T, int n_heads, int head_dim, int pos0, const int32_t* acc, int ldacc,
+                          const float* scale, const float* cos_tab, const float* sin_tab, float* y);
+
+// Attention: attention.h.
 
 // g[i] = silu(g[i]) * u[i] for n values.
 void silu_mul(int n, float* g, const float* u);
+
+// The SwiGLU stage between gate/up and down, one token row at a time so that each row's floats stay in L1 across
+// the passes: g = dequantize(acc_g), u = dequantize(acc_u), g = silu(g) * u, xq = quantize(g, m). acc_g, acc_u
+// [T, ldacc] int32, xq [T, I]; scratch >= 2 * I floats. Bit-identical to the four whole-array passes.
+void swiglu_quantize_rows(int T, int I, const int32_t* acc_g, const int32_t* acc_u, int ldacc, const float* scale_g,
+                          const float* scale_u, const float* m, int8_t* xq, float* scratch);
 
 // Embedding lookup: x[t] = codes[tok[t]] * w_scale[tok[t]]; codes [V, H] int8.
 void embed_rows(int T, int H, const int32_t* tokens, const int8_t* codes, const float* w_scale, float* x);

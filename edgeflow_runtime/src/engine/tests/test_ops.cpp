@@ -1,11 +1,15 @@
 // The CPU operators against hand-computed values, the thread pool, the task graph and the TTFT breakdown.
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cmath>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "attention.h"
 #include "check.h"  // edgeflow_runtime/tests/check.h
+#include "exp_approx.h"
 #include "engine.h"
 #include "executor.h"
 #include "ops.h"
@@ -53,7 +57,7 @@ static void test_norm_rope_attention() {
     const float k[] = {1.f, 0.f, 0.f, 0.f};  // keys of positions 0 and 1
     const float vv[] = {3.f, 5.f, 7.f, 9.f};
     float out[4], scratch[2];
-    attention_head(2, 0, 2, q, 2, k, vv, 2, out, scratch);
+    attention_ref(2, 0, 2, q, 2, k, vv, 2, out, scratch);
     CHECK(near(out[0], 3.f) && near(out[1], 5.f));
     const float s0 = 1.f / std::sqrt(2.f), p0 = std::exp(s0) / (std::exp(s0) + 1.f);
     CHECK(near(out[2], p0 * 3 + (1 - p0) * 7) && near(out[3], p0 * 5 + (1 - p0) * 9));
@@ -120,9 +124,199 @@ static void test_pool_and_graph() {
     CHECK(near(bd.io_s, 0.3f) && near(bd.unpack_s, 0.15f) && near(bd.compute_s, 0.35f) && near(bd.idle_s, 0.2f));
 }
 
+// dequantize_rope_rows is dequantize_rows followed by rope_rows in one pass: bit-identical, any head count.
+static void test_dequantize_rope_fused() {
+    const int T = 5, heads = 3, d = 64, C = heads * d, pos0 = 11, ld = C + 8;
+    std::vector<float> cs(size_t(pos0 + T) * d / 2), sn(cs.size());
+    rope_tables(pos0 + T, d, 100000.f, cs.data(), sn.data());
+    std::mt19937 rng(5);
+    std::uniform_int_distribution<int32_t> acc_d(-3000000, 3000000);
+    std::uniform_real_distribution<float> sc_d(1e-6f, 1e-3f);
+    std::vector<int32_t> acc(size_t(T) * ld);
+    std::vector<float> scale(C), two(size_t(T) * C), one(size_t(T) * C);
+    for (auto& a : acc) a = acc_d(rng);
+    for (auto& x : scale) x = sc_d(rng);
+    dequantize_rows(T, C, acc.data(), ld, scale.data(), two.data());
+    rope_rows(T, heads, d, pos0, cs.data(), sn.data(), two.data());
+    dequantize_rope_rows(T, heads, d, pos0, acc.data(), ld, scale.data(), cs.data(), sn.data(), one.data());
+    CHECK(one == two);
+}
+
+// silu_mul's 16-lane body (vexp_approx) against the scalar formula with exp_approx, on a length with a tail and
+// inputs over the whole clamp range: the same polynomial, so equal up to FMA contraction (a few ulps).
+static void test_silu_vector() {
+    const int n = 16 * 37 + 11;
+    std::vector<float> g(n), u(n), want(n);
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> wide(-100.f, 100.f), unit(-2.f, 2.f);
+    for (int i = 0; i < n; ++i) {
+        g[i] = i % 3 ? unit(rng) * 4.f : wide(rng);
+        u[i] = unit(rng);
+        want[i] = g[i] / (1.f + exp_approx(-g[i])) * u[i];
+    }
+    silu_mul(n, g.data(), u.data());
+    bool ok = true;
+    for (int i = 0; i < n; ++i) ok &= std::fabs(g[i] - want[i]) <= 4e-7f * std::fabs(want[i]) + 1e-30f;
+    CHECK(ok);
+    CHECK(near(exp_approx(1.f), std::exp(1.f), 2e-7f) && near(exp_approx(-20.5f), std::exp(-20.5f), 2e-7f));
+}
+
+// swiglu_quantize_rows is the four passes it replaces, bit for bit (including round half to even at the end).
+static void test_swiglu_fused() {
+    const int T = 6, I = 200, ld = I + 4;
+    std::mt19937 rng(9);
+    std::uniform_int_distribution<int32_t> acc_d(-400000, 400000);
+    std::uniform_real_distribution<float> sc_d(1e-6f, 4e-5f), m_d(5.f, 40.f);
+    std::vector<int32_t> ag(size_t(T) * ld), au(size_t(T) * ld);
+    std::vector<float> sg(I), su(I), m(I), g(size_t(T) * I), u(size_t(T) * I), scratch(2 * I);
+    for (auto& a : ag) a = acc_d(rng);
+    for (auto& a : au) a = acc_d(rng);
+    for (int i = 0; i < I; ++i) sg[i] = sc_d(rng), su[i] = sc_d(rng), m[i] = m_d(rng);
+    std::vector<int8_t> want(size_t(T) * I), got(size_t(T) * I);
+    dequantize_rows(T, I, ag.data(), ld, sg.data(), g.data());
+    dequantize_rows(T, I, au.data(), ld, su.data(), u.data());
+    silu_mul(T * I, g.data(), u.data());
+    quantize_rows(T, I, g.data(), m.data(), want.data());
+    swiglu_quantize_rows(T, I, ag.data(), au.data(), ld, sg.data(), su.data(), m.data(), got.data(), scratch.data());
+    CHECK(got == want);
+    int nonzero = 0;
+    for (int8_t x : got) nonzero += x != 0;
+    CHECK(nonzero > T * I / 2);  // the fixture exercises the quantizer, not just zeros
+}
+
+// The tiled kernels against attention_ref. Both compute every score as (q . k) * scale and exp with the same
+// polynomial; they differ in summation order (vector lanes, key tiles, the online softmax's rescaling) and in
+// normalising at the end (O / l) rather than per term (p / l). Each output is a convex combination of values, so the
+// error is bounded relative to max |v|: we require |tiled - ref| <= 2e-5 * max|v| (a few float32 ulps of the
+// softmax weights times the key count's rounding growth); measured on these cases: about 1e-6 (printed).
+static void test_attention_tiled() {
+    struct Case {
+        int T, pos0, d, n_kv, group;
+    };
+    const Case cases[] = {
+        {1, 0, 64, 3, 3},    {1, 200, 64, 3, 3},  {37, 0, 64, 3, 3},   {128, 64, 64, 3, 3}, {61, 130, 64, 3, 3},
+        {33, 7, 32, 2, 4},   {70, 65, 80, 2, 1},  {19, 40, 128, 1, 4}, {23, 9, 40, 2, 3},   {5, 3, 24, 4, 1},
+        {130, 0, 64, 1, 1},  {3, 64, 64, 3, 3},
+    };
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    double worst = 0;
+    for (const auto& kernel : attention_kernels()) {
+        for (const auto& c : cases) {
+            const int H = c.n_kv * c.group, qd = H * c.d, kvd = c.n_kv * c.d, n = c.pos0 + c.T;
+            // Strides wider than the data, as in a real KV cache slice of a larger model.
+            const int q_stride = qd + 3, kv_stride = kvd + 5;
+            std::vector<float> q(size_t(c.T) * q_stride), k(size_t(n) * kv_stride), v(size_t(n) * kv_stride);
+            for (auto& x : q) x = 2.f * nd(rng);  // scores of a few units: a peaked softmax
+            for (auto& x : k) x = nd(rng);
+            for (auto& x : v) x = nd(rng);
+            float vmax = 0;
+            for (float x : v) vmax = std::max(vmax, std::fabs(x));
+            AttentionArgs a;
+            a.T = c.T;
+            a.pos0 = c.pos0;
+            a.d = c.d;
+            a.n_heads = H;
+            a.n_kv_heads = c.n_kv;
+            a.q = q.data();
+            a.q_stride = q_stride;
+            a.k = k.data();
+            a.v = v.data();
+            a.kv_stride = kv_stride;
+            a.out_stride = q_stride;
+            std::vector<float> want(q.size(), 0.f), got(q.size(), 0.f), got_pool(q.size(), 0.f);
+            a.out = want.data();
+            attention_ref_all(a);
+            a.out = got.data();
+            attention_tiled_all(kernel, a);
+            // The same plan run on a pool: items are independent, so the threads never change a result.
+            std::vector<float> got_seq(q.size(), 0.f);
+            a.out = got_seq.data();
+            attention_tiled_all(kernel, a, 2);
+            a.out = got_pool.data();
+            ThreadPool pool(2);
+            const auto items = attention_plan(a, 2);
+            pool.parallel_for(int(items.size()), [&](int i) { kernel.fn(a, items[i]); });
+            double err = 0;
+            for (int t = 0; t < c.T; ++t)
+                for (int i = 0; i < qd; ++i) {
+                    const size_t o = size_t(t) * q_stride + i;
+                    err = std::max({err, double(std::fabs(got[o] - want[o])), double(std::fabs(got_seq[o] - want[o]))});
+                }
+            worst = std::max(worst, err / vmax);
+            if (!(err <= 2e-5 * vmax))
+                std::fprintf(stderr, "attention %s T=%d pos0=%d d=%d kv=%d group=%d: max error %.3g (max |v| %.3g)\n",
+                             kernel.name, c.T, c.pos0, c.d, c.n_kv, c.group, err, vmax);
+            CHECK(err <= 2e-5 * vmax);
+            CHECK(got_pool == got_seq);
+            // The fused quantization for o_proj equals quantize_rows over the finished output.
+            std::vector<float> mult(qd);
+            for (int i = 0; i < qd; ++i) mult[i] = 20.f + float(i % 7);
+            std::vector<int8_t> q8(size_t(c.T) * qd), q8_want(size_t(c.T) * qd);
+            a.out_q = q8.data();
+            a.out_m = mult.data();
+            a.out_q_stride = qd;
+            attention_tiled_all(kernel, a, 2);
+            a.out_q = nullptr;
+            for (int t = 0; t < c.T; ++t)
+                quantize_rows(1, qd, got_pool.data() + size_t(t) * q_stride, mult.data(), q8_want.data() + size_t(t) * qd);
+            CHECK(q8 == q8_want);
+            // The padding columns between rows are never written.
+            bool pad_untouched = true;
+            for (int t = 0; t < c.T; ++t)
+                for (int i = qd; i < q_stride; ++i) pad_untouched &= got[size_t(t) * q_stride + i] == 0.f;
+            CHECK(pad_untouched);
+        }
+    }
+    std::printf("tiled attention vs attention_ref: worst max|diff| / max|v| = %.2e\n", worst);
+}
+
+// The work plan covers every (query head, query row) exactly once for any pool size, heads of an item share one KV
+// head, and items come largest first.
+static void test_attention_plan() {
+    for (int threads : {1, 2, 3, 8, 64})
+        for (int T : {1, 2, 17, 128, 960})
+            for (int group : {1, 3, 4}) {
+                AttentionArgs a;
+                a.T = T;
+                a.pos0 = 100;
+                a.d = 64;
+                a.n_kv_heads = 3;
+                a.n_heads = 3 * group;
+                const auto items = attention_plan(a, threads);
+                std::vector<int> hit(size_t(T) * a.n_heads, 0);
+                bool ok = true;
+                double prev = 1e300;
+                for (const auto& it : items) {
+                    ok &= it.h0 >= it.kv_head * group && it.h1 <= (it.kv_head + 1) * group && it.h0 < it.h1;
+                    ok &= 0 <= it.t0 && it.t0 < it.t1 && it.t1 <= T;
+                    const double w = double(it.h1 - it.h0) * (it.t1 - it.t0) * (a.pos0 + it.t1);
+                    ok &= w <= prev;
+                    prev = w;
+                    for (int h = it.h0; h < it.h1; ++h)
+                        for (int t = it.t0; t < it.t1; ++t) hit[size_t(t) * a.n_heads + h] += 1;
+                }
+                for (int x : hit) ok &= x == 1;
+                // Enough pieces to balance: 2 per thread, or the finest split (one head, 8 rows) when that is fewer.
+                ok &= int(items.size()) >= std::min(2 * threads, a.n_heads * ((T + 7) / 8));
+                CHECK(ok);
+            }
+    AttentionArgs bad;
+    bad.T = 4;
+    bad.d = 64;
+    bad.n_heads = 9;
+    bad.n_kv_heads = 2;
+    CHECK_THROWS(std::exception, "bad shape", attention_plan(bad, 2));
+}
+
 int main() {
     test_quantize();
     test_norm_rope_attention();
+    test_dequantize_rope_fused();
+    test_silu_vector();
+    test_swiglu_fused();
+    test_attention_tiled();
+    test_attention_plan();
     test_embed_head_silu();
     test_pool_and_graph();
     if (g_failures) std::fprintf(stderr, "%d check(s) failed\n", g_failures);

@@ -1,0 +1,142 @@
+// The attention reference, the work plan of the tiled kernels and their run-time choice (attention.h).
+#include "attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "exp_approx.h"
+#include "model.h"
+#include "ops.h"
+
+// As in ops.cpp: the reference's loops auto-vectorize, with x86-64 clones for AVX2 and AVX-512 picked at load time.
+#if defined(__x86_64__) && !defined(__clang__)
+#define EF_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=haswell", "default")))
+#else
+#define EF_VECTOR_CLONES
+#endif
+
+namespace edgeflow {
+
+#if defined(__x86_64__)
+void attention_item_avx512(const AttentionArgs& a, const AttentionItem& it);
+void attention_item_avx2(const AttentionArgs& a, const AttentionItem& it);
+#endif
+void attention_item_vec128(const AttentionArgs& a, const AttentionItem& it);
+
+EF_VECTOR_CLONES
+void attention_ref(int T, int pos0, int d, const float* q, int q_stride, const float* k, const float* v,
+                   int kv_stride, float* out, float* scratch) {
+    const float scale = 1.f / std::sqrt(float(d));
+    for (int t = 0; t < T; ++t) {
+        const int n_ctx = pos0 + t + 1;  // causal: keys at positions 0 .. pos0 + t
+        const float* qt = q + size_t(t) * q_stride;
+        float mx = -INFINITY;
+        for (int j = 0; j < n_ctx; ++j) {
+            const float* kj = k + size_t(j) * kv_stride;
+            float s = 0.f;
+#pragma omp simd reduction(+ : s)
+            for (int i = 0; i < d; ++i) s += qt[i] * kj[i];
+            s *= scale;
+            scratch[j] = s;
+            mx = s > mx ? s : mx;
+        }
+        float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+        for (int j = 0; j < n_ctx; ++j) {
+            scratch[j] = exp_approx(scratch[j] - mx);
+            sum += scratch[j];
+        }
+        const float inv = 1.f / sum;
+        float* ot = out + size_t(t) * q_stride;
+        std::memset(ot, 0, sizeof(float) * d);
+        for (int j = 0; j < n_ctx; ++j) {
+            const float p = scratch[j] * inv;
+            const float* vj = v + size_t(j) * kv_stride;
+#pragma omp simd
+            for (int i = 0; i < d; ++i) ot[i] += p * vj[i];
+        }
+    }
+}
+
+void attention_quantize_item(const AttentionArgs& a, const AttentionItem& it) {
+    if (!a.out_q) return;
+    for (int t = it.t0; t < it.t1; ++t)
+        for (int h = it.h0; h < it.h1; ++h)
+            quantize_rows(1, a.d, a.out + size_t(t) * a.out_stride + size_t(h) * a.d, a.out_m + size_t(h) * a.d,
+                          a.out_q + size_t(t) * a.out_q_stride + size_t(h) * a.d);
+}
+
+void attention_ref_all(const AttentionArgs& a) {
+    if (a.out_stride != a.q_stride) throw EngineError("attention_ref_all: out must be laid out like q");
+    std::vector<float> scratch(size_t(a.pos0) + a.T);
+    const int group = a.n_heads / a.n_kv_heads;
+    for (int h = 0; h < a.n_heads; ++h) {
+        const int kv = (h / group) * a.d;
+        attention_ref(a.T, a.pos0, a.d, a.q + size_t(h) * a.d, a.q_stride, a.k + kv, a.v + kv, a.kv_stride,
+                      a.out + size_t(h) * a.d, scratch.data());
+    }
+}
+
+// Items of ~64 stacked query rows (the query heads of one KV head share every key and value tile they load), at
+// least 4 per thread while blocks can still shrink to 8 rows per head, and one query head per item when even that
+// leaves fewer than 2 per thread (decode: T = 1). Sorted by work, largest first: rows x keys of the last row.
+std::vector<AttentionItem> attention_plan(const AttentionArgs& a, int n_threads) {
+    if (a.T <= 0 || a.d <= 0 || a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads)
+        throw EngineError("attention: bad shape (T " + std::to_string(a.T) + ", head_dim " + std::to_string(a.d) +
+                          ", heads " + std::to_string(a.n_heads) + "/" + std::to_string(a.n_kv_heads) + ")");
+    const int group = a.n_heads / a.n_kv_heads;
+    int bq = std::max(1, 64 / group);
+    if (bq >= 8) bq = bq / 8 * 8;
+    const auto n_blocks = [&](int b) { return (a.T + b - 1) / b; };
+    while (bq > 8 && a.n_kv_heads * n_blocks(bq) < 4 * n_threads) bq = std::max(8, bq / 2);
+    bq = std::min(bq, a.T);
+    const int heads_per_item = a.n_kv_heads * n_blocks(bq) < 2 * n_threads ? 1 : group;
+
+    std::vector<AttentionItem> items;
+    for (int t0 = 0; t0 < a.T; t0 += bq)
+        for (int g = 0; g < a.n_kv_heads; ++g)
+            for (int h0 = g * group; h0 < (g + 1) * group; h0 += heads_per_item)
+                items.push_back({g, h0, h0 + heads_per_item, t0, std::min(a.T, t0 + bq)});
+    const auto work = [&](const AttentionItem& it) {
+        return double(it.h1 - it.h0) * (it.t1 - it.t0) * (a.pos0 + it.t1);
+    };
+    std::stable_sort(items.begin(), items.end(),
+                     [&](const AttentionItem& x, const AttentionItem& y) { return work(x) > work(y); });
+    return items;
+}
+
+std::vector<AttentionKernel> attention_kernels() {
+    std::vector<AttentionKernel> ks;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) ks.push_back({"avx512", attention_item_avx512});
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) ks.push_back({"avx2", attention_item_avx2});
+#endif
+    ks.push_back({"vec128", attention_item_vec128});
+    return ks;
+}
+
+const AttentionKernel& best_attention_kernel() {
+    static const AttentionKernel chosen = [] {
+        const auto ks = attention_kernels();
+        const char* want = std::getenv("EDGEFLOW_ATTENTION");
+        if (!want || !*want) return ks.front();
+        std::string names;
+        for (const auto& k : ks) {
+            if (std::strcmp(k.name, want) == 0) return k;
+            names += std::string(names.empty() ? "" : ", ") + k.name;
+        }
+        throw EngineError(std::string("EDGEFLOW_ATTENTION=") + want + " is not a kernel this CPU can run (choose " +
+                          names + ")");
+    }();
+    return chosen;
+}
+
+void attention_tiled_all(const AttentionKernel& kernel, const AttentionArgs& a, int plan_threads) {
+    for (const auto& it : attention_plan(a, plan_threads)) kernel.fn(a, it);
+}
+
+}  // namespace edgeflow

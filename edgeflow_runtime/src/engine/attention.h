@@ -1,0 +1,81 @@
+// Causal grouped-query attention of one prompt chunk against the float KV cache (docs/quantized-artifact.md).
+//
+// Two implementations of the same maths:
+//   attention_ref    one query head, one query row at a time: all scores, max, exp, sum, then the weighted sum of
+//                    values (the engine's original algorithm; the scalar reference of the tests and the benchmark).
+//   AttentionKernel  tiled, flash-attention style (attention_tiled.h): a block of query rows of the query heads that
+//                    share one KV head against tiles of BK keys; scores of a tile as a small fp32 GEMM, an online
+//                    softmax (running max and sum per row, earlier output rescaled when the max grows), then P.V
+//                    accumulated into the output tile. Causal masking only on tiles that reach past the block's
+//                    first query position. One build per SIMD width (AVX-512, AVX2+FMA, 128-bit: SSE2 / Neon),
+//                    chosen at run time from CPUID. Items of very few rows (decode) run attention_ref inside.
+//                    Agrees with attention_ref to within 2e-5 * max |v| per output (tests/test_ops.cpp; measured
+//                    <= 1e-6 * max |v| on head_dim 24..128, GQA groups 1/3/4, odd T, pos0 > 0).
+//
+// Work is split into AttentionItems (a KV head, a range of its query heads, a block of query rows) so that a pool of
+// any size gets enough similar-sized pieces: attention_plan orders them longest first (later query blocks attend to
+// more keys) and a pool handing items out in order then balances the causal triangle.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace edgeflow {
+
+// The operands of one attention call. Query row t (position pos0 + t), head h: q + t * q_stride + h * d; cached key
+// and value of position j, KV head g: k / v + j * kv_stride + g * d, for j in [0, pos0 + T); out is laid out like q.
+// Query head h reads KV head h / (n_heads / n_kv_heads).
+struct AttentionArgs {
+    int T = 0, pos0 = 0, d = 0, n_heads = 0, n_kv_heads = 0;
+    const float* q = nullptr;
+    int q_stride = 0;
+    const float* k = nullptr;
+    const float* v = nullptr;
+    int kv_stride = 0;
+    float* out = nullptr;
+    int out_stride = 0;
+    // Optional: each item also quantizes what it wrote (quantize_rows, ops.h, with per-feature multipliers
+    // out_m [n_heads * d]) into out_q + t * out_q_stride + h * d, the int8 input of o_proj, saving a pass and a
+    // barrier. Bit-identical to quantize_rows over the whole output afterwards.
+    int8_t* out_q = nullptr;
+    const float* out_m = nullptr;
+    int out_q_stride = 0;
+};
+
+// Query heads [h0, h1) (all reading KV head kv_head) for query rows [t0, t1) of the chunk.
+struct AttentionItem {
+    int kv_head, h0, h1, t0, t1;
+};
+
+// Scalar reference for one query head: T query rows at positions pos0.. against keys/values at positions
+// [0, pos0 + T); row t of q/out at q + t * q_stride, cached row j at k + j * kv_stride (the caller offsets q, k, v and
+// out to the head). scratch >= pos0 + T floats.
+void attention_ref(int T, int pos0, int d, const float* q, int q_stride, const float* k, const float* v,
+                   int kv_stride, float* out, float* scratch);
+
+// The out_q step of one item (a no-op without out_q); the kernels call it last.
+void attention_quantize_item(const AttentionArgs& a, const AttentionItem& it);
+
+// All heads of AttentionArgs with attention_ref, one head after another (single thread).
+void attention_ref_all(const AttentionArgs& a);
+
+// Work items covering every (query head, query row) of a exactly once, longest first, sized for n_threads.
+std::vector<AttentionItem> attention_plan(const AttentionArgs& a, int n_threads);
+
+using AttentionFn = void (*)(const AttentionArgs& a, const AttentionItem& item);
+
+struct AttentionKernel {
+    const char* name;  // "avx512", "avx2", "vec128"
+    AttentionFn fn;
+};
+
+// The tiled kernels this CPU can run, widest first (always at least "vec128").
+std::vector<AttentionKernel> attention_kernels();
+
+// The widest of attention_kernels(), or the one named by the environment variable EDGEFLOW_ATTENTION
+// (avx512|avx2|vec128; an unknown or unsupported name is an EngineError naming the choices).
+const AttentionKernel& best_attention_kernel();
+
+// Runs every item of attention_plan(a, plan_threads) with kernel on the calling thread (tests, benchmarks).
+void attention_tiled_all(const AttentionKernel& kernel, const AttentionArgs& a, int plan_threads = 1);
+
+}  // namespace edgeflow
