@@ -179,6 +179,14 @@ void packed_rows(int T, int steps, const int8_t* a, int lda, const uint8_t* pw, 
         packed_row_tail<N>(T - t, steps, a + size_t(t) * lda, lda, pw, gstride, corr + t, y + size_t(t) * ldy, ldy, last);
 }
 
+// The last groups (fewer than kTileGroups) as one tile of `rem` groups.
+template <int N = kTileGroups - 1>
+void packed_group_tail(int rem, int T, int steps, const int8_t* a, int lda, const uint8_t* pw, size_t gstride,
+                       const int32_t* corr, int32_t* y, int ldy, __mmask16 last) {
+    if (rem == N) return packed_rows<N>(T, steps, a, lda, pw, gstride, corr, y, ldy, last);
+    if constexpr (N > 1) packed_group_tail<N - 1>(rem, T, steps, a, lda, pw, gstride, corr, y, ldy, last);
+}
+
 void gemm_packed(int T, int C, int K, const int8_t* a, int lda, const int8_t* b, int ldb, int32_t* y, int ldy) {
     static thread_local Scratch scratch;
     const int steps = (K + 3) / 4, groups = (C + kGroup - 1) / kGroup;
@@ -201,16 +209,14 @@ void gemm_packed(int T, int C, int K, const int8_t* a, int lda, const int8_t* b,
     }
     const int rem = C % kGroup;
     const __mmask16 partial = rem ? __mmask16((1u << rem) - 1) : __mmask16(0xFFFF);
-    // Groups in tiles of kTileGroups, then 1 or 2 left over. Rows inner: the weight tile (N * 16 * K bytes) is
-    // reused by every row tile; each row tile's activations (8 rows x K) stay in L1 across its k loop.
+    // Groups in tiles of kTileGroups, then one smaller tile for the rest; rows inner: the group tile's weights
+    // (N * 16 * K bytes, L1 or L2) stream past every row tile, whose activations (8 rows x K) stay in L1.
     int g = 0;
     for (; g + kTileGroups <= groups; g += kTileGroups)
         packed_rows<kTileGroups>(T, steps, a, lda, pw + g * gstride, gstride, corr, y + g * kGroup, ldy,
                                  g + kTileGroups == groups ? partial : __mmask16(0xFFFF));
-    if (groups - g == 2)
-        packed_rows<2>(T, steps, a, lda, pw + g * gstride, gstride, corr, y + g * kGroup, ldy, partial);
-    else if (groups - g == 1)
-        packed_rows<1>(T, steps, a, lda, pw + g * gstride, gstride, corr, y + g * kGroup, ldy, partial);
+    if (g < groups)
+        packed_group_tail(groups - g, T, steps, a, lda, pw + g * gstride, gstride, corr, y + g * kGroup, ldy, partial);
 }
 
 // ---- direct path ----------------------------------------------------------------------------------------------
