@@ -1,8 +1,10 @@
 // Every INT8 GEMM kernel this CPU runs must equal the scalar reference bit for bit: on shapes with row, channel
 // and K tails of every size the kernels block by (rows in 1..8, channel groups of 1..16 and 16-channel tiles of 1..3,
 // K % 4, % 16, % 32, % 64), with tight and with padded strides (lda > K, ldb > K, ldy > C: y's padding must stay
-// untouched), on the extreme values that would saturate a careless pmaddubsw pairing or offset, and from several
-// threads at once (kernels may keep per-thread scratch).
+// untouched), on the extreme values that would saturate a careless pmaddubsw pairing or offset, on weights of every
+// stored bit width 2..8 (kernels may switch to a cheaper form when a block's codes are narrow, |w| <= 64 at <= 7
+// bits: whole blocks narrow, blocks mixing widths, one wide code among narrow ones, the boundary |w| = 64 and 65),
+// and from several threads at once (kernels may keep per-thread scratch).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -132,6 +134,42 @@ int main() {
                 compare_all(make_case(rng, s[0], s[1], s[2], true, Fill::Extreme, sa, sb), "extreme, padded");
             }
         compare_all(make_case(rng, s[0], s[1], s[2], true, Fill::ExtremeMix), "extreme mix");
+    }
+    // Bit widths: channel n holds codes of width(n) bits, symmetric [-2^(b-1), 2^(b-1) - 1], plus +2^(b-1) (the
+    // magnitude a <= 7-bit code may reach, 64 at 7 bits).
+    auto widths = [&](int T, int C, int K, bool padded, auto width, const char* what) {
+        Case c = make_case(rng, T, C, K, padded, Fill::Random);
+        for (int n = 0; n < C; ++n) {
+            const int h = 1 << (width(n) - 1);
+            std::uniform_int_distribution<int> code(-h, h);
+            for (int k = 0; k < K; ++k) c.b[size_t(n) * c.ldb + k] = int8_t(std::min(code(rng), 127));
+        }
+        compare_all(c, what);
+        return c;
+    };
+    const int wshapes[][3] = {{9, 48, 576}, {17, 33, 100}, {4, 16, 1536}, {130, 40, 67}, {1, 35, 576}};
+    for (const auto& s : wshapes) {
+        for (int bits = 2; bits <= 8; ++bits) {
+            widths(s[0], s[1], s[2], false, [&](int) { return bits; }, "one width");
+            widths(s[0], s[1], s[2], true, [&](int) { return bits; }, "one width, padded");
+        }
+        widths(s[0], s[1], s[2], false, [](int n) { return 2 + n % 7; }, "widths mixed per channel");
+        widths(s[0], s[1], s[2], true, [](int n) { return (n / 16) % 2 ? 8 : 7; }, "widths per 16-channel block");
+        // Narrow codes with one wide one (65 or -65, then -128) somewhere: the block must take the exact form.
+        for (int wide : {65, -65, -128}) {
+            Case c = widths(s[0], s[1], s[2], false, [](int) { return 7; }, "7 bits");
+            c.b[size_t(s[1] / 2) * c.ldb + size_t(s[2] - 1)] = int8_t(wide);
+            compare_all(c, "7 bits and one wide code");
+            c.b[size_t(s[1] - 1) * c.ldb + 0] = int8_t(wide);
+            compare_all(c, "7 bits and two wide codes");
+        }
+        // The boundary of the narrow form: every w = +-64 (narrow) or +-65 (not: (127 + 128) * 65 * 2 would
+        // saturate an int16 pair) against every x = +-127.
+        for (int sa : {127, -127})
+            for (int sb : {64, -64, 65, -65}) {
+                compare_all(make_case(rng, s[0], s[1], s[2], false, Fill::Extreme, sa, sb), "extreme 7-bit");
+                compare_all(make_case(rng, s[0], s[1], s[2], true, Fill::Extreme, sa, sb), "extreme 7-bit, padded");
+            }
     }
     compare_threads(rng, 128, 576, 576, 4);
     compare_threads(rng, 21, 150, 200, 3);
