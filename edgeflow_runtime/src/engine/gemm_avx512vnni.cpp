@@ -10,12 +10,12 @@
 // memory), which is what the packed micro-kernel needs.
 //
 // Two paths:
-//  - packed (T >= kPackedMinRows, the prefill): the call's weight rows are first repacked into a per-thread scratch
-//    so that one zmm holds 16 channels x 4 consecutive k (byte 4j + i = channel j, k + i). Four activation bytes of
-//    row t, broadcast to all 16 lanes, times that vector add 16 outputs' worth of 4 products: y[t, 16 channels]
-//    accumulates in one register and no horizontal sum is needed. An R x N micro-tile (R rows, N groups of 16
-//    channels) keeps R*N accumulators live; per 4 k it loads N weight vectors and R broadcasts for R*N vpdpbusd.
-//    The repack is O(C*K) against O(T*C*K) multiply-adds: cheap at prefill chunk sizes.
+//  - packed (T >= kPackedMinRows, the prefill): the call's weight rows are repacked, 48 channels at a time, into a
+//    small per-thread scratch so that one zmm holds 16 channels x 4 consecutive k (byte 4j + i = channel j, k + i).
+//    Four activation bytes of row t, broadcast to all 16 lanes, times that vector add 16 outputs' worth of 4
+//    products: y[t, 16 channels] accumulates in one register and no horizontal sum is needed. An R x N micro-tile
+//    (R rows, N groups of 16 channels) keeps R*N accumulators live; per 4 k it loads N weight vectors and R
+//    broadcasts for R*N vpdpbusd. The repack is O(C*K) against O(T*C*K) multiply-adds: cheap at prefill chunk sizes.
 //  - direct (small T, e.g. decode's T = 1, where repacking would cost as much as the products): 64-byte dot
 //    products straight from the operands, one horizontal sum per output.
 // Tails: K not a multiple of 4 (or 64) and C not a multiple of 16 are zero-padded in the packed scratch or masked
@@ -191,12 +191,11 @@ void gemm_packed(int T, int C, int K, const int8_t* a, int lda, const int8_t* b,
     static thread_local Scratch scratch;
     const int steps = (K + 3) / 4, groups = (C + kGroup - 1) / kGroup;
     const size_t gstride = size_t(steps) * 64;
-    const size_t wbytes = size_t(groups) * gstride;
+    const size_t wbytes = kTileGroups * gstride;  // one group tile at a time: 48 * K bytes, L1 or L2
     const bool pad = K % 4 != 0;  // rows copied to steps * 4 bytes, zero padded, so no broadcast reads past a row
-    const size_t abytes = pad ? size_t(T) * steps * 4 : 0;
-    uint8_t* pw = static_cast<uint8_t*>(scratch.get(wbytes + (abytes + 63) / 64 * 64 + size_t(T) * sizeof(int32_t)));
-    int32_t* corr = reinterpret_cast<int32_t*>(pw + wbytes + (abytes + 63) / 64 * 64);
-    pack_weights(C, K, b, ldb, pw, steps);
+    const size_t abytes = pad ? (size_t(T) * steps * 4 + 63) / 64 * 64 : 0;
+    uint8_t* pw = static_cast<uint8_t*>(scratch.get(wbytes + abytes + size_t(T) * sizeof(int32_t)));
+    int32_t* corr = reinterpret_cast<int32_t*>(pw + wbytes + abytes);
     for (int t = 0; t < T; ++t) corr[t] = 128 * row_sum(a + size_t(t) * lda, K);
     if (pad) {
         int8_t* ap = reinterpret_cast<int8_t*>(pw + wbytes);
@@ -209,14 +208,18 @@ void gemm_packed(int T, int C, int K, const int8_t* a, int lda, const int8_t* b,
     }
     const int rem = C % kGroup;
     const __mmask16 partial = rem ? __mmask16((1u << rem) - 1) : __mmask16(0xFFFF);
-    // Groups in tiles of kTileGroups, then one smaller tile for the rest; rows inner: the group tile's weights
-    // (N * 16 * K bytes, L1 or L2) stream past every row tile, whose activations (8 rows x K) stay in L1.
-    int g = 0;
-    for (; g + kTileGroups <= groups; g += kTileGroups)
-        packed_rows<kTileGroups>(T, steps, a, lda, pw + g * gstride, gstride, corr, y + g * kGroup, ldy,
-                                 g + kTileGroups == groups ? partial : __mmask16(0xFFFF));
-    if (g < groups)
-        packed_group_tail(groups - g, T, steps, a, lda, pw + g * gstride, gstride, corr, y + g * kGroup, ldy, partial);
+    // Groups in tiles of kTileGroups, then one smaller tile for the rest. Each tile's weights are packed just before
+    // use and stream past every row tile (rows inner), whose activations (8 rows x K) stay in L1.
+    for (int g = 0; g < groups; g += kTileGroups) {
+        const int ng = groups - g < kTileGroups ? groups - g : kTileGroups;
+        const int c0 = g * kGroup, nc = C - c0 < ng * kGroup ? C - c0 : ng * kGroup;
+        pack_weights(nc, K, b + size_t(c0) * ldb, ldb, pw, steps);
+        const __mmask16 last = g + ng == groups ? partial : __mmask16(0xFFFF);
+        if (ng == kTileGroups)
+            packed_rows<kTileGroups>(T, steps, a, lda, pw, gstride, corr, y + c0, ldy, last);
+        else
+            packed_group_tail(ng, T, steps, a, lda, pw, gstride, corr, y + c0, ldy, last);
+    }
 }
 
 // ---- direct path ----------------------------------------------------------------------------------------------
