@@ -14,7 +14,10 @@
 //     the accelerator emulator does; gemm_kernels: every SIMD kernel this CPU runs on the same matmuls, in total
 //     ("layer") and split by K (576: q, k, v, o, gate, up; 1536: down), each as a fraction of the peak of the
 //     instruction it is built on ("of_instruction"); "layer_gops_7bit": the layer again with weight codes of <= 7
-//     bits (|w| <= 64). Random codes elsewhere (8 bits). Output: one JSON object.
+//     bits (|w| <= 64). Random codes elsewhere (8 bits).
+//   per core, robust to other processes on a shared machine: core_instruction_gops (each peak instruction on one
+//     thread) and per kernel core_layer_gops / core_of_instruction (the layer's channel blocks one after another on
+//     one thread), all per thread CPU second, best of several runs. Output: one JSON object.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -23,6 +26,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <time.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -111,6 +116,36 @@ __attribute__((target("arch=armv8.2-a+dotprod"))) double chain_ops(long iters, O
 }
 #endif
 
+// CPU time of the calling thread. The per-core rates divide by it rather than by wall time: on a shared machine
+// other processes' time slices then do not count against us (their use of shared caches still does).
+double thread_cpu_seconds() {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// Per-core GOPS of chain_ops on this thread: the best of 10 runs of about seconds / 10 each, per CPU second.
+double core_chains(double seconds, Op op) {
+    long iters = 1 << 12;
+    for (;;) {
+        const double t0 = thread_cpu_seconds();
+        chain_ops(iters, op);
+        const double dt = thread_cpu_seconds() - t0;
+        if (dt > 0.005) {
+            iters = long(iters * seconds / 10 / dt) + 1;
+            break;
+        }
+        iters *= 4;
+    }
+    double best = 0;
+    for (int i = 0; i < 10; ++i) {
+        const double t0 = thread_cpu_seconds();
+        const double ops = chain_ops(iters, op);
+        best = std::max(best, ops / (thread_cpu_seconds() - t0) / 1e9);
+    }
+    return best;
+}
+
 // GOPS of chain_ops on `threads` threads running together for about `seconds`.
 double measure_chains(int threads, double seconds, Op op) {
     long iters = 1 << 16;
@@ -135,15 +170,17 @@ double measure_chains(int threads, double seconds, Op op) {
     return total / dt / 1e9;
 }
 
-// Median GOPS of `fn` over the default model's prefill matmuls (T = 128 tokens), split over the pool's threads as
-// Forward::matmul does: one layer ("layer"), and the matmuls with K = 576 and with K = 1536 alone.
+// GOPS of `fn` over the default model's prefill matmuls (T = 128 tokens), each split into the channel blocks
+// Forward::matmul makes for `threads` threads: one layer ("layer"), and the matmuls with K = 576 and with K = 1536
+// alone. With a pool: the blocks run on its threads, median rate in wall time. Without (pool == nullptr): per core,
+// the blocks one after another on this thread, best rate per thread CPU second.
 struct GemmRates {
     double layer, k576, k1536;
 };
 
 // Weight codes uniform in [-128, 127] (8 bits) or [-64, 64] (the range of <= 7-bit codes, which the AVX2 kernel
 // multiplies in a cheaper form).
-GemmRates measure_gemm(ThreadPool& pool, int threads, double seconds, GemmFn fn, bool narrow, bool per_k) {
+GemmRates measure_gemm(ThreadPool* pool, int threads, double seconds, GemmFn fn, bool narrow, bool per_k) {
     const int T = 128, H = 576, I = 1536, KV = 192;
     const int shapes[][2] = {{H, H}, {KV, H}, {KV, H}, {H, H}, {I, H}, {I, H}, {H, I}};  // [C, K]: q k v o gate up down
     // Activations and weights of random codes in the contract's ranges (speed does not depend on them).
@@ -164,10 +201,14 @@ GemmRates measure_gemm(ThreadPool& pool, int threads, double seconds, GemmFn fn,
             if (K && Ki != K) continue;
             const int n_blocks = std::max(1, std::min((C + 15) / 16, 4 * threads));
             const int per = ((C + n_blocks - 1) / n_blocks + 15) / 16 * 16;
-            pool.parallel_for((C + per - 1) / per, [&](int j) {
+            auto block = [&](int j) {
                 const int c0 = j * per, c1 = std::min(C, c0 + per);
                 fn(T, c1 - c0, Ki, a.data(), Ki, w[i].data() + size_t(c0) * Ki, Ki, y.data() + c0, C);
-            });
+            };
+            if (pool)
+                pool->parallel_for((C + per - 1) / per, block);
+            else
+                for (int j = 0; j < (C + per - 1) / per; ++j) block(j);
             ops += 2.0 * T * C * Ki;
         }
         return ops;
@@ -178,12 +219,14 @@ GemmRates measure_gemm(ThreadPool& pool, int threads, double seconds, GemmFn fn,
         const auto start = Clock::now();
         while (rates.size() < 5 || std::chrono::duration<double>(Clock::now() - start).count() < seconds) {
             const auto t0 = Clock::now();
+            const double c0 = thread_cpu_seconds();
             const double ops = run(K);
-            rates.push_back(ops / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9);
+            const double dt = pool ? std::chrono::duration<double>(Clock::now() - t0).count() : thread_cpu_seconds() - c0;
+            rates.push_back(ops / dt / 1e9);
             if (rates.size() > 2000) break;
         }
         std::sort(rates.begin(), rates.end());
-        return rates[rates.size() / 2];
+        return pool ? rates[rates.size() / 2] : rates.back();
     };
     GemmRates r{median_rate(0), 0, 0};
     if (per_k) {
@@ -211,8 +254,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "usage: edgeflow-bench-int8 [threads >= 1] [seconds > 0]\n");
         return 2;
     }
-    std::string instrs, steps;
-    std::vector<std::pair<std::string, double>> instr_gops;
+    std::string instrs, steps, core_instrs;
+    std::vector<std::pair<std::string, double>> instr_gops, core_gops;
     double peak = 0;
     auto measure = [&](std::string& out, const char* name, Op op, bool is_peak) {
         const double g = measure_chains(threads, seconds, op);
@@ -220,6 +263,9 @@ int main(int argc, char** argv) {
         if (is_peak) {
             peak = std::max(peak, g);
             instr_gops.emplace_back(name, g);
+            const double c = core_chains(seconds, op);
+            core_instrs += std::string(core_instrs.empty() ? "" : ", ") + "\"" + name + "\": " + std::to_string(c);
+            core_gops.emplace_back(name, c);
         }
     };
 #if defined(__x86_64__)
@@ -244,25 +290,32 @@ int main(int argc, char** argv) {
     ThreadPool pool(threads);
     std::string kernels;
     double best = 0;
+    auto lookup = [](const std::vector<std::pair<std::string, double>>& v, const std::string& key) {
+        for (const auto& [name, g] : v)
+            if (name == key) return g;
+        return 0.0;
+    };
     for (const auto& k : available_gemm_kernels()) {
         if (std::string(k.name) == "ref") continue;  // scalar: minutes per layer, and not a candidate
-        const GemmRates r = measure_gemm(pool, threads, seconds, k.fn, false, true);
-        const GemmRates r7 = measure_gemm(pool, threads, seconds, k.fn, true, false);
+        const GemmRates r = measure_gemm(&pool, threads, seconds, k.fn, false, true);
+        const GemmRates r7 = measure_gemm(&pool, threads, seconds, k.fn, true, false);
+        const GemmRates core = measure_gemm(nullptr, threads, seconds, k.fn, false, false);
         if (std::string(k.name) == best_gemm_kernel().name) best = r.layer;
-        double ipeak = 0;
-        for (const auto& [name, g] : instr_gops)
-            if (name == kernel_instruction(k.name)) ipeak = g;
-        char buf[512];
+        const double ipeak = lookup(instr_gops, kernel_instruction(k.name));
+        const double cpeak = lookup(core_gops, kernel_instruction(k.name));
+        char buf[640];
         std::snprintf(buf, sizeof buf,
                       "%s\"%s\": {\"layer_gops\": %.2f, \"k576_gops\": %.2f, \"k1536_gops\": %.2f, "
-                      "\"layer_gops_7bit\": %.2f, \"instruction\": \"%s\", \"of_instruction\": %.3f}",
+                      "\"layer_gops_7bit\": %.2f, \"instruction\": \"%s\", \"of_instruction\": %.3f, "
+                      "\"core_layer_gops\": %.2f, \"core_of_instruction\": %.3f}",
                       kernels.empty() ? "" : ", ", k.name, r.layer, r.k576, r.k1536, r7.layer, kernel_instruction(k.name),
-                      ipeak > 0 ? r.layer / ipeak : 0.0);
+                      ipeak > 0 ? r.layer / ipeak : 0.0, core.layer, cpeak > 0 ? core.layer / cpeak : 0.0);
         kernels += buf;
     }
     std::printf("{\"threads\": %d, \"instruction_gops\": {%s}, \"step_gops\": {%s}, \"int8_peak_gops\": %.2f, "
-                "\"gemm_kernel\": \"%s\", \"gemm_gops\": %.2f, \"gemm_efficiency\": %.3f, \"gemm_kernels\": {%s}}\n",
-                threads, instrs.c_str(), steps.c_str(), peak, best_gemm_kernel().name, best, best / peak,
-                kernels.c_str());
+                "\"core_instruction_gops\": {%s}, \"gemm_kernel\": \"%s\", \"gemm_gops\": %.2f, "
+                "\"gemm_efficiency\": %.3f, \"gemm_kernels\": {%s}}\n",
+                threads, instrs.c_str(), steps.c_str(), peak, core_instrs.c_str(), best_gemm_kernel().name, best,
+                best / peak, kernels.c_str());
     return 0;
 }
