@@ -4,6 +4,15 @@
 // both sides it gets u = |w| (<= 128 fits a byte) and s = sign(x, w) = x * sgn(w): with x in [-127, 127] a pair is
 // at most 2 * 128 * 127 = 32512 and never saturates (|x| and sign(w, x) would turn w = -128 into +128 * -1).
 // pmaddwd by ones widens the pairs to int32. Four instructions per 32 multiply-adds.
+//
+// Narrow weights: a channel stored with <= 7 bits has |w| <= 64, and then the offset form pmaddubsw(x + 128, w)
+// cannot saturate either (a pair is at most 2 * 255 * 64 = 32640); the offset comes off as 128 * sum_k w:
+//   sum_k x[k] w[k] = sum_k (x[k] + 128) w[k] - 128 * sum_k w[k]
+// x + 128 is one xor per loaded activation vector, shared by every weight row of the tile, so a step is three
+// instructions (pmaddubsw, pmaddwd, paddd) instead of four. Which channels qualify is read off the codes: each
+// channel of a 16-channel block is scanned for max |w| (and its row sum) when the kernel runs - O(C * K) against
+// O(T * C * K) multiply-adds - so the answer is exact whatever bit width the file declared, and per channel:
+// EdgeFlow's mixed-width layers put 8-bit channels among narrow ones, so a per-block decision would rarely hold.
 #include "gemm.h"
 #include "gemm_blocked.h"
 #include "gemm_x86.h"
@@ -17,39 +26,132 @@ inline __m256i dot(__m256i acc, __m256i u, __m256i s) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
 }
 
-// One R x N tile of y: R activation rows against N weight rows. 4 x 2 keeps 8 accumulators, 2 weights, 2 |weights|
-// and one activation vector in the 16 ymm registers.
-struct Avx2Kernel {
-    static constexpr int kN = 2;
+// Tiles of y: R activation rows (a, lda) against N channels cols[0..N) of a block (weight row b + cols[n] * ldb,
+// output column y + cols[n]).
 
-    template <int R, int N>
-    static void tile(int K, const int8_t* a, int lda, const int8_t* b, int ldb, int32_t* y, int ldy) {
-        __m256i acc[R][N];
-        for (int r = 0; r < R; ++r)
-            for (int n = 0; n < N; ++n) acc[r][n] = _mm256_setzero_si256();
-        int k = 0;
-        for (; k + 32 <= K; k += 32) {
-            __m256i w[N], aw[N];
-            for (int n = 0; n < N; ++n) {
-                w[n] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + n * ldb + k));
-                aw[n] = _mm256_abs_epi8(w[n]);
-            }
-            for (int r = 0; r < R; ++r) {
-                const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + r * lda + k));
-                for (int n = 0; n < N; ++n) acc[r][n] = dot(acc[r][n], aw[n], _mm256_sign_epi8(x, w[n]));
-            }
+// The sign form, any int8 weights. 4 x 2 keeps 8 accumulators, 2 weights, 2 |weights| and one activation vector
+// in the 16 ymm registers.
+template <int R, int N>
+void sign_tile(int K, const int8_t* a, int lda, const int8_t* b, int ldb, const int* cols, int32_t* y, int ldy) {
+    const int8_t* wr[N];
+    for (int n = 0; n < N; ++n) wr[n] = b + cols[n] * ldb;
+    __m256i acc[R][N];
+    for (int r = 0; r < R; ++r)
+        for (int n = 0; n < N; ++n) acc[r][n] = _mm256_setzero_si256();
+    int k = 0;
+    for (; k + 32 <= K; k += 32) {
+        __m256i w[N], aw[N];
+        for (int n = 0; n < N; ++n) {
+            w[n] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr[n] + k));
+            aw[n] = _mm256_abs_epi8(w[n]);
         }
-        for (int r = 0; r < R; ++r)
-            for (int n = 0; n < N; ++n)
-                y[r * ldy + n] = hsum_epi32(acc[r][n]) + dot_tail(a + r * lda, b + n * ldb, k, K);
+        for (int r = 0; r < R; ++r) {
+            const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + r * lda + k));
+            for (int n = 0; n < N; ++n) acc[r][n] = dot(acc[r][n], aw[n], _mm256_sign_epi8(x, w[n]));
+        }
     }
-};
+    for (int r = 0; r < R; ++r)
+        for (int n = 0; n < N; ++n)
+            y[r * ldy + cols[n]] = hsum_epi32(acc[r][n]) + dot_tail(a + r * lda, wr[n], k, K);
+}
 
+// The offset form for narrow channels (|w| <= 64 for k < K / 32 * 32): sum_k (x + 128) w - corr[cols[n]],
+// corr[c] = 128 * sum_k w of channel c. 4 x 3 keeps 12 accumulators, 3 weight vectors and the offset activation
+// vector in registers (the constants come from memory operands).
+template <int R, int N>
+void narrow_tile(int K, const int8_t* a, int lda, const int8_t* b, int ldb, const int* cols, const int32_t* corr,
+                 int32_t* y, int ldy) {
+    const int8_t* wr[N];
+    for (int n = 0; n < N; ++n) wr[n] = b + cols[n] * ldb;
+    __m256i acc[R][N];
+    for (int r = 0; r < R; ++r)
+        for (int n = 0; n < N; ++n) acc[r][n] = _mm256_setzero_si256();
+    const __m256i offset = _mm256_set1_epi8(char(0x80));
+    int k = 0;
+    for (; k + 32 <= K; k += 32) {
+        __m256i w[N];
+        for (int n = 0; n < N; ++n) w[n] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr[n] + k));
+        for (int r = 0; r < R; ++r) {
+            const __m256i xu =
+                _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + r * lda + k)), offset);
+            for (int n = 0; n < N; ++n) acc[r][n] = dot(acc[r][n], xu, w[n]);
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int n = 0; n < N; ++n) {
+            int32_t tail = 0;  // the offset form of dot_tail, in int32: any weight value is exact here
+            for (int kk = k; kk < K; ++kk) tail += (int32_t(a[r * lda + kk]) + 128) * int32_t(wr[n][kk]);
+            y[r * ldy + cols[n]] = hsum_epi32(acc[r][n]) + tail - corr[cols[n]];
+        }
+}
+
+// True if every weight of `row` that narrow_tile multiplies with pmaddubsw (k < K / 32 * 32) has |w| <= 64; then
+// *corr = 128 * sum_k row[k] over all K.
+bool narrow_row(int K, const int8_t* row, int32_t* corr) {
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1), limit = _mm256_set1_epi8(64);
+    __m256i mx = _mm256_setzero_si256(), sum = _mm256_setzero_si256();
+    int k = 0;
+    for (; k + 32 <= K; k += 32) {
+        const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + k));
+        mx = _mm256_max_epu8(mx, _mm256_abs_epi8(w));  // |-128| is 0x80: 128 as unsigned
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, w), ones16));
+    }
+    // any byte of mx above 64: max_epu8(mx, 64) differs from 64 there
+    if (!_mm256_testz_si256(_mm256_xor_si256(_mm256_max_epu8(mx, limit), limit), _mm256_set1_epi8(-1))) return false;
+    int32_t s = hsum_epi32(sum);
+    for (; k < K; ++k) s += row[k];
+    *corr = 128 * s;
+    return true;
+}
+
+// The channels cols[0..n) of a block for R rows: tiles of 3 (narrow) or 2 (sign), then single channels.
+template <int R>
+void narrow_rows(int n, const int* cols, int K, const int8_t* a, int lda, const int8_t* b, int ldb,
+                 const int32_t* corr, int32_t* y, int ldy) {
+    int i = 0;
+    for (; i + 3 <= n; i += 3) narrow_tile<R, 3>(K, a, lda, b, ldb, cols + i, corr, y, ldy);
+    for (; i < n; ++i) narrow_tile<R, 1>(K, a, lda, b, ldb, cols + i, corr, y, ldy);
+}
+
+template <int R>
+void sign_rows(int n, const int* cols, int K, const int8_t* a, int lda, const int8_t* b, int ldb, int32_t* y,
+               int ldy) {
+    int i = 0;
+    for (; i + 2 <= n; i += 2) sign_tile<R, 2>(K, a, lda, b, ldb, cols + i, y, ldy);
+    for (; i < n; ++i) sign_tile<R, 1>(K, a, lda, b, ldb, cols + i, y, ldy);
+}
 
 }  // namespace
 
+// Per 16-channel block (its weight rows stay in L1 while every activation row streams past), its narrow channels
+// in the offset form and the rest in the sign form. The scan costs about as much as multiplying one row, so small
+// T (decode's T = 1) skips it: the offset form saves one instruction in four per row.
 void gemm_s8_avx2(int T, int C, int K, const int8_t* a, int lda, const int8_t* b, int ldb, int32_t* y, int ldy) {
-    gemm_blocked<Avx2Kernel>(T, C, K, a, lda, b, ldb, y, ldy);
+    constexpr int kCBlock = 16;
+    constexpr int kNarrowMinRows = 8;
+    int32_t corr[kCBlock];
+    int narrow[kCBlock], wide[kCBlock];
+    for (int c0 = 0; c0 < C; c0 += kCBlock) {
+        const int nc = C - c0 < kCBlock ? C - c0 : kCBlock;
+        const int8_t* bb = b + c0 * ldb;
+        int32_t* yb = y + c0;
+        int nn = 0, nw = 0;
+        for (int n = 0; n < nc; ++n) {
+            if (T >= kNarrowMinRows && narrow_row(K, bb + n * ldb, &corr[n]))
+                narrow[nn++] = n;
+            else
+                wide[nw++] = n;
+        }
+        int t = 0;
+        for (; t + 4 <= T; t += 4) {
+            narrow_rows<4>(nn, narrow, K, a + t * lda, lda, bb, ldb, corr, yb + t * ldy, ldy);
+            sign_rows<4>(nw, wide, K, a + t * lda, lda, bb, ldb, yb + t * ldy, ldy);
+        }
+        for (; t < T; ++t) {
+            narrow_rows<1>(nn, narrow, K, a + t * lda, lda, bb, ldb, corr, yb + t * ldy, ldy);
+            sign_rows<1>(nw, wide, K, a + t * lda, lda, bb, ldb, yb + t * ldy, ldy);
+        }
+    }
 }
 
 }  // namespace edgeflow

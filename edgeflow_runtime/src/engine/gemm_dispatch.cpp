@@ -18,6 +18,7 @@ namespace edgeflow {
 #if defined(__x86_64__)
 void gemm_s8_avx2(int, int, int, const int8_t*, int, const int8_t*, int, int32_t*, int);
 void gemm_s8_avxvnni(int, int, int, const int8_t*, int, const int8_t*, int, int32_t*, int);
+void gemm_s8_avx512vnni(int, int, int, const int8_t*, int, const int8_t*, int, int32_t*, int);
 #elif defined(__aarch64__)
 void gemm_s8_neon(int, int, int, const int8_t*, int, const int8_t*, int, int32_t*, int);
 void gemm_s8_neon_sdot(int, int, int, const int8_t*, int, const int8_t*, int, int32_t*, int);
@@ -28,6 +29,10 @@ std::vector<GemmKernel> available_gemm_kernels() {
 #if defined(__x86_64__)
     if (__builtin_cpu_supports("avx2")) ks.push_back({"avx2", gemm_s8_avx2});
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("avxvnni")) ks.push_back({"avx-vnni", gemm_s8_avxvnni});
+    // Last, so it is the default where present (also on CPUs that have AVX-VNNI too: twice the width per instruction).
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
+        ks.push_back({"avx512-vnni", gemm_s8_avx512vnni});
 #elif defined(__aarch64__)
     ks.push_back({"neon", gemm_s8_neon});
     if (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) ks.push_back({"neon-sdot", gemm_s8_neon_sdot});

@@ -3,14 +3,21 @@
 //   edgeflow-bench-int8 [threads] [seconds]
 //
 // GOPS count a multiply-add as 2 operations; every thread runs the same loop.
-//   instruction_gops: each INT8 multiply instruction alone, 8-12 independent copies per loop iteration written in
-//     assembly so the compiler cannot fold them: x86 pmaddubsw (32 u8 x s8 multiply-adds), AVX-VNNI vpdpbusd (32,
-//     accumulating into int32); aarch64 sdot (16). int8_peak_gops is the best of them: the machine's INT8 peak.
+//   instruction_gops: each INT8 multiply instruction alone, 8-16 independent copies per loop iteration written in
+//     assembly so the compiler cannot fold them: x86 pmaddubsw (ymm: 32 u8 x s8 multiply-adds), AVX-VNNI vpdpbusd
+//     (ymm: 32, accumulating into int32), AVX-512 VNNI vpdpbusd_zmm (64); aarch64 sdot (16). int8_peak_gops is the
+//     best of them: the machine's INT8 peak.
 //   step_gops: the AVX2 kernel's exact signed x signed -> int32 step psignb + pmaddubsw + pmaddwd + paddd per 32
-//     multiply-adds, in independent accumulator chains: the ceiling of an AVX2-only INT8 engine. (The AVX-VNNI
-//     kernel needs one vpdpbusd per 32 multiply-adds, so its ceiling is the instruction's.)
+//     multiply-adds, in independent accumulator chains: the ceiling of an AVX2-only INT8 engine. (The VNNI kernels
+//     need one vpdpbusd per 32 or 64 multiply-adds, so their ceiling is the instruction's.)
 //   gemm_gops: our best kernel on the default model's prefill matmuls (T = 128 tokens), split over the threads as
-//     the accelerator emulator does. Output: one JSON object.
+//     the accelerator emulator does; gemm_kernels: every SIMD kernel this CPU runs on the same matmuls, in total
+//     ("layer") and split by K (576: q, k, v, o, gate, up; 1536: down), each as a fraction of the peak of the
+//     instruction it is built on ("of_instruction"); "layer_gops_7bit": the layer again with weight codes of <= 7
+//     bits (|w| <= 64). Random codes elsewhere (8 bits).
+//   per core, robust to other processes on a shared machine: core_instruction_gops (each peak instruction on one
+//     thread) and per kernel core_layer_gops / core_of_instruction (the layer's channel blocks one after another on
+//     one thread), all per thread CPU second, best of several runs. Output: one JSON object.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -19,6 +26,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <time.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -37,9 +46,23 @@ namespace {
 constexpr int kChains = 12;  // independent accumulators: more than latency x throughput of the longest step
 
 #if defined(__x86_64__)
-enum class Op { Maddubs, Vpdpbusd, Avx2Step };
+enum class Op { Maddubs, Vpdpbusd, VpdpbusdZmm, Avx2Step };
 
 #define EF_REPEAT8(x) x x x x x x x x
+
+// 12 independent chains of vpdpbusd zmm, 8 times per iteration (a separate function: it needs AVX-512 registers).
+__attribute__((target("avx512f,avx512vnni"))) double chain_zmm(long iters) {
+    for (long it = 0; it < iters; ++it)
+        __asm__ volatile(EF_REPEAT8("vpdpbusd %%zmm30, %%zmm31, %%zmm16\n vpdpbusd %%zmm30, %%zmm31, %%zmm17\n"
+                                    "vpdpbusd %%zmm30, %%zmm31, %%zmm18\n vpdpbusd %%zmm30, %%zmm31, %%zmm19\n"
+                                    "vpdpbusd %%zmm30, %%zmm31, %%zmm20\n vpdpbusd %%zmm30, %%zmm31, %%zmm21\n"
+                                    "vpdpbusd %%zmm30, %%zmm31, %%zmm22\n vpdpbusd %%zmm30, %%zmm31, %%zmm23\n"
+                                    "vpdpbusd %%zmm30, %%zmm31, %%zmm24\n vpdpbusd %%zmm30, %%zmm31, %%zmm25\n"
+                                    "vpdpbusd %%zmm30, %%zmm31, %%zmm26\n vpdpbusd %%zmm30, %%zmm31, %%zmm27\n")
+                         ::: "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24",
+                             "xmm25", "xmm26", "xmm27");
+    return double(iters) * 96 * 64 * 2;
+}
 
 // Each chain feeds its own result back in, so no two chains compute the same thing and nothing folds away.
 __attribute__((target("avx2,avxvnni"))) double chain_ops(long iters, Op op) {
@@ -47,6 +70,7 @@ __attribute__((target("avx2,avxvnni"))) double chain_ops(long iters, Op op) {
     __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2);
     const __m256i ones = _mm256_set1_epi16(1);
     for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_epi32(i);
+    if (op == Op::VpdpbusdZmm) return chain_zmm(iters);
     if (op == Op::Maddubs) {
         for (long it = 0; it < iters; ++it)
             __asm__ volatile(EF_REPEAT8("vpmaddubsw %%ymm14, %%ymm15, %%ymm0\n vpmaddubsw %%ymm14, %%ymm15, %%ymm1\n")
@@ -92,6 +116,36 @@ __attribute__((target("arch=armv8.2-a+dotprod"))) double chain_ops(long iters, O
 }
 #endif
 
+// CPU time of the calling thread. The per-core rates divide by it rather than by wall time: on a shared machine
+// other processes' time slices then do not count against us (their use of shared caches still does).
+double thread_cpu_seconds() {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// Per-core GOPS of chain_ops on this thread: the best of 10 runs of about seconds / 10 each, per CPU second.
+double core_chains(double seconds, Op op) {
+    long iters = 1 << 12;
+    for (;;) {
+        const double t0 = thread_cpu_seconds();
+        chain_ops(iters, op);
+        const double dt = thread_cpu_seconds() - t0;
+        if (dt > 0.005) {
+            iters = long(iters * seconds / 10 / dt) + 1;
+            break;
+        }
+        iters *= 4;
+    }
+    double best = 0;
+    for (int i = 0; i < 10; ++i) {
+        const double t0 = thread_cpu_seconds();
+        const double ops = chain_ops(iters, op);
+        best = std::max(best, ops / (thread_cpu_seconds() - t0) / 1e9);
+    }
+    return best;
+}
+
 // GOPS of chain_ops on `threads` threads running together for about `seconds`.
 double measure_chains(int threads, double seconds, Op op) {
     long iters = 1 << 16;
@@ -116,39 +170,79 @@ double measure_chains(int threads, double seconds, Op op) {
     return total / dt / 1e9;
 }
 
-// GOPS of the best kernel over the default model's prefill matmuls (one layer), median of several runs.
-double measure_gemm(int threads, double seconds) {
+// GOPS of `fn` over the default model's prefill matmuls (T = 128 tokens), each split into the channel blocks
+// Forward::matmul makes for `threads` threads: one layer ("layer"), and the matmuls with K = 576 and with K = 1536
+// alone. With a pool: the blocks run on its threads, median rate in wall time. Without (pool == nullptr): per core,
+// the blocks one after another on this thread, best rate per thread CPU second.
+struct GemmRates {
+    double layer, k576, k1536;
+};
+
+// Weight codes uniform in [-128, 127] (8 bits) or [-64, 64] (the range of <= 7-bit codes, which the AVX2 kernel
+// multiplies in a cheaper form).
+GemmRates measure_gemm(ThreadPool* pool, int threads, double seconds, GemmFn fn, bool narrow, bool per_k) {
     const int T = 128, H = 576, I = 1536, KV = 192;
-    const int shapes[][2] = {{H, H}, {KV, H}, {KV, H}, {H, H}, {I, H}, {I, H}, {H, I}};  // [C, K]
-    std::vector<int8_t> a(size_t(T) * I, 7);
+    const int shapes[][2] = {{H, H}, {KV, H}, {KV, H}, {H, H}, {I, H}, {I, H}, {H, I}};  // [C, K]: q k v o gate up down
+    // Activations and weights of random codes in the contract's ranges (speed does not depend on them).
+    std::vector<int8_t> a(size_t(T) * I);
+    unsigned seed = 12345;
+    auto next = [&seed] { return seed = seed * 1103515245u + 12345u, int(seed >> 16); };
+    for (auto& x : a) x = int8_t(next() % 255 - 127);
     std::vector<std::vector<int8_t>> w;
-    for (const auto& s : shapes) w.emplace_back(size_t(s[0]) * s[1], int8_t(-3));
-    std::vector<int32_t> y(size_t(T) * I);
-    ThreadPool pool(threads);
-    const GemmFn fn = best_gemm_kernel().fn;
-    double ops_per_layer = 0;
-    for (const auto& s : shapes) ops_per_layer += 2.0 * T * s[0] * s[1];
-    auto layer = [&] {
-        for (size_t i = 0; i < w.size(); ++i) {
-            const int C = shapes[i][0], K = shapes[i][1];
-            const int n = 4 * threads, per = ((C + n - 1) / n + 15) / 16 * 16;
-            pool.parallel_for((C + per - 1) / per, [&](int j) {
-                const int c0 = j * per, c1 = std::min(C, c0 + per);
-                fn(T, c1 - c0, K, a.data(), K, w[i].data() + size_t(c0) * K, K, y.data() + c0, C);
-            });
-        }
-    };
-    layer();
-    std::vector<double> rates;
-    const auto start = Clock::now();
-    while (rates.size() < 5 || std::chrono::duration<double>(Clock::now() - start).count() < seconds) {
-        const auto t0 = Clock::now();
-        layer();
-        rates.push_back(ops_per_layer / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9);
-        if (rates.size() > 1000) break;
+    for (const auto& s : shapes) {
+        w.emplace_back(size_t(s[0]) * s[1]);
+        for (auto& x : w.back()) x = int8_t(narrow ? next() % 129 - 64 : next() % 256 - 128);
     }
-    std::sort(rates.begin(), rates.end());
-    return rates[rates.size() / 2];
+    std::vector<int32_t> y(size_t(T) * I);
+    auto run = [&](int K) {  // the matmuls of one layer with this K (0: all)
+        double ops = 0;
+        for (size_t i = 0; i < w.size(); ++i) {
+            const int C = shapes[i][0], Ki = shapes[i][1];
+            if (K && Ki != K) continue;
+            const int n_blocks = std::max(1, std::min((C + 15) / 16, 4 * threads));
+            const int per = ((C + n_blocks - 1) / n_blocks + 15) / 16 * 16;
+            auto block = [&](int j) {
+                const int c0 = j * per, c1 = std::min(C, c0 + per);
+                fn(T, c1 - c0, Ki, a.data(), Ki, w[i].data() + size_t(c0) * Ki, Ki, y.data() + c0, C);
+            };
+            if (pool)
+                pool->parallel_for((C + per - 1) / per, block);
+            else
+                for (int j = 0; j < (C + per - 1) / per; ++j) block(j);
+            ops += 2.0 * T * C * Ki;
+        }
+        return ops;
+    };
+    auto median_rate = [&](int K) {
+        run(K);  // warm up: scratch buffers, caches
+        std::vector<double> rates;
+        const auto start = Clock::now();
+        while (rates.size() < 5 || std::chrono::duration<double>(Clock::now() - start).count() < seconds) {
+            const auto t0 = Clock::now();
+            const double c0 = thread_cpu_seconds();
+            const double ops = run(K);
+            const double dt = pool ? std::chrono::duration<double>(Clock::now() - t0).count() : thread_cpu_seconds() - c0;
+            rates.push_back(ops / dt / 1e9);
+            if (rates.size() > 2000) break;
+        }
+        std::sort(rates.begin(), rates.end());
+        return pool ? rates[rates.size() / 2] : rates.back();
+    };
+    GemmRates r{median_rate(0), 0, 0};
+    if (per_k) {
+        r.k576 = median_rate(H);
+        r.k1536 = median_rate(I);
+    }
+    return r;
+}
+
+// The instruction a kernel is built on (its ceiling), as named in instruction_gops; "" when none is measured.
+const char* kernel_instruction(const std::string& kernel) {
+    if (kernel == "avx2") return "pmaddubsw";
+    if (kernel == "avx-vnni") return "vpdpbusd";
+    if (kernel == "avx512-vnni") return "vpdpbusd_zmm";
+    if (kernel == "neon-sdot") return "sdot";
+    return "";
 }
 
 }  // namespace
@@ -160,12 +254,19 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "usage: edgeflow-bench-int8 [threads >= 1] [seconds > 0]\n");
         return 2;
     }
-    std::string instrs, steps;
+    std::string instrs, steps, core_instrs;
+    std::vector<std::pair<std::string, double>> instr_gops, core_gops;
     double peak = 0;
     auto measure = [&](std::string& out, const char* name, Op op, bool is_peak) {
         const double g = measure_chains(threads, seconds, op);
         out += std::string(out.empty() ? "" : ", ") + "\"" + name + "\": " + std::to_string(g);
-        if (is_peak) peak = std::max(peak, g);
+        if (is_peak) {
+            peak = std::max(peak, g);
+            instr_gops.emplace_back(name, g);
+            const double c = core_chains(seconds, op);
+            core_instrs += std::string(core_instrs.empty() ? "" : ", ") + "\"" + name + "\": " + std::to_string(c);
+            core_gops.emplace_back(name, c);
+        }
     };
 #if defined(__x86_64__)
     if (!__builtin_cpu_supports("avx2")) {
@@ -175,6 +276,8 @@ int main(int argc, char** argv) {
     measure(instrs, "pmaddubsw", Op::Maddubs, true);
     measure(steps, "avx2", Op::Avx2Step, false);
     if (__builtin_cpu_supports("avxvnni")) measure(instrs, "vpdpbusd", Op::Vpdpbusd, true);
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni"))
+        measure(instrs, "vpdpbusd_zmm", Op::VpdpbusdZmm, true);
 #else
     bool sdot = false;
     for (const auto& k : available_gemm_kernels()) sdot |= std::string(k.name) == "neon-sdot";
@@ -184,9 +287,35 @@ int main(int argc, char** argv) {
     }
     measure(instrs, "sdot", Op::Sdot, true);
 #endif
-    const double gemm = measure_gemm(threads, seconds);
+    ThreadPool pool(threads);
+    std::string kernels;
+    double best = 0;
+    auto lookup = [](const std::vector<std::pair<std::string, double>>& v, const std::string& key) {
+        for (const auto& [name, g] : v)
+            if (name == key) return g;
+        return 0.0;
+    };
+    for (const auto& k : available_gemm_kernels()) {
+        if (std::string(k.name) == "ref") continue;  // scalar: minutes per layer, and not a candidate
+        const GemmRates r = measure_gemm(&pool, threads, seconds, k.fn, false, true);
+        const GemmRates r7 = measure_gemm(&pool, threads, seconds, k.fn, true, false);
+        const GemmRates core = measure_gemm(nullptr, threads, seconds, k.fn, false, false);
+        if (std::string(k.name) == best_gemm_kernel().name) best = r.layer;
+        const double ipeak = lookup(instr_gops, kernel_instruction(k.name));
+        const double cpeak = lookup(core_gops, kernel_instruction(k.name));
+        char buf[640];
+        std::snprintf(buf, sizeof buf,
+                      "%s\"%s\": {\"layer_gops\": %.2f, \"k576_gops\": %.2f, \"k1536_gops\": %.2f, "
+                      "\"layer_gops_7bit\": %.2f, \"instruction\": \"%s\", \"of_instruction\": %.3f, "
+                      "\"core_layer_gops\": %.2f, \"core_of_instruction\": %.3f}",
+                      kernels.empty() ? "" : ", ", k.name, r.layer, r.k576, r.k1536, r7.layer, kernel_instruction(k.name),
+                      ipeak > 0 ? r.layer / ipeak : 0.0, core.layer, cpeak > 0 ? core.layer / cpeak : 0.0);
+        kernels += buf;
+    }
     std::printf("{\"threads\": %d, \"instruction_gops\": {%s}, \"step_gops\": {%s}, \"int8_peak_gops\": %.2f, "
-                "\"gemm_kernel\": \"%s\", \"gemm_gops\": %.2f, \"gemm_efficiency\": %.3f}\n",
-                threads, instrs.c_str(), steps.c_str(), peak, best_gemm_kernel().name, gemm, gemm / peak);
+                "\"core_instruction_gops\": {%s}, \"gemm_kernel\": \"%s\", \"gemm_gops\": %.2f, "
+                "\"gemm_efficiency\": %.3f, \"gemm_kernels\": {%s}}\n",
+                threads, instrs.c_str(), steps.c_str(), peak, core_instrs.c_str(), best_gemm_kernel().name, best,
+                best / peak, kernels.c_str());
     return 0;
 }

@@ -1,0 +1,294 @@
+// AVX-512 VNNI INT8 GEMM (compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni; called only when the CPU has
+// all four).
+//
+// vpdpbusd multiplies unsigned by signed bytes and adds each group of four products into an int32 lane, with no
+// 16-bit intermediate, so nothing saturates. Here the weights take the unsigned side, offset by 128 (an xor with
+// 0x80: w + 128 is in [0, 255] for every int8 w, -128 included), and the activations stay signed:
+//   sum_k x[k] w[k] = sum_k x[k] (w[k] + 128) - 128 * sum_k x[k]
+// so the correction is one int32 per activation row, shared by every channel. Keeping the activations signed lets
+// them be the instruction's broadcast operand (vpdpbusd zmm, zmm, m32{1to16}: only the signed source can come from
+// memory), which is what the packed micro-kernel needs.
+//
+// Two paths:
+//  - packed (T >= kPackedMinRows, the prefill): the call's weight rows are repacked, 48 channels at a time, into a
+//    small per-thread scratch so that one zmm holds 16 channels x 4 consecutive k (byte 4j + i = channel j, k + i).
+//    Four activation bytes of row t, broadcast to all 16 lanes, times that vector add 16 outputs' worth of 4
+//    products: y[t, 16 channels] accumulates in one register and no horizontal sum is needed. An R x N micro-tile
+//    (R rows, N groups of 16 channels) keeps R*N accumulators live; per 4 k it loads N weight vectors and R
+//    broadcasts for R*N vpdpbusd. The repack is O(C*K) against O(T*C*K) multiply-adds: cheap at prefill chunk sizes.
+//  - direct (small T, e.g. decode's T = 1, where repacking would cost as much as the products): 64-byte dot
+//    products straight from the operands, one horizontal sum per output.
+// Tails: K not a multiple of 4 (or 64) and C not a multiple of 16 are zero-padded in the packed scratch or masked
+// in the direct loads; any T is handled by smaller tiles. Every path is checked bit-exact in tests/test_gemm.cpp.
+// GCC 12's AVX-512 headers pass an uninitialized "undefined" vector as the unused merge source of unmasked
+// intrinsics, which -Wall reports at every inlined use (a false positive).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "gemm.h"
+
+namespace edgeflow {
+namespace {
+
+constexpr int kGroup = 16;          // channels per packed group: the int32 lanes of one zmm
+constexpr int kPackedMinRows = 8;   // below this many rows the repack costs more than it saves
+constexpr int kTileRows = 8;        // packed micro-tile: 8 rows x 3 groups = 24 accumulators + 3 weights + 1 broadcast
+constexpr int kTileGroups = 3;      //   of the 32 zmm registers
+
+// A 64-byte aligned buffer that only grows; one per thread, so concurrent calls (Forward::matmul splits the
+// channels over a thread pool) never share it.
+struct Scratch {
+    void* p = nullptr;
+    size_t n = 0;
+    ~Scratch() { std::free(p); }
+    void* get(size_t bytes) {
+        if (bytes > n) {
+            std::free(p);
+            n = (bytes + 4095) / 4096 * 4096;
+            p = std::aligned_alloc(64, n);
+            if (!p) {
+                n = 0;
+                throw std::bad_alloc();
+            }
+        }
+        return p;
+    }
+};
+
+// sum_{k < K} x[k] for one activation row: vpdpbusd of ones (unsigned) by x (signed), masked tail load.
+int32_t row_sum(const int8_t* x, int K) {
+    const __m512i ones = _mm512_set1_epi8(1);
+    __m512i acc = _mm512_setzero_si512();
+    int k = 0;
+    for (; k + 64 <= K; k += 64) acc = _mm512_dpbusd_epi32(acc, ones, _mm512_loadu_si512(x + k));
+    if (k < K) acc = _mm512_dpbusd_epi32(acc, ones, _mm512_maskz_loadu_epi8(~0ULL >> (64 - (K - k)), x + k));
+    return _mm512_reduce_add_epi32(acc);
+}
+
+// acc += the four-byte dot products of u (unsigned) and s (signed) per int32 lane. Inline assembly rather than
+// _mm512_dpbusd_epi32: with many accumulators GCC 12 copies each one to a scratch register and to the stack around
+// the intrinsic (the tied accumulator confuses its register allocator); "+v" states the tie directly.
+static inline __attribute__((always_inline)) void dpbusd(__m512i& acc, __m512i u, __m512i s) {
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+}
+
+// ---- packed path ----------------------------------------------------------------------------------------------
+
+// Weight rows b[C, ldb] -> out: group g (channels 16g..16g+15), step s (k = 4s..4s+3) is the 64 bytes at
+// out + (g * steps + s) * 64, byte 4j + i = (w[16g + j][4s + i] xor 0x80) as u8, and 0 past C or past K (a zero
+// weight byte adds nothing whatever activation byte it meets). steps = ceil(K / 4).
+void pack_weights(int C, int K, const int8_t* b, int ldb, uint8_t* out, int steps) {
+    const int groups = (C + kGroup - 1) / kGroup;
+    const int k16 = K / 16 * 16;  // k covered by the vector transpose (full 16-byte row pieces)
+    const __m512i flip = _mm512_set1_epi8(char(0x80));
+    for (int g = 0; g < groups; ++g) {
+        uint8_t* og = out + size_t(g) * steps * 64;
+        const int8_t* bg = b + size_t(g) * kGroup * ldb;
+        const int nc = C - g * kGroup < kGroup ? C - g * kGroup : kGroup;
+        int k0 = 0;
+        if (nc == kGroup) {
+            // 16 rows x 16 bytes -> 4 steps. z[m] holds rows m, m + 4, m + 8, m + 12 in its 128-bit lanes, so after
+            // a 4 x 4 transpose of dwords within each lane, lane l of step vector d holds rows 4l + 0..3: dword
+            // 4l + m is row 4l + m, step d - every channel lands at its own lane position.
+            for (; k0 < k16; k0 += 16) {
+                __m512i z[4];
+                for (int m = 0; m < 4; ++m) {
+                    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bg + m * ldb + k0)));
+                    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(bg + (m + 4) * ldb + k0)), 1);
+                    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(bg + (m + 8) * ldb + k0)), 2);
+                    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(bg + (m + 12) * ldb + k0)), 3);
+                    z[m] = v;
+                }
+                const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+                const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+                uint8_t* o = og + size_t(k0 / 4) * 64;
+                _mm512_store_si512(o + 0, _mm512_xor_si512(_mm512_unpacklo_epi64(t0, t2), flip));
+                _mm512_store_si512(o + 64, _mm512_xor_si512(_mm512_unpackhi_epi64(t0, t2), flip));
+                _mm512_store_si512(o + 128, _mm512_xor_si512(_mm512_unpacklo_epi64(t1, t3), flip));
+                _mm512_store_si512(o + 192, _mm512_xor_si512(_mm512_unpackhi_epi64(t1, t3), flip));
+            }
+        }
+        // The rest (K % 16 tail, or a group with fewer than 16 channels): byte by byte, zero padded.
+        for (int s = k0 / 4; s < steps; ++s)
+            for (int j = 0; j < kGroup; ++j)
+                for (int i = 0; i < 4; ++i) {
+                    const int k = 4 * s + i;
+                    og[size_t(s) * 64 + 4 * j + i] =
+                        (j < nc && k < K) ? uint8_t(uint8_t(bg[size_t(j) * ldb + k]) ^ 0x80u) : uint8_t(0);
+                }
+    }
+}
+
+// One R x N micro-tile: rows a[0..R) against groups pw + n * gstride (n < N), y[r, 16n + j] for j < 16 (the last
+// group stores only the lanes in `last`). corr[r] = 128 * row_sum(row r). Every row holds steps * 4 readable bytes
+// (gemm_packed pads the activations when K % 4 != 0), so the k loop has no tail: a tail block after it makes GCC
+// keep the accumulators in memory.
+template <int R, int N>
+void packed_tile(int steps, const int8_t* a, int lda, const uint8_t* pw, size_t gstride, const int32_t* corr,
+                 int32_t* y, int ldy, __mmask16 last) {
+    __m512i acc[R][N];
+    #pragma GCC unroll 32
+    for (int r = 0; r < R; ++r)
+        #pragma GCC unroll 32
+        for (int n = 0; n < N; ++n) acc[r][n] = _mm512_setzero_si512();
+    for (int s = 0; s < steps; ++s) {
+        __m512i w[N];
+#pragma GCC unroll 32
+        for (int n = 0; n < N; ++n) w[n] = _mm512_load_si512(pw + n * gstride + size_t(s) * 64);
+#pragma GCC unroll 32
+        for (int r = 0; r < R; ++r) {
+            int32_t x4;
+            std::memcpy(&x4, a + r * lda + 4 * s, 4);
+            const __m512i xb = _mm512_set1_epi32(x4);  // a vpbroadcastd from memory
+#pragma GCC unroll 32
+            for (int n = 0; n < N; ++n) dpbusd(acc[r][n], w[n], xb);
+        }
+    }
+    #pragma GCC unroll 32
+    for (int r = 0; r < R; ++r) {
+        const __m512i c = _mm512_set1_epi32(corr[r]);
+        #pragma GCC unroll 32
+        for (int n = 0; n + 1 < N; ++n) _mm512_storeu_si512(y + r * ldy + n * kGroup, _mm512_sub_epi32(acc[r][n], c));
+        _mm512_mask_storeu_epi32(y + r * ldy + (N - 1) * kGroup, last, _mm512_sub_epi32(acc[r][N - 1], c));
+    }
+}
+
+// Rows [0, T) against the N groups at pw: full tiles of kTileRows, then one smaller tile for the remainder.
+template <int N, int R = kTileRows - 1>
+void packed_row_tail(int rem, int steps, const int8_t* a, int lda, const uint8_t* pw, size_t gstride,
+                     const int32_t* corr, int32_t* y, int ldy, __mmask16 last) {
+    if (rem == R) return packed_tile<R, N>(steps, a, lda, pw, gstride, corr, y, ldy, last);
+    if constexpr (R > 1) packed_row_tail<N, R - 1>(rem, steps, a, lda, pw, gstride, corr, y, ldy, last);
+}
+
+template <int N>
+void packed_rows(int T, int steps, const int8_t* a, int lda, const uint8_t* pw, size_t gstride, const int32_t* corr,
+                 int32_t* y, int ldy, __mmask16 last) {
+    int t = 0;
+    for (; t + kTileRows <= T; t += kTileRows)
+        packed_tile<kTileRows, N>(steps, a + size_t(t) * lda, lda, pw, gstride, corr + t, y + size_t(t) * ldy, ldy, last);
+    if (t < T)
+        packed_row_tail<N>(T - t, steps, a + size_t(t) * lda, lda, pw, gstride, corr + t, y + size_t(t) * ldy, ldy, last);
+}
+
+// The last groups (fewer than kTileGroups) as one tile of `rem` groups.
+template <int N = kTileGroups - 1>
+void packed_group_tail(int rem, int T, int steps, const int8_t* a, int lda, const uint8_t* pw, size_t gstride,
+                       const int32_t* corr, int32_t* y, int ldy, __mmask16 last) {
+    if (rem == N) return packed_rows<N>(T, steps, a, lda, pw, gstride, corr, y, ldy, last);
+    if constexpr (N > 1) packed_group_tail<N - 1>(rem, T, steps, a, lda, pw, gstride, corr, y, ldy, last);
+}
+
+void gemm_packed(int T, int C, int K, const int8_t* a, int lda, const int8_t* b, int ldb, int32_t* y, int ldy) {
+    static thread_local Scratch scratch;
+    const int steps = (K + 3) / 4, groups = (C + kGroup - 1) / kGroup;
+    const size_t gstride = size_t(steps) * 64;
+    const size_t wbytes = kTileGroups * gstride;  // one group tile at a time: 48 * K bytes, L1 or L2
+    const bool pad = K % 4 != 0;  // rows copied to steps * 4 bytes, zero padded, so no broadcast reads past a row
+    const size_t abytes = pad ? (size_t(T) * steps * 4 + 63) / 64 * 64 : 0;
+    uint8_t* pw = static_cast<uint8_t*>(scratch.get(wbytes + abytes + size_t(T) * sizeof(int32_t)));
+    int32_t* corr = reinterpret_cast<int32_t*>(pw + wbytes + abytes);
+    for (int t = 0; t < T; ++t) corr[t] = 128 * row_sum(a + size_t(t) * lda, K);
+    if (pad) {
+        int8_t* ap = reinterpret_cast<int8_t*>(pw + wbytes);
+        for (int t = 0; t < T; ++t) {
+            std::memcpy(ap + size_t(t) * steps * 4, a + size_t(t) * lda, size_t(K));
+            std::memset(ap + size_t(t) * steps * 4 + K, 0, size_t(steps * 4 - K));
+        }
+        a = ap;
+        lda = steps * 4;
+    }
+    const int rem = C % kGroup;
+    const __mmask16 partial = rem ? __mmask16((1u << rem) - 1) : __mmask16(0xFFFF);
+    // Groups in tiles of kTileGroups, then one smaller tile for the rest. Each tile's weights are packed just before
+    // use and stream past every row tile (rows inner), whose activations (8 rows x K) stay in L1.
+    for (int g = 0; g < groups; g += kTileGroups) {
+        const int ng = groups - g < kTileGroups ? groups - g : kTileGroups;
+        const int c0 = g * kGroup, nc = C - c0 < ng * kGroup ? C - c0 : ng * kGroup;
+        pack_weights(nc, K, b + size_t(c0) * ldb, ldb, pw, steps);
+        const __mmask16 last = g + ng == groups ? partial : __mmask16(0xFFFF);
+        if (ng == kTileGroups)
+            packed_rows<kTileGroups>(T, steps, a, lda, pw, gstride, corr, y + c0, ldy, last);
+        else
+            packed_group_tail(ng, T, steps, a, lda, pw, gstride, corr, y + c0, ldy, last);
+    }
+}
+
+// ---- direct path ----------------------------------------------------------------------------------------------
+
+// R x N outputs as dot products over 64-byte pieces: weights loaded once per piece and offset (xor 0x80) for all R
+// rows. The K % 64 tail is a masked (zeroing) load on both sides: a zero activation byte adds nothing whatever the
+// offset weight byte is. corr[r] = 128 * row_sum(row r).
+template <int R, int N>
+void direct_tile(int K, const int8_t* a, int lda, const int8_t* b, int ldb, const int32_t* corr, int32_t* y,
+                 int ldy) {
+    __m512i acc[R][N];
+    #pragma GCC unroll 32
+    for (int r = 0; r < R; ++r)
+        #pragma GCC unroll 32
+        for (int n = 0; n < N; ++n) acc[r][n] = _mm512_setzero_si512();
+    const __m512i flip = _mm512_set1_epi8(char(0x80));
+    for (int k = 0; k < K; k += 64) {
+        const __mmask64 m = K - k >= 64 ? ~__mmask64(0) : ~__mmask64(0) >> (64 - (K - k));
+        __m512i w[N];
+        #pragma GCC unroll 32
+        for (int n = 0; n < N; ++n) w[n] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, b + n * ldb + k), flip);
+        #pragma GCC unroll 32
+        for (int r = 0; r < R; ++r) {
+            const __m512i x = _mm512_maskz_loadu_epi8(m, a + r * lda + k);
+            #pragma GCC unroll 32
+            for (int n = 0; n < N; ++n) dpbusd(acc[r][n], w[n], x);
+        }
+    }
+    #pragma GCC unroll 32
+    for (int r = 0; r < R; ++r)
+        #pragma GCC unroll 32
+        for (int n = 0; n < N; ++n) y[r * ldy + n] = _mm512_reduce_add_epi32(acc[r][n]) - corr[r];
+}
+
+template <int R>
+void direct_rows(int C, int K, const int8_t* a, int lda, const int8_t* b, int ldb, const int32_t* corr, int32_t* y,
+                 int ldy) {
+    int c = 0;
+    for (; c + 4 <= C; c += 4) direct_tile<R, 4>(K, a, lda, b + size_t(c) * ldb, ldb, corr, y + c, ldy);
+    for (; c < C; ++c) direct_tile<R, 1>(K, a, lda, b + size_t(c) * ldb, ldb, corr, y + c, ldy);
+}
+
+void gemm_direct(int T, int C, int K, const int8_t* a, int lda, const int8_t* b, int ldb, int32_t* y, int ldy) {
+    int32_t corr[4];
+    int t = 0;
+    for (; t + 4 <= T; t += 4) {
+        for (int r = 0; r < 4; ++r) corr[r] = 128 * row_sum(a + size_t(t + r) * lda, K);
+        direct_rows<4>(C, K, a + size_t(t) * lda, lda, b, ldb, corr, y + size_t(t) * ldy, ldy);
+    }
+    for (; t < T; ++t) {
+        corr[0] = 128 * row_sum(a + size_t(t) * lda, K);
+        direct_rows<1>(C, K, a + size_t(t) * lda, lda, b, ldb, corr, y + size_t(t) * ldy, ldy);
+    }
+}
+
+}  // namespace
+
+void gemm_s8_avx512vnni(int T, int C, int K, const int8_t* a, int lda, const int8_t* b, int ldb, int32_t* y,
+                        int ldy) {
+    if (T <= 0 || C <= 0) return;
+    if (K <= 0) {
+        for (int t = 0; t < T; ++t)
+            for (int c = 0; c < C; ++c) y[size_t(t) * ldy + c] = 0;
+        return;
+    }
+    if (T >= kPackedMinRows)
+        gemm_packed(T, C, K, a, lda, b, ldb, y, ldy);
+    else
+        gemm_direct(T, C, K, a, lda, b, ldb, y, ldy);
+}
+
+}  // namespace edgeflow
