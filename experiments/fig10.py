@@ -1,9 +1,13 @@
 """Figure 10: cold-start TTFT (bars, log scale) and accuracy (lines) of llama.cpp, MNN, llm.npu+ and EdgeFlow at 4-7
 average bits, per model and dataset; beside it our TTFT ratios (baseline / EdgeFlow) against the paper's.
 
-Rows come from the store folders `ttft` (metric ttft_s, one row per repetition) and `accuracy` (metric accuracy, a
-fraction). Bars are medians over repetitions with min-max error bars. The paper's per-bar values were lost in the text
-extraction; its ratios (section 5.2) are the reference, and they summarise the figure over models and datasets.
+Rows come from the store folders `ttft` (metric ttft_s, one row per prompt and repetition) and `accuracy` (metric
+accuracy, a fraction over the n items its notes record); only the latest successful attempt of each configuration
+counts. TTFT is drawn and compared per measurement condition (model, device, flash setting, prompt source), accuracy
+per model and dataset source: rows of different conditions are never pooled. Bars are medians over prompts and
+repetitions with min-max error bars. The paper's per-bar values were lost in the text extraction; its ratios
+(section 5.2) are the reference, and they summarise the figure over models and datasets. Our ratios carry a paired
+bootstrap interval, our accuracy drops a Wilson/MOVER interval (common.VERDICT_RULES).
 """
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """Figure 12 (and Appendix C's Figure 18): accuracy of SmoothQuant, shadow outliers, CMPQ and EdgeFlow at 4-7 average
 bits on each dataset, and EdgeFlow's average gain over each.
 
-Ours: `accuracy` rows (a fraction) per model, quantizer, bits and dataset; a gain is EdgeFlow's accuracy minus the
-baseline's in percentage points, averaged over the datasets both ran. The paper gives per-bit gains vs CMPQ and a
+Ours: `accuracy` rows (a fraction over the n items their notes record) per model, dataset source (builtin or local
+proxy: never pooled), quantizer, bits and dataset; a gain is EdgeFlow's accuracy minus the baseline's in percentage
+points, averaged over the datasets both ran, with a 95% interval from the accuracies' Wilson intervals (MOVER). The paper gives per-bit gains vs CMPQ and a
 4..7-bit range vs SmoothQuant and SO (results/paper/fig12.csv); both are compared under the accuracy rule.
 """
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Table 4: WikiText-2 perplexity of Llama3-8B quantized by SmoothQuant, llm.npu's shadow outliers (SO), CMPQ and
 EdgeFlow at 4-7 average bits. Table 5 is the same for Phi3-3.8B (experiments/table5.py reuses this module).
 
-Ours: `perplexity` rows (metric perplexity), median over repetitions. When the store holds the paper's own model its
+Ours: `perplexity` rows (metric perplexity), median over repetitions, one table per model and evaluation text
+(WikiText-2 or the local proxy: never pooled). When the store holds the paper's own model its
 rows are compared; otherwise every model we measured is compared with the paper's table, by ordering only (absolute
 perplexities of different models and protocols are not comparable). The reference CSV is the quantizer helper's
 results/paper/table4.csv (long format with metric/value, or wide with one column per method: both are read).
