@@ -533,7 +533,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     capped = "".join(f"- {where}: {'; '.join(r)}\n" for where, r in caps_seen.items())
     body = [f"![{TITLE}](figures/{figures[0].name})\n", "Labels: " + "; ".join(tags) + ".\n" if tags else "",
             f"{note}\n" if note else "", f"{spans}\n" if spans else "",
-            f"Verdicts capped at *qualitative* because:\n\n{capped}" if capped else "",
+            f"Agreement can only be *qualitative* (the cap) here because:\n\n{capped}" if capped else "",
             "**TTFT ratios** (baseline / EdgeFlow; ours: geometric mean over the datasets where both ran, with the "
             "bootstrap 95% interval over prompts and repetitions). The paper's ratios summarise its Figure 10 over "
             "Llama3-8B and Phi3-3.8B and five datasets.\n",

@@ -166,7 +166,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     body = "".join(f"![{TITLE}](figures/{p.name})\n\n" for p in figures if p.suffix == ".png")
     body += (f"{note}\n\n" if note else "") + (f"{spans}\n\n" if spans else "")
     if capped:
-        body += "Verdicts capped at *qualitative* because:\n\n" + "\n".join(capped) + "\n\n"
+        body += "Agreement can only be *qualitative* (the cap) here because:\n\n" + "\n".join(capped) + "\n\n"
     body += ("**EdgeFlow's accuracy gain** over each baseline (ours: percentage points, mean over datasets, with the "
              "95% interval combining the accuracies' Wilson intervals; the paper's: percent as it states them).\n\n")
     body += md_table(pd.DataFrame(lines)) + "\n" + "\n".join(tables)

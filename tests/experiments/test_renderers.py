@@ -34,7 +34,7 @@ def test_fig10_render_writes_figures_and_says_what_did_not_run(fig10_store, tmp_
     assert section.verdict == "qualitative", section.summary
     assert "0 of 13 comparisons reproduced, 10 qualitative, 3 not run" in section.summary
     assert "not the paper's" in section.body  # smollm2-135m vs Llama3-8B / Phi3-3.8B
-    assert "capped at *qualitative* because" in section.body and "| 4.21 [" in section.body
+    assert "only be *qualitative* (the cap) here because" in section.body and "| 4.21 [" in section.body
 
 
 def test_fig10_render_on_a_miniature_sweep(fig10_store, tmp_path):

@@ -55,6 +55,18 @@ def test_cap_makes_agreement_qualitative_and_keeps_disagreement():
     assert common.ratio_verdict(math.nan, 4.07) == NOT_RUN
 
 
+def test_counts_where_fewer_is_better_and_proxy_data_cap():
+    assert common.at_most_verdict(0.45, 0.48) == REPRODUCED
+    assert common.at_most_verdict(0.52, 0.48) == REPRODUCED  # within x1.1
+    assert common.at_most_verdict(0.60, 0.48) == DIFFERS
+    proxy = pd.DataFrame([{"model": "llama3-8b", "label": "proxy", "notes": ""}])
+    builtin = proxy.assign(label="measured")
+    assert common.cap_reasons(proxy, {"llama3-8b"}, device_matters=False) == ["proxy dataset"]
+    assert common.cap_reasons(builtin, {"llama3-8b"}, device_matters=False) == []
+    ttft_on_corpus = builtin.assign(notes="prompt 0 (corpus text (local, Shakespeare corpus))")
+    assert common.cap_reasons(ttft_on_corpus, {"llama3-8b"}, device_matters=False) == ["proxy dataset"]
+
+
 def _noisy_rows(rng, system, datasets, prompts=3, reps=3, scale=1.0):
     """Equal systems: TTFT lognormal with 40% spread around the same median; only `scale` tells them apart."""
     return pd.DataFrame([{"dataset": d, "value": scale * float(np.exp(rng.normal(0, 0.4))), "repetition": r,
@@ -233,7 +245,7 @@ def test_fig10_on_the_papers_model_device_and_data_can_reproduce(tmp_path):
         r.update(label="measured", notes="lm-eval builtin task, n=1000, shots=0")
     section = run.render("fig10", _store(tmp_path, rows), tmp_path / "out")
     assert section.verdict == PARTLY, section.body
-    assert "capped" not in section.body
+    assert "the cap) here because" not in section.body
     assert section.body.count("| reproduced | reproduced |") >= 6
 
 
