@@ -1,42 +1,83 @@
-"""What every artifact module shares: the paper's reference values, the verdict rules, aggregation over repetitions,
-the labels that must follow a number (emulated flash, proxy datasets), and figure/Markdown output.
+"""What every artifact module shares: the paper's reference values, the verdict rules and the statistics behind them,
+which rows count (the latest successful attempt of each configuration) and under which conditions they were measured,
+aggregation over repetitions, the labels that must follow a number, and figure/Markdown output.
 
-A verdict compares our number with the paper's under one stated rule (`VERDICT_RULES`, printed in the report):
-ratios within +-RATIO_TOLERANCE of the paper's are "reproduced"; on the same side of 1 but outside it,
-"same direction"; otherwise "differs". Accuracy differences use ACCURACY_TOLERANCE_PP percentage points.
+A verdict compares our number, with its 95% interval, with the paper's under one stated rule (`VERDICT_RULES`,
+printed once in the report, each clause tested in tests/experiments/test_verdicts.py).
 """
 from __future__ import annotations
 
+import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER_DIR = REPO / "results" / "paper"
 
-RATIO_TOLERANCE = 0.25       # |ours / paper - 1| within this: reproduced
-ACCURACY_TOLERANCE_PP = 5.0  # accuracy (or accuracy gain) within this many percentage points: reproduced
-BAND_TOLERANCE = 0.15        # a prompt-length band within the paper's widened by this fraction: reproduced
+# Tolerances widen our 95% interval before asking whether the paper's value is inside it: they allow for what the
+# interval does not hold (the paper's own noise, a different build of the same system), not for our sampling noise.
+RATIO_TOLERANCE = 0.10       # our ratio interval widened by x(1+tol) up and /(1+tol) down
+ACCURACY_TOLERANCE_PP = 2.0  # our accuracy-difference interval widened by this many percentage points each side
+BAND_TOLERANCE = 0.15        # Table 3 check of the prompts' lengths against the paper's band (an input, not a verdict)
+MIN_DATASETS = 3             # a ratio verdict needs this many datasets (or all the paper's statement covers) ...
+MIN_PROMPTS = 3              # ... and this many distinct prompts per dataset and system
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 0
+Z95 = 1.959963984540054
 
 REPRODUCED, SAME_DIRECTION, DIFFERS, NOT_RUN = "reproduced", "same direction", "differs", "not run"
+QUALITATIVE, INCONCLUSIVE, PARTLY = "qualitative", "inconclusive", "partly reproduced"
+INPUT = "input"  # a section showing what went into the measurement (Table 3), not a result: no verdict
+# The paper's testbed (section 5.1): Xiaomi 15 Pro, Snapdragon 8 Elite (SoC model SM8750). A row's device is the
+# paper's when its device_info names that SoC on a real phone (not the loopback sandbox) without flash emulation.
+PAPER_SOCS = ("SM8750",)
 
 VERDICT_RULES = f"""\
-- **Ratios** (speedups, baseline TTFT / EdgeFlow TTFT): *reproduced* when ours is within ±{RATIO_TOLERANCE:.0%} of the
-  paper's; *same direction* when both are on the same side of 1 (the same system wins) but farther apart; otherwise
-  *differs*.
-- **Accuracy differences** (drops and gains, in percentage points): *reproduced* within ±{ACCURACY_TOLERANCE_PP:g}
-  points of the paper's; *same direction* when the sign agrees; otherwise *differs*.
-- **Orderings** (perplexity tables): *reproduced* when the methods rank in the paper's order at that bit-width;
-  *same direction* when the paper's best method is also ours; otherwise *differs*.
-- **Prompt-length bands** (Table 3): *reproduced* when our band lies inside the paper's widened by ±{BAND_TOLERANCE:.0%}
-  (tokenisers differ between models); otherwise *differs*.
-- An artifact is *reproduced* when every comparison is; *partly reproduced* when some are; *differs* when none is;
-  *not run* when there is nothing of ours to compare (the reason is given).
-- Our numbers come from whatever model and device the rows name. When the model is not the paper's, or flash was not
-  emulated on a host that is not flash-bound, the comparison is qualitative and the section says so."""
+Each comparison of ours with the paper's gets one verdict. Our value carries a 95% interval: accuracy from the
+binomial (Wilson) interval of each accuracy row's items, a difference of accuracies from the Wilson intervals combined
+(MOVER, Newcombe's method for two proportions); a TTFT ratio from a seeded bootstrap ({BOOTSTRAP_RESAMPLES} resamples)
+over prompts (paired between the two systems) and the repetitions of each prompt, within each dataset, then the
+geometric mean over datasets. The interval is widened by a tolerance for what it does not hold: ratios by
+×/÷{1 + RATIO_TOLERANCE:g}, accuracy differences by ±{ACCURACY_TOLERANCE_PP:g} percentage points.
+
+- *Direction*: a ratio's is which side of 1 it lies on (which system wins), a difference's its sign. Ours is
+  established when the whole 95% interval lies on one side. A paper value within the tolerance of 1 (or of 0)
+  states no winner: then no direction is required.
+- *reproduced*: our direction is established and is the paper's, and the paper's value lies inside our widened
+  interval.
+- *same direction*: our direction is established and is the paper's, but the paper's value lies outside our widened
+  interval.
+- *differs*: our direction is established and is the opposite of the paper's, or the paper's value lies outside our
+  widened interval while our direction is not established (we see a different size of effect).
+- *inconclusive*: our interval includes no effect (1, or 0) and the paper's value: the data cannot tell. A ratio
+  also needs at least {MIN_DATASETS} datasets (or every dataset the paper's statement covers, when fewer) and
+  {MIN_PROMPTS} prompts per dataset; with fewer it is inconclusive.
+- *qualitative*: the cap. When the model is not the paper's, the device is not the paper's phone (a host, flash
+  emulation, the loopback sandbox), the dataset is a local proxy, or our number has no interval (a single
+  measurement), only the direction can be compared: *reproduced* and *same direction* become *qualitative*;
+  *differs* and *inconclusive* stay. The table says which condition capped it.
+- *Orderings* (perplexity tables; perplexity is deterministic, no interval): *reproduced* when the methods rank in the
+  paper's order at that bit-width; *same direction* when the paper's best method is also ours; otherwise *differs*;
+  the same cap applies.
+- *Counts where fewer is better* (instructions per weight, deterministic): *reproduced* when ours is at most the
+  paper's ×{1 + RATIO_TOLERANCE:g}, otherwise *differs*; the same cap applies.
+- *Table 3* (prompt lengths) is an input: the prompts are drawn from the paper's bands by construction, so it is shown
+  (with a check that each band holds, ±{BAND_TOLERANCE:.0%}) and gets no verdict.
+- An artifact is *not run* when none of its comparisons could be made; *reproduced* when every comparison is
+  reproduced; *partly reproduced* when at least one is but not all (a not-run or inconclusive comparison counts as
+  not reproduced); otherwise, with none reproduced: *differs* when any comparison differs, else *qualitative* when any
+  is qualitative, else *same direction* when any is, else *inconclusive*.
+- Rows that count: per configuration (config hash) only its latest successful attempt (rows of failed attempts and
+  of superseded reruns, e.g. older code, are dropped; a configuration that never succeeded shows its latest reason).
+  Rows measured under different conditions (model, device, flash emulation, dataset source builtin/proxy) are never
+  pooled: each section draws them apart. Different configurations may come from different commits; each section
+  lists the commits its rows come from."""
 
 
 class NotAvailable(RuntimeError):
@@ -93,15 +134,43 @@ def parse_paper_value(value) -> tuple[float, bool]:
     return float(text.rstrip("k")) * scale, lower
 
 
-# --- our rows -----------------------------------------------------------------------------------------------------------
+# --- our rows: which count, and under which conditions -------------------------------------------------------------------
 
 def read_rows(store, experiments: tuple[str, ...]) -> pd.DataFrame:
-    """All rows of the named store folders (experiment names), in one frame."""
-    frames = [store.read(e) for e in experiments]
+    """All rows of the named store folders (experiment names), in one frame, with the `part` (attempt) of each."""
+    frames = [store.read(e, with_part=True) for e in experiments]
     frames = [f for f in frames if not f.empty]
     if not frames:
-        return store.read(experiments[0]) if experiments else pd.DataFrame()
+        return store.read(experiments[0], with_part=True) if experiments else pd.DataFrame()
     return pd.concat(frames, ignore_index=True)
+
+
+def current(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows that count: per configuration (experiment, config_hash), only its latest successful attempt. An
+    attempt is one part file (`part` column, from read_rows) or, without it, one run of consecutive rows of the
+    configuration; it succeeded when none of its rows failed. A configuration with no successful attempt keeps only the
+    failed / not-run rows of its latest attempt (the reason), never the partial measurements before a failure. Rows
+    without a config hash are kept as they are. Idempotent: every renderer calls it."""
+    if df.empty or "config_hash" not in df.columns or "status" not in df.columns:
+        return df
+    original, df = df, df.reset_index(drop=True)
+    has_key = df["config_hash"].notna()
+    exp = df["experiment"].fillna("").astype(str) if "experiment" in df.columns else pd.Series("", index=df.index)
+    key = exp + "\x00" + df["config_hash"].fillna("").astype(str)
+    if "part" in df.columns and df["part"].notna().all():
+        attempt = key + "\x00" + df["part"].astype(str)
+    else:
+        attempt = key + "\x00" + (key != key.shift()).cumsum().astype(str)
+    failed = (df["status"] == "failed").groupby(attempt).any()  # attempt -> any row failed (not run is no failure)
+    chosen: dict[str, tuple[str, bool]] = {}  # key -> (attempt, succeeded); rows are in append order
+    for k, a in dict.fromkeys(zip(key[has_key], attempt[has_key])):
+        ok = not failed[a]
+        if ok or k not in chosen or not chosen[k][1]:
+            chosen[k] = (a, ok)
+    picked = pd.Series([chosen.get(k, ("", False))[0] == a for k, a in zip(key, attempt)], index=df.index)
+    succeeded = pd.Series([chosen.get(k, ("", False))[1] for k in key], index=df.index)
+    keep = ~has_key | (picked & (succeeded | (df["status"] != "ok")))
+    return original[keep.to_numpy()]
 
 
 def ok_rows(df: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -126,8 +195,105 @@ def unrun_reasons(df: pd.DataFrame) -> pd.DataFrame:
     return bad
 
 
+# Conditions under which a number was measured; rows differing in any of them are never pooled.
+CONDITIONS = ("model", "device", "flash", "source")
+_CORPUS_PROMPT = re.compile(r"\(corpus text")  # TTFT prompts cut from the local corpus (harness/data/prompts.py)
+
+
+def dataset_source(df: pd.DataFrame) -> pd.Series:
+    """'proxy' for rows on a local stand-in (label proxy: accuracy and perplexity on local tasks; TTFT prompts cut from
+    the local corpus, which their notes name), else 'builtin' (the paper's dataset)."""
+    label = df["label"].fillna("") if "label" in df.columns else pd.Series("", index=df.index)
+    notes = df["notes"].fillna("") if "notes" in df.columns else pd.Series("", index=df.index)
+    proxy = (label == "proxy") | notes.str.contains(_CORPUS_PROMPT)
+    return pd.Series(np.where(proxy, "proxy", "builtin"), index=df.index)
+
+
+def flash_setting(df: pd.DataFrame) -> pd.Series:
+    """'flash <r> MB/s (emulated)' or 'device storage' per row."""
+    if "flash_emulated_mbps" not in df.columns:
+        return pd.Series("device storage", index=df.index)
+    return pd.Series([f"flash {r:g} MB/s (emulated)" if pd.notna(r) else "device storage"
+                      for r in df["flash_emulated_mbps"]], index=df.index, dtype=object)
+
+
+def with_conditions(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` with the condition columns: device (filled), flash and source (strings, so they group and pivot)."""
+    device = df["device"].fillna("?") if "device" in df.columns else pd.Series("?", index=df.index)
+    return df.assign(device=device, flash=flash_setting(df), source=dataset_source(df))
+
+
+def condition_text(**cond) -> str:
+    """'smollm2-135m · local · flash 200 MB/s (emulated) · proxy data' from condition values (those given)."""
+    parts = [str(cond[k]) for k in ("model", "device", "flash") if cond.get(k) is not None]
+    if cond.get("source") is not None:
+        parts.append("proxy data" if cond["source"] == "proxy" else "builtin data")
+    return " · ".join(parts)
+
+
+def spans_note(df: pd.DataFrame, keys: tuple[str, ...] = CONDITIONS) -> str:
+    """A sentence when the rows span several conditions (they are then drawn apart), else ''."""
+    df = with_conditions(df)
+    keys = [k for k in keys if k in df.columns]
+    if df.empty or not keys:
+        return ""
+    combos = df[keys].drop_duplicates()
+    if len(combos) < 2:
+        return ""
+    listed = "; ".join(condition_text(**dict(zip(keys, r))) for r in combos.itertuples(index=False))
+    return (f"These rows span {len(combos)} measurement conditions ({listed}): each is drawn and compared on its "
+            "own, never pooled.")
+
+
+def commits(df: pd.DataFrame) -> str:
+    """Which code the rows come from: 'code at commit abc' or 'code at 2 commits: abc (10 rows), def (4 rows)'."""
+    if "git_commit" not in df.columns or df["git_commit"].dropna().empty:
+        return ""
+    counts = df["git_commit"].dropna().value_counts()
+    if len(counts) == 1:
+        return f"code at commit {counts.index[0]}"
+    return f"code at {len(counts)} commits: " + ", ".join(f"{c} ({n} rows)" for c, n in counts.items())
+
+
+def on_paper_device(df: pd.DataFrame) -> pd.Series:
+    """Per row: measured on the paper's phone (its SoC, PAPER_SOCS, in device_info; not the loopback sandbox; no
+    flash emulation)."""
+    def one(info, rate) -> bool:
+        if pd.notna(rate) or not isinstance(info, str):
+            return False
+        try:
+            d = json.loads(info)
+        except ValueError:
+            return False
+        return isinstance(d, dict) and not d.get("loopback") and str(d.get("soc", "")).upper() in PAPER_SOCS
+
+    info = df["device_info"] if "device_info" in df.columns else pd.Series(None, index=df.index)
+    rate = df["flash_emulated_mbps"] if "flash_emulated_mbps" in df.columns else pd.Series(None, index=df.index)
+    return pd.Series([one(i, r) for i, r in zip(info, rate)], index=df.index, dtype=bool)
+
+
+def cap_reasons(df: pd.DataFrame, paper_models, device_matters: bool = True) -> list[str]:
+    """Why a comparison of these rows with the paper's can only be qualitative (empty: it can be quantitative):
+    a model that is not the paper's, a device that is not its phone (when the metric depends on the device: TTFT,
+    not accuracy or perplexity), a proxy dataset."""
+    out = []
+    paper_models = set(paper_models)
+    if "model" in df.columns:
+        foreign = sorted(set(df["model"].dropna()) - paper_models)
+        if foreign:
+            out.append(f"model {', '.join(foreign)} is not the paper's")
+    if device_matters and len(df) and not on_paper_device(df).all():
+        devices = sorted(set(with_conditions(df)["device"]))
+        rates = sorted(df["flash_emulated_mbps"].dropna().unique()) if "flash_emulated_mbps" in df.columns else []
+        emu = f", flash emulated at {', '.join(f'{r:g}' for r in rates)} MB/s" if rates else ""
+        out.append(f"device {', '.join(devices)}{emu} is not the paper's phone")
+    if len(df) and (dataset_source(df) == "proxy").any():
+        out.append("proxy dataset")
+    return out
+
+
 def labels(df: pd.DataFrame) -> list[str]:
-    """The labels a reader must see beside these numbers: emulated flash, proxy datasets, devices."""
+    """The labels a reader must see beside these numbers: emulated flash, proxy datasets, devices, code version."""
     if df.empty or not {"device", "flash_emulated_mbps", "label", "metric"} <= set(df.columns):
         hosts = sorted(df["host"].dropna().unique()) if "host" in df.columns else []
         return ["host " + ", ".join(hosts)] if hosts else []
@@ -136,8 +302,10 @@ def labels(df: pd.DataFrame) -> list[str]:
     if devices:
         out.append("device: " + ", ".join(devices))
     rates = sorted(df["flash_emulated_mbps"].dropna().unique())
+    timed = df[df["metric"] == "ttft_s"]
     if rates:
-        out.append("flash emulated at " + ", ".join(f"{r:g}" for r in rates) + " MB/s")
+        some = " (other rows: device storage)" if timed["flash_emulated_mbps"].isna().any() else ""
+        out.append("flash emulated at " + ", ".join(f"{r:g}" for r in rates) + " MB/s" + some)
     elif "emulated" in set(df["label"]):
         out.append("flash emulated")
     elif (df["metric"] == "ttft_s").any():
@@ -147,9 +315,12 @@ def labels(df: pd.DataFrame) -> list[str]:
         loads = df.loc[df["metric"] == "load_avg_1m", "value"]
         peak = f", 1-min load average up to {loads.max():.1f}" if len(loads) else ""
         out.append(f"host busy during {len(busy)} timed runs{peak}: timings noisy")
-    if "proxy" in set(df["label"]):
-        proxies = sorted(set(df.loc[df["label"] == "proxy", "dataset"].dropna()))
-        out.append("proxy datasets (local stand-ins): " + ", ".join(proxies))
+    proxy = df[dataset_source(df) == "proxy"]
+    if len(proxy):
+        out.append("proxy datasets (local stand-ins): " + ", ".join(sorted(set(proxy["dataset"].dropna()))))
+    code = commits(df)
+    if code:
+        out.append(code)
     return out
 
 
@@ -159,37 +330,209 @@ def models_differ_note(ours: set[str], paper_models: set[str]) -> str:
     if not foreign:
         return ""
     return (f"Our rows use {', '.join(foreign)}, not the paper's {', '.join(sorted(paper_models))}: "
-            "compare the direction, not the magnitude.")
+            "compare the direction, not the magnitude (verdicts capped at *qualitative*).")
+
+
+# --- statistics -----------------------------------------------------------------------------------------------------------
+
+def wilson(k: float, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval of a proportion k/n."""
+    if n is None or n <= 0:
+        return math.nan, math.nan
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def combination_interval(terms: list[tuple[float, float, int | None]]) -> tuple[float, float, float]:
+    """(value, lo, hi) of sum(coef * p) over terms (coef, p, n), each p a proportion over n items: the Wilson
+    interval of each p combined by MOVER (Zou & Donner 2008; for one difference it is Newcombe's method 10). The
+    proportions are treated as independent; on the same items they are positively correlated, so the interval is
+    conservative. lo/hi are NaN when any n is unknown."""
+    value = float(sum(c * p for c, p, _ in terms))
+    if not terms or any(n is None or not n > 0 for _, _, n in terms):
+        return value, math.nan, math.nan
+    down = up = 0.0
+    for c, p, n in terms:
+        lo, hi = wilson(p * n, int(n))
+        a, b = sorted((c * lo, c * hi))
+        down += (c * p - a) ** 2
+        up += (b - c * p) ** 2
+    return value, value - math.sqrt(down), value + math.sqrt(up)
+
+
+_N_ITEMS = re.compile(r"\bn=(\d+)")
+
+
+def accuracy_items(notes) -> int | None:
+    """Items an accuracy row is based on, from its notes ('..., n=100, shots=0, ...'; harness/runner/kinds.py)."""
+    m = _N_ITEMS.search(notes) if isinstance(notes, str) else None
+    return int(m.group(1)) if m else None
+
+
+_PROMPT = re.compile(r"\bprompt (\d+) \(")
+
+
+def prompt_ids(df: pd.DataFrame) -> pd.Series:
+    """Which prompt each TTFT row timed: 'prompt <i> (...)' in its notes (harness/measure/ttft.py), else its token
+    count (a prompt set's prompts rarely share one)."""
+    notes = df["notes"] if "notes" in df.columns else pd.Series(None, index=df.index)
+    tokens = df["prompt_tokens"] if "prompt_tokens" in df.columns else pd.Series(None, index=df.index)
+    out = []
+    for n, t in zip(notes, tokens):
+        m = _PROMPT.search(n) if isinstance(n, str) else None
+        out.append(f"p{m.group(1)}" if m else (f"t{int(t)}" if pd.notna(t) else "?"))
+    return pd.Series(out, index=df.index, dtype=object)
+
+
+def _resampled_medians(groups: dict, prompts: list, idx: np.ndarray, rng) -> np.ndarray:
+    """Median per resample: idx [B, P] draws prompts; each drawn prompt contributes as many repetitions, drawn with
+    replacement, as it has. groups: prompt -> 1-D array of its repetitions' values (a prompt may be absent)."""
+    reps = max((len(v) for v in groups.values()), default=0)
+    if reps == 0:
+        return np.full(idx.shape[0], np.nan)
+    values = np.full((len(prompts), reps), np.nan)  # [P, R], padded with NaN
+    counts = np.zeros(len(prompts), dtype=int)
+    for i, p in enumerate(prompts):
+        v = np.asarray(groups.get(p, []), dtype=float)
+        values[i, :len(v)], counts[i] = v, len(v)
+    cnt = counts[idx]                                                  # [B, P] repetitions of each drawn prompt
+    rep = np.floor(rng.random((*idx.shape, reps)) * cnt[..., None]).astype(int)  # [B, P, R], < cnt
+    sample = values[idx[..., None], rep]
+    sample = np.where(np.arange(reps) < cnt[..., None], sample, np.nan).reshape(idx.shape[0], -1)
+    out = np.full(idx.shape[0], np.nan)
+    some = ~np.isnan(sample).all(axis=1)
+    out[some] = np.nanmedian(sample[some], axis=1)
+    return out
+
+
+def bootstrap_ratio(num: pd.DataFrame, den: pd.DataFrame, datasets=None, resamples: int = BOOTSTRAP_RESAMPLES,
+                    seed: int = BOOTSTRAP_SEED) -> dict:
+    """TTFT ratio num / den (e.g. baseline / EdgeFlow) over rows with dataset, value and the prompt (notes or
+    prompt_tokens): per dataset both have, median(num) / median(den); the ratio is their geometric mean over datasets.
+    Its 95% interval is the 2.5-97.5 percentile of a seeded bootstrap that, per dataset, draws prompts with replacement
+    (the same draw for both systems: they timed the same prompts) and each drawn prompt's repetitions with
+    replacement (independently per system). Returns ratio, lo, hi, datasets (count) and prompts (the fewest distinct
+    prompts of one system on one dataset)."""
+    common_ds = sorted(set(num["dataset"].dropna()) & set(den["dataset"].dropna()))
+    if datasets is not None:
+        common_ds = [d for d in common_ds if d in set(datasets)]
+    if not common_ds:
+        return {"ratio": math.nan, "lo": math.nan, "hi": math.nan, "datasets": 0, "prompts": 0}
+    rng = np.random.default_rng(seed)
+    point, boot, fewest = [], np.empty((resamples, len(common_ds))), math.inf
+    for j, d in enumerate(common_ds):
+        a, b = num[num["dataset"] == d], den[den["dataset"] == d]
+        ga = {p: g["value"].to_numpy(float) for p, g in a.groupby(prompt_ids(a))}
+        gb = {p: g["value"].to_numpy(float) for p, g in b.groupby(prompt_ids(b))}
+        fewest = min(fewest, len(ga), len(gb))
+        prompts = sorted(set(ga) | set(gb))
+        point.append(math.log(a["value"].median() / b["value"].median()))
+        idx = rng.integers(0, len(prompts), size=(resamples, len(prompts)))
+        boot[:, j] = np.log(_resampled_medians(ga, prompts, idx, rng)) - np.log(_resampled_medians(gb, prompts, idx, rng))
+    geo = boot.mean(axis=1)
+    geo = geo[np.isfinite(geo)]
+    ratio = math.exp(sum(point) / len(point))
+    lo, hi = (np.exp(np.percentile(geo, [2.5, 97.5])) if len(geo) else (math.nan, math.nan))
+    # medians of few values are discrete: a percentile interval can miss the estimate itself; widen it to hold it
+    lo, hi = (min(lo, ratio), max(hi, ratio)) if len(geo) else (lo, hi)
+    return {"ratio": ratio, "lo": float(lo), "hi": float(hi), "datasets": len(common_ds), "prompts": int(fewest)}
 
 
 # --- verdicts -----------------------------------------------------------------------------------------------------------
 
-def ratio_verdict(ours: float, paper: float, tol: float = RATIO_TOLERANCE) -> str:
-    if ours is None or not math.isfinite(ours):
-        return NOT_RUN
-    if abs(ours / paper - 1) <= tol:
-        return REPRODUCED
-    return SAME_DIRECTION if (ours - 1) * (paper - 1) > 0 else DIFFERS
+def _finite(x) -> bool:
+    return x is not None and isinstance(x, (int, float, np.floating)) and math.isfinite(x)
 
 
-def points_verdict(ours_pp: float, paper_pp: float, tol: float = ACCURACY_TOLERANCE_PP) -> str:
-    if ours_pp is None or not math.isfinite(ours_pp):
+def _judge(point: float, lo: float, hi: float, paper: float, tol: float) -> str:
+    """The rule on an additive scale with no effect at 0 (log ratios, accuracy differences): see VERDICT_RULES."""
+    inside = lo - tol <= paper <= hi + tol
+    if abs(paper) <= tol:  # the paper states no winner: no direction required
+        return REPRODUCED if inside else DIFFERS
+    ours = 1 if lo > 0 else -1 if hi < 0 else 0  # our established direction, 0 when the interval includes no effect
+    side = 1 if paper > 0 else -1
+    if ours == side:
+        return REPRODUCED if inside else SAME_DIRECTION
+    if ours == -side:
+        return DIFFERS
+    return INCONCLUSIVE if inside else DIFFERS
+
+
+def cap(verdict: str, reasons) -> str:
+    """The qualitative cap: with any reason (different model, device, proxy data, no interval) a reproduced or
+    same-direction verdict becomes qualitative."""
+    return QUALITATIVE if reasons and verdict in (REPRODUCED, SAME_DIRECTION) else verdict
+
+
+def ratio_verdict(ours: float, paper: float, tol: float = RATIO_TOLERANCE, interval: tuple | None = None,
+                  caps=(), datasets: int | None = None, prompts: int | None = None,
+                  min_datasets: int = MIN_DATASETS) -> str:
+    """Verdict on a ratio (> 1: the first system slower). `interval` is our 95% interval (lo, hi); without one the
+    number is a single measurement and capped. `datasets`/`prompts` (when given) must reach MIN_DATASETS (or
+    `min_datasets` when the paper's statement covers fewer) and MIN_PROMPTS, else inconclusive. `caps`: reasons
+    for the qualitative cap (cap_reasons)."""
+    if not _finite(ours) or ours <= 0 or not _finite(paper) or paper <= 0:
         return NOT_RUN
-    if abs(ours_pp - paper_pp) <= tol:
-        return REPRODUCED
-    return SAME_DIRECTION if ours_pp * paper_pp > 0 else DIFFERS
+    if (datasets is not None and datasets < min(min_datasets, MIN_DATASETS)) or \
+            (prompts is not None and prompts < MIN_PROMPTS):
+        return INCONCLUSIVE
+    caps = list(caps)
+    lo, hi = interval if interval is not None else (math.nan, math.nan)
+    if not (_finite(lo) and _finite(hi) and 0 < lo <= hi):
+        lo = hi = ours
+        caps.append("no interval")
+    v = _judge(math.log(ours), math.log(lo), math.log(hi), math.log(paper), math.log1p(tol))
+    return cap(v, caps)
+
+
+def points_verdict(ours_pp: float, paper_pp: float, tol: float = ACCURACY_TOLERANCE_PP,
+                   interval: tuple | None = None, caps=()) -> str:
+    """Verdict on an accuracy difference in percentage points (drop or gain), our 95% interval `interval`."""
+    if not _finite(ours_pp) or not _finite(paper_pp):
+        return NOT_RUN
+    caps = list(caps)
+    lo, hi = interval if interval is not None else (math.nan, math.nan)
+    if not (_finite(lo) and _finite(hi) and lo <= hi):
+        lo = hi = ours_pp
+        caps.append("no interval")
+    return cap(_judge(ours_pp, lo, hi, paper_pp, tol), caps)
+
+
+def at_most_verdict(ours: float, paper: float, tol: float = RATIO_TOLERANCE) -> str:
+    """A count where fewer is better (instructions per weight; deterministic, no interval): reproduced when ours is
+    at most the paper's x(1+tol), else differs."""
+    if not _finite(ours) or not _finite(paper):
+        return NOT_RUN
+    return REPRODUCED if ours <= paper * (1 + tol) else DIFFERS
 
 
 def overall(verdicts: list[str]) -> tuple[str, str]:
-    """(artifact verdict, one-line count) from the per-comparison verdicts."""
-    done = [v for v in verdicts if v != NOT_RUN]
-    if not done:
+    """(artifact verdict, one-line count) from the per-comparison verdicts, by the rule stated in VERDICT_RULES."""
+    n = {v: verdicts.count(v) for v in (REPRODUCED, QUALITATIVE, SAME_DIRECTION, DIFFERS, INCONCLUSIVE, NOT_RUN)}
+    count = f"{n[REPRODUCED]} of {len(verdicts)} comparisons reproduced" + "".join(
+        f", {n[v]} {v}" for v in (QUALITATIVE, SAME_DIRECTION, DIFFERS, INCONCLUSIVE, NOT_RUN) if n[v])
+    if not verdicts or n[NOT_RUN] == len(verdicts):
         return NOT_RUN, "no comparison possible"
-    n_rep, n_dir, n_not = done.count(REPRODUCED), done.count(SAME_DIRECTION), len(verdicts) - len(done)
-    count = f"{n_rep} of {len(verdicts)} comparisons reproduced, {n_dir} same direction, {n_not} not run"
-    if n_rep == len(verdicts):
+    if n[REPRODUCED] == len(verdicts):
         return REPRODUCED, count
-    return ("partly reproduced" if n_rep or n_dir else DIFFERS), count
+    if n[REPRODUCED]:
+        return PARTLY, count
+    for v in (DIFFERS, QUALITATIVE, SAME_DIRECTION):
+        if n[v]:
+            return v, count
+    return INCONCLUSIVE, count
+
+
+def interval_text(value: float, lo: float, hi: float, digits: int = 3, unit: str = "") -> str:
+    """'1.23 [1.10–1.40]' (or just the value when the interval is unknown)."""
+    if not _finite(value):
+        return "–"
+    if _finite(lo) and _finite(hi):
+        return f"{fmt(value, digits)}{unit} [{fmt(lo, digits)}–{fmt(hi, digits)}]"
+    return f"{fmt(value, digits)}{unit} (no interval)"
 
 
 # --- output -------------------------------------------------------------------------------------------------------------

@@ -1,9 +1,13 @@
 """Figure 10: cold-start TTFT (bars, log scale) and accuracy (lines) of llama.cpp, MNN, llm.npu+ and EdgeFlow at 4-7
 average bits, per model and dataset; beside it our TTFT ratios (baseline / EdgeFlow) against the paper's.
 
-Rows come from the store folders `ttft` (metric ttft_s, one row per repetition) and `accuracy` (metric accuracy, a
-fraction). Bars are medians over repetitions with min-max error bars. The paper's per-bar values were lost in the text
-extraction; its ratios (section 5.2) are the reference, and they summarise the figure over models and datasets.
+Rows come from the store folders `ttft` (metric ttft_s, one row per prompt and repetition) and `accuracy` (metric
+accuracy, a fraction over the n items its notes record); only the latest successful attempt of each configuration
+counts. TTFT is drawn and compared per measurement condition (model, device, flash setting, prompt source), accuracy
+per model and dataset source: rows of different conditions are never pooled. Bars are medians over prompts and
+repetitions with min-max error bars. The paper's per-bar values were lost in the text extraction; its ratios
+(section 5.2) are the reference, and they summarise the figure over models and datasets. Our ratios carry a paired
+bootstrap interval, our accuracy drops a Wilson/MOVER interval (common.VERDICT_RULES).
 """
 from __future__ import annotations
 
@@ -86,50 +90,105 @@ def series_order(series: set[str]) -> list[str]:
     return base + ef + sorted(series - set(base) - set(ef))
 
 
+# TTFT depends on the model, the device, its flash setting and the prompts' source; accuracy on the model and the
+# dataset's source (builtin lm-eval task or local proxy), not on the device. Rows differing in these are never pooled.
+TTFT_CONDITION = ["model", "device", "flash", "source"]
+ACC_CONDITION = ["model", "source"]
+
+
 def tidy(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """ttft / accuracy summaries (median, min, max, n per model, dataset, series) and the unrun reasons."""
-    rows = _with_series(rows)
-    keys = ["model", "dataset", "series"]
+    """ttft / accuracy summaries (median, min, max, n per condition, dataset, series), the rows behind them (for the
+    intervals) and the unrun reasons. Only the latest successful attempt of each configuration counts."""
+    rows = common.with_conditions(_with_series(common.current(rows)))
+    ttft_rows = common.ok_rows(rows, "ttft_s")
+    acc_rows = common.ok_rows(rows, "accuracy")
+    acc_rows = acc_rows.assign(items=[common.accuracy_items(n) for n in acc_rows["notes"]])
+    acc = common.summarize(acc_rows, [*ACC_CONDITION, "dataset", "series"])
+    if len(acc):  # items behind each accuracy (deterministic reruns are the same items: the fewest, not the sum)
+        items = acc_rows.groupby([*ACC_CONDITION, "dataset", "series"])["items"].min()
+        acc["items"] = [items.get(tuple(k)) for k in acc[[*ACC_CONDITION, "dataset", "series"]].itertuples(index=False)]
+    else:
+        acc["items"] = pd.Series(dtype=float)
     return {
-        "ttft": common.summarize(common.ok_rows(rows, "ttft_s"), keys),
-        "accuracy": common.summarize(common.ok_rows(rows, "accuracy"), keys),
+        "ttft": common.summarize(ttft_rows, [*TTFT_CONDITION, "dataset", "series"]),
+        "accuracy": acc,
+        "ttft_rows": ttft_rows,
         "unrun": common.unrun_reasons(rows),
         "prompt_tokens": rows[(rows["status"] == "ok") & rows["prompt_tokens"].notna()]
         .groupby(["model", "dataset"])["prompt_tokens"].agg(["min", "max"]).reset_index(),
     }
 
 
-def ratios(ttft: pd.DataFrame) -> pd.DataFrame:
-    """Our baseline/EdgeFlow TTFT ratio per model, baseline and EdgeFlow bits: the geometric mean over the datasets
-    where both ran of median(baseline) / median(EdgeFlow)."""
+def _conditions(frame: pd.DataFrame, keys: list[str]):
+    """(dict of condition values, sub-frame) per condition present in `frame`."""
+    keys = [k for k in keys if k in frame.columns]
+    for values, per in frame.groupby(keys, sort=True):
+        yield dict(zip(keys, values if isinstance(values, tuple) else (values,))), per
+
+
+def ratios(ttft: pd.DataFrame, ttft_rows: pd.DataFrame | None = None, datasets=None) -> pd.DataFrame:
+    """Our baseline/EdgeFlow TTFT ratio per condition (model, device, flash, source), baseline and EdgeFlow bits: the
+    geometric mean over the datasets where both ran of median(baseline) / median(EdgeFlow). With the rows behind the
+    summary, its bootstrap 95% interval (common.bootstrap_ratio), the datasets and the fewest prompts per dataset."""
+    cols = [*TTFT_CONDITION, "system", "bits", "ratio", "lo", "hi", "datasets", "prompts"]
     out = []
-    for model, per_model in ttft.groupby("model"):
-        wide = per_model.pivot_table(index="dataset", columns="series", values="median")
+    for cond, per in _conditions(ttft, TTFT_CONDITION):
+        wide = per.pivot_table(index="dataset", columns="series", values="median")
+        if datasets is not None:
+            wide = wide.reindex([d for d in wide.index if d in set(datasets)])
         for base, ef in itertools.product(BASELINES, [c for c in wide.columns if c.startswith("EF ")]):
             name = DISPLAY[base]
             if name not in wide.columns:
                 continue
             r = (wide[name] / wide[ef]).dropna()
-            if len(r):
-                out.append({"model": model, "system": base, "bits": float(ef[3:-1]),
-                            "ratio": float(np.exp(np.log(r).mean())), "datasets": len(r)})
-    return pd.DataFrame(out, columns=["model", "system", "bits", "ratio", "datasets"])
+            if not len(r):
+                continue
+            line = {**cond, "system": base, "bits": float(ef[3:-1]), "ratio": float(np.exp(np.log(r).mean())),
+                    "lo": math.nan, "hi": math.nan, "datasets": len(r), "prompts": math.nan}
+            if ttft_rows is not None:
+                mine = ttft_rows
+                for k, v in cond.items():
+                    mine = mine[mine[k] == v]
+                b = common.bootstrap_ratio(mine[mine["series"] == name], mine[mine["series"] == ef], datasets=r.index)
+                line.update(lo=b["lo"], hi=b["hi"], prompts=b["prompts"])
+            out.append(line)
+    return pd.DataFrame(out, columns=cols)
+
+
+def _diff_terms(wide: pd.DataFrame, items: pd.DataFrame, plus: list[str], minus: str) -> tuple[list, int]:
+    """MOVER terms for mean over datasets of (mean of the `plus` columns - `minus`), and the datasets used."""
+    rows = [d for d in wide.index if pd.notna(wide.loc[d, minus]) and wide.loc[d, plus].notna().any()]
+    terms = []
+    for d in rows:
+        present = [c for c in plus if pd.notna(wide.loc[d, c])]
+        for c in present:
+            terms.append((1 / (len(rows) * len(present)), float(wide.loc[d, c]), _items(items, d, c)))
+        terms.append((-1 / len(rows), float(wide.loc[d, minus]), _items(items, d, minus)))
+    return terms, len(rows)
+
+
+def _items(items: pd.DataFrame, dataset: str, series: str):
+    v = items.loc[dataset, series] if dataset in items.index and series in items.columns else None
+    return None if v is None or pd.isna(v) else int(v)
 
 
 def accuracy_drops(acc: pd.DataFrame) -> pd.DataFrame:
-    """EdgeFlow's accuracy drop vs the mean of the baselines, in percentage points, averaged over datasets."""
+    """EdgeFlow's accuracy drop vs the mean of the baselines, in percentage points, averaged over datasets, per model
+    and dataset source; its 95% interval combines each accuracy's Wilson interval (common.combination_interval)."""
     out = []
-    for model, per_model in acc.groupby("model"):
-        wide = per_model.pivot_table(index="dataset", columns="series", values="median")
+    for cond, per in _conditions(acc, ACC_CONDITION):
+        wide = per.pivot_table(index="dataset", columns="series", values="median")
+        items = per.pivot_table(index="dataset", columns="series", values="items") if "items" in per else pd.DataFrame()
         base_cols = [DISPLAY[b] for b in BASELINES if DISPLAY[b] in wide.columns]
         if not base_cols:
             continue
-        base_mean = wide[base_cols].mean(axis=1)
         for ef in (c for c in wide.columns if c.startswith("EF ")):
-            d = (base_mean - wide[ef]).dropna() * 100
-            if len(d):
-                out.append({"model": model, "bits": float(ef[3:-1]), "drop_pp": float(d.mean()), "datasets": len(d)})
-    return pd.DataFrame(out, columns=["model", "bits", "drop_pp", "datasets"])
+            terms, n = _diff_terms(wide, items, base_cols, ef)
+            if n:
+                v, lo, hi = common.combination_interval(terms)
+                out.append({**cond, "bits": float(ef[3:-1]), "drop_pp": 100 * v, "lo": 100 * lo, "hi": 100 * hi,
+                            "datasets": n})
+    return pd.DataFrame(out, columns=[*ACC_CONDITION, "bits", "drop_pp", "lo", "hi", "datasets"])
 
 
 LONG_PROMPTS = ("mmlu", "hellaswag")
@@ -137,22 +196,35 @@ LONG_PROMPTS = ("mmlu", "hellaswag")
 
 def llmnpu_statements(t: dict[str, pd.DataFrame]) -> list[dict]:
     """Our numbers for the paper's two llm.npu+ statements: the TTFT ratio range on long prompts (MMLU, HellaSwag;
-    EdgeFlow at its default 5 bits) and the largest accuracy gain over llm.npu+ (percentage points, mean over
-    datasets, max over bits)."""
+    EdgeFlow at its default 5 bits; per dataset, and their geometric mean with its bootstrap interval) and the largest
+    accuracy gain over llm.npu+ (percentage points, mean over datasets, max over bits, with that bit's interval)."""
     out = []
-    ttft = t["ttft"]
-    for model, per in ttft.groupby("model"):
+    for cond, per in _conditions(t["ttft"], TTFT_CONDITION):
         wide = per.pivot_table(index="dataset", columns="series", values="median")
         if {"llm.npu+", "EF 5b"} <= set(wide.columns):
             r = (wide["llm.npu+"] / wide["EF 5b"]).reindex(list(LONG_PROMPTS)).dropna()
             if len(r):
-                out.append({"model": model, "metric": "ttft_ratio_long", "min": float(r.min()), "max": float(r.max())})
-    for model, per in t["accuracy"].groupby("model"):
+                rows = t.get("ttft_rows")
+                b = {"ratio": float(np.exp(np.log(r).mean())), "lo": math.nan, "hi": math.nan, "prompts": None}
+                if rows is not None:
+                    for k, v in cond.items():
+                        rows = rows[rows[k] == v]
+                    b = common.bootstrap_ratio(rows[rows["series"] == "llm.npu+"], rows[rows["series"] == "EF 5b"],
+                                               datasets=r.index)
+                out.append({**cond, "metric": "ttft_ratio_long", "min": float(r.min()), "max": float(r.max()),
+                            "value": b["ratio"], "lo": b["lo"], "hi": b["hi"], "datasets": len(r),
+                            "prompts": b["prompts"]})
+    for cond, per in _conditions(t["accuracy"], ACC_CONDITION):
         wide = per.pivot_table(index="dataset", columns="series", values="median")
+        items = per.pivot_table(index="dataset", columns="series", values="items") if "items" in per else pd.DataFrame()
         efs = [c for c in wide.columns if c.startswith("EF ")]
         if "llm.npu+" in wide.columns and efs:
-            gain = max(100 * (wide[ef] - wide["llm.npu+"]).dropna().mean() for ef in efs)
-            out.append({"model": model, "metric": "accuracy_gain_max", "min": gain, "max": gain})
+            gains = [common.combination_interval(_diff_terms(wide, items, [ef], "llm.npu+")[0]) for ef in efs]
+            gains = [g for g in gains if math.isfinite(g[0])]
+            if gains:
+                v, lo, hi = max(gains, key=lambda g: g[0])
+                out.append({**cond, "metric": "accuracy_gain_max", "min": 100 * v, "max": 100 * v, "value": 100 * v,
+                            "lo": 100 * lo, "hi": 100 * hi})
     return out
 
 
@@ -191,19 +263,32 @@ def _dataset_label(dataset: str, tokens: pd.DataFrame, model: str, bands: pd.Dat
     return label
 
 
-def _main_panel(ax, model, t, order, colors, expected, acc_label):
-    """Bars: median TTFT per dataset and series (log); lines: accuracy on a twin axis; 'not run' as text."""
+def _select(frame: pd.DataFrame, cond: dict) -> pd.DataFrame:
+    for k, v in cond.items():
+        if v is not None and k in frame.columns:
+            frame = frame[frame[k] == v]
+    return frame
+
+
+ACC_STYLE = {"proxy": ("-D", "black", "accuracy, local proxy tasks (right axis)"),
+             "builtin": ("-o", "#2ca02c", "accuracy, lm-eval builtin tasks (right axis)")}
+
+
+def _main_panel(ax, cond, t, order, colors, expected):
+    """Bars: median TTFT per dataset and series (log) under one condition; lines: accuracy of the same model on a
+    twin axis, one line per dataset source (proxy and builtin are never joined); 'not run' as text."""
     import matplotlib.transforms as mtransforms
 
+    model = cond["model"]
     datasets = [d for d in DATASETS if d in expected["datasets"]] + sorted(expected["datasets"] - set(DATASETS))
     width = 0.84 / max(1, len(order))
-    ttft = t["ttft"][t["ttft"]["model"] == model]
+    ttft = _select(t["ttft"], cond)
     acc = t["accuracy"][t["accuracy"]["model"] == model]
     ax2 = ax.twinx()
     text_tf = mtransforms.blended_transform_factory(ax.transData, ax.transAxes)
     labelled: set[str] = set()
     for i, dataset in enumerate(datasets):
-        acc_x, acc_y = [], []
+        acc_xy: dict[str, tuple[list, list]] = {}
         for j, series in enumerate(order):
             x = i - 0.42 + width * (j + 0.5)
             hit = ttft[(ttft["dataset"] == dataset) & (ttft["series"] == series)]
@@ -213,18 +298,19 @@ def _main_panel(ax, model, t, order, colors, expected, acc_label):
                        label=None if series in labelled else series)
                 labelled.add(series)
                 ax.errorbar(x, m, yerr=[[m - lo], [hi - m]], color="black", capsize=1.5, linewidth=0.7)
-            else:
+            elif cond.get("device") is not None:
                 reason = _short(_unrun_reason(t["unrun"], model, dataset, series))
                 ax.text(x, 0.02, reason, transform=text_tf, rotation=90, fontsize=6, ha="center", va="bottom",
                         color="#b00000")
-            a = acc[(acc["dataset"] == dataset) & (acc["series"] == series)]
-            if len(a):
-                acc_x.append(x)
-                acc_y.append(100 * a["median"].iloc[0])
-        if acc_x:
-            ax2.plot(acc_x, acc_y, "-D", color="black", markersize=3.5, linewidth=1,
-                     label=None if "accuracy" in labelled else acc_label)
-            labelled.add("accuracy")
+            for a in acc[(acc["dataset"] == dataset) & (acc["series"] == series)].itertuples():
+                xs, ys = acc_xy.setdefault(a.source, ([], []))
+                xs.append(x)
+                ys.append(100 * a.median)
+        for source, (xs, ys) in acc_xy.items():
+            style, color, label = ACC_STYLE.get(source, ("-s", "gray", f"accuracy, {source} (right axis)"))
+            ax2.plot(xs, ys, style, color=color, markersize=3.5, linewidth=1,
+                     label=None if label in labelled else label)
+            labelled.add(label)
     ax.set_yscale("log")
     ax.set_ylabel("cold TTFT (s), log scale")
     ax.set_xticks(range(len(datasets)))
@@ -243,11 +329,13 @@ def _main_panel(ax, model, t, order, colors, expected, acc_label):
         ax.legend(handles + h2, names + n2, fontsize=7, ncol=2, loc="upper left", framealpha=0.85)
 
 
-def _ratio_panel(ax, model, ours: pd.DataFrame, paper: pd.DataFrame | None, t, expected):
-    """Grouped bars per baseline: our ratio (solid) and the paper's (hatched) at each EdgeFlow bit-width."""
+def _ratio_panel(ax, cond, ours: pd.DataFrame, paper: pd.DataFrame | None, t, expected):
+    """Grouped bars per baseline: our ratio (solid, with its bootstrap 95% interval) and the paper's (hatched) at each
+    EdgeFlow bit-width, for one measurement condition."""
     import matplotlib
 
-    ours = ours[ours["model"] == model]
+    model = cond["model"]
+    ours = _select(ours, cond)
     pr = paper[paper["metric"] == "ttft_ratio"] if paper is not None else pd.DataFrame(columns=["system", "bits"])
     bits = sorted(set(ours["bits"]) | set(pr["bits"].dropna()))
     blues = matplotlib.colormaps["Blues"]
@@ -265,10 +353,15 @@ def _ratio_panel(ax, model, ours: pd.DataFrame, paper: pd.DataFrame | None, t, e
                 v = float(hit["ratio" if source == "ours" else "value"].iloc[0])
                 ax.bar(x, v, width * 0.9, color=color if source == "ours" else "white", edgecolor=color,
                        hatch="////" if source == "paper" else None, linewidth=1.2)
-                ax.text(x, v, f"{v:.2f}", ha="center", va="bottom", fontsize=5.5, rotation=90)
+                top = v
+                if source == "ours" and np.isfinite(hit["lo"].iloc[0]):
+                    lo, hi = float(hit["lo"].iloc[0]), float(hit["hi"].iloc[0])
+                    ax.errorbar(x, v, yerr=[[v - lo], [hi - v]], color="black", capsize=1.5, linewidth=0.7)
+                    top = hi
+                ax.text(x, top, f"{v:.2f}", ha="center", va="bottom", fontsize=5.5, rotation=90)
         if ours[ours["system"] == base].empty:
             series = DISPLAY[base]
-            measured = set(t["ttft"].loc[t["ttft"]["model"] == model, "series"])
+            measured = set(_select(t["ttft"], cond)["series"])
             if series in measured:
                 reason = "no EdgeFlow TTFT on the same datasets"
             elif series in expected["series"]:
@@ -287,33 +380,47 @@ def _ratio_panel(ax, model, ours: pd.DataFrame, paper: pd.DataFrame | None, t, e
                for b in bits if b in set(ours["bits"])]
     handles += [Patch(facecolor="white", edgecolor="gray", hatch="////", label="paper (section 5.2)")]
     ax.legend(handles=handles, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=3, frameon=False)
-    ax.set_title("speedup vs baselines: ours (this model) beside the paper's\n(paper: over its models and datasets)",
-                 fontsize=9)
-    ax.set_ylim(0, max([1.5, *ours["ratio"], *pr["value"]]) * 1.4)
+    ax.set_title("speedup vs baselines: ours (95% bootstrap interval) beside the paper's\n(paper: over its models and "
+                 "datasets)", fontsize=9)
+    tops = [*ours["ratio"], *ours["hi"].dropna(), *pr["value"]]
+    ax.set_ylim(0, max([1.5, *tops]) * 1.4)
 
 
-def draw(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path, name: str = NAME) -> list[Path]:
+def panels(t: dict[str, pd.DataFrame], series_rows: pd.DataFrame) -> list[dict]:
+    """One figure row per TTFT measurement condition (model, device, flash, prompt source); a model with accuracy rows
+    but no TTFT gets a row of its own."""
+    out = [cond for cond, _ in _conditions(t["ttft"], TTFT_CONDITION)]
+    timed = {c["model"] for c in out}
+    models = set(t["accuracy"]["model"]) | set(series_rows["model"].dropna())
+    out += [{"model": m, "device": None, "flash": None, "source": None} for m in sorted(models - timed)]
+    return out or [{"model": "(no model)", "device": None, "flash": None, "source": None}]
+
+
+def draw(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path, name: str = NAME,
+         t: dict | None = None, ours: pd.DataFrame | None = None) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    t = tidy(rows)
-    ours = ratios(t["ttft"])
-    series_rows = _with_series(rows)
-    models = sorted(series_rows["model"].dropna().unique()) or ["(no model)"]
+    t = t or tidy(rows)
+    ours = ratios(t["ttft"], t["ttft_rows"]) if ours is None else ours
+    series_rows = common.with_conditions(_with_series(common.current(rows)))
+    conds = panels(t, series_rows)
     colors = _colors(series_order(set(series_rows["series"])))
-    fig, axes = plt.subplots(len(models), 2, figsize=(16, 4.6 * len(models)), squeeze=False,
+    fig, axes = plt.subplots(len(conds), 2, figsize=(16, 4.6 * len(conds)), squeeze=False,
                              gridspec_kw={"width_ratios": [3.2, 1.3]})
-    for r, model in enumerate(models):
-        per_model = series_rows[series_rows["model"] == model]
-        expected = {"datasets": set(per_model["dataset"].dropna()), "series": set(per_model["series"])}
-        proxy = ((per_model["metric"] == "accuracy") & (per_model["label"] == "proxy")).any()
-        acc_label = "accuracy, proxy tasks (right axis)" if proxy else "accuracy (right axis)"
-        _main_panel(axes[r][0], model, t, series_order(expected["series"]), colors, expected, acc_label)
-        tag = "; ".join(common.labels(per_model))
-        axes[r][0].set_title(f"{model} — {tag}", fontsize=9)
-        _ratio_panel(axes[r][1], model, ours, paper, t, expected)
+    for r, cond in enumerate(conds):
+        per = _select(series_rows, {k: v for k, v in cond.items() if k == "model"})
+        timed = _select(per, cond) if cond.get("device") is not None else per
+        expected = {"datasets": set(per["dataset"].dropna()), "series": set(per["series"])}
+        _main_panel(axes[r][0], cond, t, series_order(expected["series"]), colors, expected)
+        where = common.condition_text(**{k: v for k, v in cond.items() if k != "source"})
+        if cond.get("source") is not None:
+            where += " · TTFT prompts: " + ("local corpus text" if cond["source"] == "proxy" else "the datasets'")
+        tag = "; ".join(x for x in common.labels(timed) if not x.startswith(("device:", "flash")))
+        axes[r][0].set_title(f"{where}" + (f"\n{tag}" if tag else ""), fontsize=8.5)
+        _ratio_panel(axes[r][1], cond, ours, paper, t, expected)
     fig.suptitle("Figure 10 (ours): cold-start TTFT (bars: median, error bars min–max over prompts and repetitions) "
                  "and accuracy (line); red text: configurations that did not run", fontsize=10)
     fig.tight_layout()
@@ -326,80 +433,128 @@ def _cell(row) -> str:
     return f"{fmt(row['median'])} [{fmt(row['min'])}–{fmt(row['max'])}] n={int(row['n'])}"
 
 
+def _acc_cell(row) -> str:
+    """Accuracy with its Wilson 95% interval over the row's items."""
+    items = row.get("items")
+    if items is None or pd.isna(items):
+        return f"{fmt(row['median'])} (items unknown)"
+    lo, hi = common.wilson(row["median"] * items, int(items))
+    return f"{fmt(row['median'])} [{fmt(lo)}–{fmt(hi)}] of {int(items)}"
+
+
+def _where(cond: dict) -> str:
+    return common.condition_text(**cond)
+
+
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
+    rows = common.current(rows)
     if rows.empty:
         return common.not_run_section(NAME, TITLE, "no rows in the store")
     t = tidy(rows)
-    figures = draw(rows, paper, figures_dir)
-    ours = ratios(t["ttft"])
+    ours = ratios(t["ttft"], t["ttft_rows"])
+    figures = draw(rows, paper, figures_dir, t=t, ours=ours)
+    series_rows = common.with_conditions(_with_series(rows))
+    acc_rows = common.ok_rows(series_rows, "accuracy")
+    caps_seen: dict[str, list[str]] = {}
+
+    def caps(cond: dict, frame: pd.DataFrame, device: bool) -> list[str]:
+        reasons = common.cap_reasons(_select(frame, cond), PAPER_MODELS, device_matters=device)
+        if reasons:
+            caps_seen[_where(cond)] = reasons
+        return reasons
+
     verdicts, lines = [], []
     paper_ratio = paper[paper["metric"] == "ttft_ratio"] if paper is not None else pd.DataFrame()
     for p in paper_ratio.itertuples():
         hit = ours[(ours["system"] == p.system) & (ours["bits"] == p.bits)]
         if hit.empty:
             verdicts.append(common.NOT_RUN)
-            lines.append({"model": "–", "baseline": DISPLAY[p.system], "EF bits": f"{p.bits:g}", "ours": "–",
-                          "paper": f"{p.value:.2f}", "ours / paper": "–", "verdict": common.NOT_RUN})
+            lines.append({"condition": "–", "baseline": DISPLAY[p.system], "EF bits": f"{p.bits:g}",
+                          "ours [95%]": "–", "paper": f"{p.value:.2f}", "datasets × prompts": "–",
+                          "verdict": common.NOT_RUN, "before the cap": common.NOT_RUN})
         for h in hit.itertuples():
-            v = common.ratio_verdict(h.ratio, p.value)
+            cond = {k: getattr(h, k) for k in TTFT_CONDITION}
+            args = dict(interval=(h.lo, h.hi), datasets=h.datasets,
+                        prompts=None if pd.isna(h.prompts) else int(h.prompts))
+            v = common.ratio_verdict(h.ratio, p.value, caps=caps(cond, t["ttft_rows"], True), **args)
             verdicts.append(v)
-            lines.append({"model": h.model, "baseline": DISPLAY[p.system], "EF bits": f"{p.bits:g}",
-                          "ours": f"{h.ratio:.2f} ({h.datasets} datasets)", "paper": f"{p.value:.2f}",
-                          "ours / paper": f"{h.ratio / p.value:.2f}", "verdict": v})
+            lines.append({"condition": _where(cond), "baseline": DISPLAY[p.system], "EF bits": f"{p.bits:g}",
+                          "ours [95%]": common.interval_text(h.ratio, h.lo, h.hi),
+                          "paper": f"{p.value:.2f}",
+                          "datasets × prompts": f"{h.datasets} × {'?' if pd.isna(h.prompts) else int(h.prompts)}",
+                          "verdict": v, "before the cap": common.ratio_verdict(h.ratio, p.value, **args)})
     drops = accuracy_drops(t["accuracy"])
     drop_lines = []
     paper_drop = paper[paper["metric"] == "accuracy_drop_pct"] if paper is not None else pd.DataFrame()
     for p in paper_drop.itertuples():
         for h in drops[drops["bits"] == p.bits].itertuples():
-            v = common.points_verdict(h.drop_pp, p.value)
+            cond = {k: getattr(h, k) for k in ACC_CONDITION}
+            v = common.points_verdict(h.drop_pp, p.value, interval=(h.lo, h.hi), caps=caps(cond, acc_rows, False))
             verdicts.append(v)
-            drop_lines.append({"model": h.model, "EF bits": f"{p.bits:g}", "ours (pp)": f"{h.drop_pp:.2f}",
-                               "paper (%)": f"{p.value:.2f}", "difference": f"{h.drop_pp - p.value:+.2f}",
-                               "verdict": v})
+            drop_lines.append({"condition": _where(cond), "EF bits": f"{p.bits:g}",
+                               "ours (pp) [95%]": common.interval_text(h.drop_pp, h.lo, h.hi),
+                               "paper (%)": f"{p.value:.2f}", "datasets": h.datasets, "verdict": v,
+                               "before the cap": common.points_verdict(h.drop_pp, p.value, interval=(h.lo, h.hi))})
     npu_lines = []
     if paper is not None:
         stated = {m: v for m, v in zip(paper["metric"], paper["value"])}
         for h in llmnpu_statements(t):
             if h["metric"] == "ttft_ratio_long" and "ttft_ratio_min" in stated:
+                cond = {k: h[k] for k in TTFT_CONDITION}
                 lo, hi = stated["ttft_ratio_min"], stated["ttft_ratio_max"]
-                v = common.ratio_verdict((h["min"] + h["max"]) / 2, (lo + hi) / 2)
-                ours_txt, paper_txt = f"{h['min']:.2f}–{h['max']:.2f}×", f"{lo:.2f}–{hi:.2f}×"
-                what = "llm.npu+ / EF 5b TTFT on MMLU and HellaSwag (midpoints compared)"
+                # the statement covers two datasets: both are needed, plus MIN_PROMPTS prompts each
+                args = dict(interval=(h["lo"], h["hi"]), datasets=h["datasets"], prompts=h["prompts"],
+                            min_datasets=len(LONG_PROMPTS))
+                v = common.ratio_verdict(h["value"], (lo + hi) / 2, caps=caps(cond, t["ttft_rows"], True), **args)
+                raw = common.ratio_verdict(h["value"], (lo + hi) / 2, **args)
+                ours_txt = (f"{h['min']:.2f}–{h['max']:.2f}×; geometric mean "
+                            + common.interval_text(h["value"], h["lo"], h["hi"]))
+                paper_txt = f"{lo:.2f}–{hi:.2f}× (midpoint compared)"
+                what = "llm.npu+ / EF 5b TTFT on MMLU and HellaSwag"
             elif h["metric"] == "accuracy_gain_max" and "accuracy_gain_pct_max" in stated:
-                v = common.points_verdict(h["max"], stated["accuracy_gain_pct_max"])
-                ours_txt, paper_txt = f"{h['max']:.2f} pp", f"{stated['accuracy_gain_pct_max']:.2f}%"
+                cond = {k: h[k] for k in ACC_CONDITION}
+                args = dict(interval=(h["lo"], h["hi"]))
+                v = common.points_verdict(h["value"], stated["accuracy_gain_pct_max"],
+                                          caps=caps(cond, acc_rows, False), **args)
+                raw = common.points_verdict(h["value"], stated["accuracy_gain_pct_max"], **args)
+                ours_txt = common.interval_text(h["value"], h["lo"], h["hi"], unit=" pp")
+                paper_txt = f"{stated['accuracy_gain_pct_max']:.2f}%"
                 what = "largest accuracy gain over llm.npu+ (max over bits of the mean over datasets)"
             else:
                 continue
             verdicts.append(v)
-            npu_lines.append({"model": h["model"], "statement": what, "ours": ours_txt, "paper": paper_txt,
-                              "verdict": v})
+            npu_lines.append({"condition": _where(cond), "statement": what, "ours": ours_txt, "paper": paper_txt,
+                              "verdict": v, "before the cap": raw})
     verdict, count = common.overall(verdicts)
-    if verdict == common.NOT_RUN:
-        summary = "no baseline/EdgeFlow pair measured on the same model and dataset"
-    else:
-        summary = count
+    summary = "no baseline/EdgeFlow pair measured on the same model and dataset" if verdict == common.NOT_RUN else count
     tags = common.labels(rows)
     note = common.models_differ_note(set(t["ttft"]["model"]) | set(t["accuracy"]["model"]), PAPER_MODELS)
+    spans = common.spans_note(series_rows[series_rows["metric"] == "ttft_s"], tuple(TTFT_CONDITION))
+    capped = "".join(f"- {where}: {'; '.join(r)}\n" for where, r in caps_seen.items())
     body = [f"![{TITLE}](figures/{figures[0].name})\n", "Labels: " + "; ".join(tags) + ".\n" if tags else "",
-            f"{note}\n" if note else "",
-            "**TTFT ratios** (baseline / EdgeFlow; ours: geometric mean over the datasets where both ran). "
-            "The paper's ratios summarise its Figure 10 over Llama3-8B and Phi3-3.8B and five datasets.\n",
+            f"{note}\n" if note else "", f"{spans}\n" if spans else "",
+            f"Agreement can only be *qualitative* (the cap) here because:\n\n{capped}" if capped else "",
+            "**TTFT ratios** (baseline / EdgeFlow; ours: geometric mean over the datasets where both ran, with the "
+            "bootstrap 95% interval over prompts and repetitions). The paper's ratios summarise its Figure 10 over "
+            "Llama3-8B and Phi3-3.8B and five datasets.\n",
             md_table(pd.DataFrame(lines)) if lines else "_(no paper ratios loaded)_\n"]
     if drop_lines:
         body += ["\n**Accuracy drop** of EdgeFlow vs the mean of the baselines (ours in percentage points, averaged "
-                 "over datasets):\n", md_table(pd.DataFrame(drop_lines))]
+                 "over datasets, with the 95% interval from each accuracy's Wilson interval):\n",
+                 md_table(pd.DataFrame(drop_lines))]
     if npu_lines:
         body += ["\n**llm.npu+ statements** of section 5.2:\n", md_table(pd.DataFrame(npu_lines))]
-    for metric, unit in (("ttft", "s"), ("accuracy", "fraction")):
+    for metric, unit, keys, cell in (("ttft", "s; median [min–max] over prompts and repetitions, n rows",
+                                      TTFT_CONDITION, _cell),
+                                     ("accuracy", "fraction; [Wilson 95% interval] of the items evaluated",
+                                      ACC_CONDITION, _acc_cell)):
         s = t[metric]
         if s.empty:
             continue
-        s = s.assign(cell=[_cell(r) for _, r in s.iterrows()])
-        wide = s.pivot_table(index=["model", "dataset"], columns="series", values="cell", aggfunc="first")
+        s = s.assign(cell=[cell(r) for _, r in s.iterrows()])
+        wide = s.pivot_table(index=[*keys, "dataset"], columns="series", values="cell", aggfunc="first")
         wide = wide[[c for c in series_order(set(wide.columns))]].reset_index()
-        body += [f"\n**Our {metric}** ({unit}; median [min–max] over prompts and repetitions, n rows):\n",
-                 md_table(wide)]
+        body += [f"\n**Our {metric}** ({unit}):\n", md_table(wide)]
     if not t["unrun"].empty:
         u = t["unrun"].groupby(["series", "reason"]).size().reset_index(name="configurations")
         body += ["\n**Did not run:**\n", md_table(u)]

@@ -1,8 +1,9 @@
 """Figure 12 (and Appendix C's Figure 18): accuracy of SmoothQuant, shadow outliers, CMPQ and EdgeFlow at 4-7 average
 bits on each dataset, and EdgeFlow's average gain over each.
 
-Ours: `accuracy` rows (a fraction) per model, quantizer, bits and dataset; a gain is EdgeFlow's accuracy minus the
-baseline's in percentage points, averaged over the datasets both ran. The paper gives per-bit gains vs CMPQ and a
+Ours: `accuracy` rows (a fraction over the n items their notes record) per model, dataset source (builtin or local
+proxy: never pooled), quantizer, bits and dataset; a gain is EdgeFlow's accuracy minus the baseline's in percentage
+points, averaged over the datasets both ran, with a 95% interval from the accuracies' Wilson intervals (MOVER). The paper gives per-bit gains vs CMPQ and a
 4..7-bit range vs SmoothQuant and SO (results/paper/fig12.csv); both are compared under the accuracy rule.
 """
 from __future__ import annotations
@@ -28,44 +29,71 @@ def sweep(models=("smollm2-135m",), datasets=fig10.DATASETS, quantizers=QUANTIZE
 
 
 def gains(acc: pd.DataFrame) -> pd.DataFrame:
-    """EdgeFlow minus each baseline, in percentage points, averaged over datasets: (model, quantizer, bits, gain_pp)."""
+    """EdgeFlow minus each baseline, in percentage points, averaged over datasets, per model and dataset source (when
+    `acc` has a source column): (model, source, quantizer, bits, gain_pp, lo, hi, datasets). The 95% interval combines
+    the Wilson intervals of the accuracies (their `items` column; NaN without it)."""
+    keys = ["model", "source", "bits"] if "source" in acc.columns else ["model", "bits"]
     out = []
-    for (model, bits), g in acc.groupby(["model", "bits"]):
+    for values, g in acc.groupby(keys):
+        cond = dict(zip(keys, values))
         wide = g.pivot_table(index="dataset", columns="quantizer", values="median")
+        items = (g.pivot_table(index="dataset", columns="quantizer", values="items")
+                 if "items" in g.columns and g["items"].notna().any() else pd.DataFrame())
         if "edgeflow" not in wide.columns:
             continue
         for q in BASELINES:
-            if q in wide.columns:
-                d = (wide["edgeflow"] - wide[q]).dropna() * 100
-                if len(d):
-                    out.append({"model": model, "quantizer": q, "bits": bits, "gain_pp": float(d.mean()),
-                                "datasets": len(d)})
-    return pd.DataFrame(out, columns=["model", "quantizer", "bits", "gain_pp", "datasets"])
+            if q not in wide.columns:
+                continue
+            both = [d for d in wide.index if pd.notna(wide.loc[d, "edgeflow"]) and pd.notna(wide.loc[d, q])]
+            if not both:
+                continue
+            terms = [(c / len(both), float(wide.loc[d, col]), _items(items, d, col))
+                     for d in both for c, col in ((1, "edgeflow"), (-1, q))]
+            v, lo, hi = common.combination_interval(terms)
+            out.append({**cond, "quantizer": q, "gain_pp": 100 * v, "lo": 100 * lo, "hi": 100 * hi,
+                        "datasets": len(both)})
+    return pd.DataFrame(out, columns=["model", "source", "quantizer", "bits", "gain_pp", "lo", "hi", "datasets"])
 
 
-def compare(ours: pd.DataFrame, paper: pd.DataFrame, model: str) -> list[dict]:
-    """Our gains beside the paper's for `model`'s paper values: per bit where the paper has them, else min/max."""
+def _items(items: pd.DataFrame, dataset: str, column: str):
+    v = items.loc[dataset, column] if dataset in items.index and column in items.columns else None
+    return None if v is None or pd.isna(v) else int(v)
+
+
+def compare(ours: pd.DataFrame, paper: pd.DataFrame, model: str, source: str | None = None, caps=()) -> list[dict]:
+    """Our gains beside the paper's for `model`'s paper values (of one dataset source): per bit where the paper has
+    them, else its min/max over 4..7 bits against ours at the bit-width that attains our min/max."""
     ref_model = model if model in PAPER_MODELS else PAPER_MODELS[0]
     ref = paper[paper["model"] == ref_model]
     mine = ours[ours["model"] == model]
+    if source is not None and "source" in mine.columns:
+        mine = mine[mine["source"] == source]
+    where = model + (" · proxy data" if source == "proxy" else " · builtin data" if source else "")
+
+    def line(vs, bits, hit, paper_value):
+        ours_pp, lo, hi = ((float(hit["gain_pp"]), float(hit["lo"]), float(hit["hi"])) if hit is not None
+                           else (None, None, None))
+        args = dict(interval=(lo, hi) if hit is not None else None)
+        return {"condition": where, "paper model": ref_model, "vs": table4.DISPLAY[vs], "bits": bits,
+                "ours (pp) [95%]": common.interval_text(ours_pp, lo, hi, 4) if hit is not None else "–",
+                "paper (%)": f"{paper_value:.2f}",
+                "verdict": common.points_verdict(ours_pp, paper_value, caps=caps, **args),
+                "before the cap": common.points_verdict(ours_pp, paper_value, **args)}
+
     lines = []
     for q in BASELINES:
         m = mine[mine["quantizer"] == q]
         per_bit = ref[(ref["quantizer"] == q) & (ref["metric"] == "accuracy_gain_pct")]
         for p in per_bit.itertuples():
             hit = m[m["bits"] == p.bits]
-            ours_pp = float(hit["gain_pp"].iloc[0]) if len(hit) else None
-            lines.append({"model": model, "paper model": ref_model, "vs": table4.DISPLAY[q], "bits": f"{p.bits:g}",
-                          "ours (pp)": common.fmt(ours_pp, 4), "paper (%)": f"{p.value:.2f}",
-                          "verdict": common.points_verdict(ours_pp, p.value)})
-        for stat, fn in (("min", min), ("max", max)):
+            lines.append(line(q, f"{p.bits:g}", hit.iloc[0] if len(hit) else None, p.value))
+        for stat in ("min", "max"):
             p = ref[(ref["quantizer"] == q) & (ref["metric"] == f"accuracy_gain_pct_{stat}")]
             if p.empty:
                 continue
-            ours_pp = fn(m["gain_pp"]) if len(m) else None
-            lines.append({"model": model, "paper model": ref_model, "vs": table4.DISPLAY[q], "bits": f"{stat} over 4–7",
-                          "ours (pp)": common.fmt(ours_pp, 4), "paper (%)": f"{p['value'].iloc[0]:.2f}",
-                          "verdict": common.points_verdict(ours_pp, float(p["value"].iloc[0]))})
+            hit = m.loc[m["gain_pp"].idxmin() if stat == "min" else m["gain_pp"].idxmax()] if len(m) else None
+            label = f"{stat} over 4–7" + (f" (ours at {hit['bits']:g})" if hit is not None else "")
+            lines.append(line(q, label, hit, float(p["value"].iloc[0])))
     return lines
 
 
@@ -99,35 +127,54 @@ def _draw(acc: pd.DataFrame, fp16: pd.DataFrame, model: str, name: str, figures_
 
 
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
-    ok = common.ok_rows(rows, "accuracy")
+    ok = common.ok_rows(common.with_conditions(common.current(rows)), "accuracy")
     # Figure 10's baseline accuracy points share the folder (e.g. shadow outliers at INT8 for llm.npu+): keep the
     # quantizer sweep's rows only.
     ok = ok[ok["quantizer"].isin([*QUANTIZERS, *table4.FP16_NAMES]) & ~ok["system"].isin(fig10.BASELINES)
             & (ok["bits"].isin(table4.BITS) | ok["quantizer"].isin(table4.FP16_NAMES))]
     if ok.empty:
         return common.not_run_section(NAME, TITLE, "no accuracy rows of these quantizers in the store")
-    acc = common.summarize(ok, ["model", "quantizer", "bits", "dataset"])
+    ok = ok.assign(items=[common.accuracy_items(n) for n in ok["notes"]])
+    keys = ["model", "source", "quantizer", "bits", "dataset"]
+    acc = common.summarize(ok, keys)
+    items = ok.groupby(keys, dropna=False)["items"].min()
+    acc["items"] = [items.get(tuple(k)) for k in acc[keys].itertuples(index=False)]
     fp16 = acc[acc["quantizer"].isin(table4.FP16_NAMES)]
     acc = acc[acc["quantizer"].isin(QUANTIZERS)]
     ours = gains(acc)
-    figures, lines, tables = [], [], []
-    models = sorted(acc["model"].unique())
-    for model in models:
-        per_model = ok[ok["model"] == model]
-        tags = "; ".join(common.labels(per_model))
-        figures += _draw(acc[acc["model"] == model], fp16[fp16["model"] == model], model,
-                         NAME if len(models) == 1 else f"{NAME}-{model}", figures_dir, tags)
+    figures, lines, tables, capped = [], [], [], []
+    groups = sorted({(m, s) for m, s in zip(acc["model"], acc["source"])})
+    for model, source in groups:
+        per = ok[(ok["model"] == model) & (ok["source"] == source)]
+        sel = (acc["model"] == model) & (acc["source"] == source)
+        tags = "; ".join(common.labels(per))
+        where = f"{model}, {'local proxy tasks' if source == 'proxy' else 'lm-eval builtin tasks'}"
+        figures += _draw(acc[sel], fp16[(fp16["model"] == model) & (fp16["source"] == source)], where,
+                         NAME if len(groups) == 1 else f"{NAME}-{model}-{source}", figures_dir, tags)
+        caps = common.cap_reasons(per, PAPER_MODELS, device_matters=False)
+        if caps:
+            capped.append(f"- {where}: {'; '.join(caps)}")
         if paper is not None:
-            lines += compare(ours, paper, model)
-        a = acc[acc["model"] == model].assign(cell=lambda d: [f"{100 * v:.1f}" for v in d["median"]])
+            lines += compare(ours, paper, model, source, caps)
+        a = acc[sel].assign(cell=lambda d: [_acc_cell(v, n) for v, n in zip(d["median"], d["items"])])
         wide = a.pivot_table(index=["dataset", "bits"], columns="quantizer", values="cell", aggfunc="first")
-        tables.append(f"**{model}: our accuracy (%)**, median over repetitions ({tags}):\n\n"
+        tables.append(f"**{where}: our accuracy (%)** [Wilson 95% interval], median over repetitions ({tags}):\n\n"
                       + md_table(wide.reset_index()))
     verdict, count = common.overall([line["verdict"] for line in lines])
-    note = common.models_differ_note(set(models), set(PAPER_MODELS))
+    note = common.models_differ_note(set(acc["model"]), set(PAPER_MODELS))
+    spans = common.spans_note(ok, ("model", "source"))
     body = "".join(f"![{TITLE}](figures/{p.name})\n\n" for p in figures if p.suffix == ".png")
-    body += (f"{note}\n\n" if note else "") + ("**EdgeFlow's accuracy gain** over each baseline (ours: percentage "
-                                                "points, mean over datasets; the paper's: percent as it states them)."
-                                                "\n\n")
+    body += (f"{note}\n\n" if note else "") + (f"{spans}\n\n" if spans else "")
+    if capped:
+        body += "Agreement can only be *qualitative* (the cap) here because:\n\n" + "\n".join(capped) + "\n\n"
+    body += ("**EdgeFlow's accuracy gain** over each baseline (ours: percentage points, mean over datasets, with the "
+             "95% interval combining the accuracies' Wilson intervals; the paper's: percent as it states them).\n\n")
     body += md_table(pd.DataFrame(lines)) + "\n" + "\n".join(tables)
     return Section(NAME, TITLE, verdict, count, body, figures)
+
+
+def _acc_cell(value: float, items) -> str:
+    if items is None or pd.isna(items):
+        return f"{100 * value:.1f}"
+    lo, hi = common.wilson(value * items, int(items))
+    return f"{100 * value:.1f} [{100 * lo:.1f}–{100 * hi:.1f}]"

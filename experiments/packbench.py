@@ -95,3 +95,12 @@ def plot(kind: str, rows: pd.DataFrame, figures_dir: Path) -> tuple[list[Path], 
     except ModuleNotFoundError:
         return [], f"No figure: harness/plots/{kind}.py (the packing area's plot) is not in this checkout."
     return list(module.plot(Path(rows["bench_dir"].iloc[0]), figures_dir)), ""
+
+
+def cap_reasons(rows: pd.DataFrame) -> list[str]:
+    """Why the packing benchmark's ratios compare with the paper's only qualitatively: random codes in a small model's
+    shape (not Llama3-8B), on this host (not the paper's phone)."""
+    models = ", ".join(sorted(rows["model"].dropna().unique())) if "model" in rows.columns else ""
+    return [f"random codes in the shape of {models or 'a small model'}, not Llama3-8B",
+            "this host, not the paper's phone"]
+

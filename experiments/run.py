@@ -42,7 +42,10 @@ def points(name: str, overrides: list[str] = (), **params) -> list[list[str]]:
 def rows_of(name: str, store: ResultsStore, **params) -> pd.DataFrame:
     """The store's rows this artifact draws, narrowed by the sweep parameters that name a column."""
     module = get(name)
-    rows = module.load_rows(store) if hasattr(module, "load_rows") else common.read_rows(store, module.EXPERIMENTS)
+    if hasattr(module, "load_rows"):
+        rows = module.load_rows(store)
+    else:  # only the latest successful attempt of each configuration counts (common.current)
+        rows = common.current(common.read_rows(store, module.EXPERIMENTS))
     for column, param in FILTERS.items():
         if params.get(param) and column in rows.columns:
             rows = rows[rows[column].isin(list(params[param]))]

@@ -1,8 +1,10 @@
 """Table 3: the datasets and the prompt lengths (tokens) their multi-shot prompts reach, which drive TTFT.
 
-Ours: the band of `prompt_tokens` over the TTFT rows of each model and dataset (the prompts the systems actually
-prefilled, counted by the model's tokenizer). The sweep measures them through llama.cpp's TTFT points, which Figure 10
-shares: a store that already holds Figure 10 skips them.
+An input, not a result: our TTFT prompts are drawn with token counts inside the paper's Table 3 bands
+(harness/data/prompts.py), so agreement holds by construction. The section shows the bands our prompts reached (the
+`prompt_tokens` of the TTFT rows, counted by each model's tokenizer) beside the paper's, checks each band holds, and
+gets no verdict. The sweep measures them through llama.cpp's TTFT points, which Figure 10 shares: a store that
+already holds Figure 10 skips them.
 """
 from __future__ import annotations
 
@@ -28,24 +30,28 @@ def band_verdict(lo: int, hi: int, paper_lo: int, paper_hi: int, tol: float = co
 
 
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
+    rows = common.with_conditions(common.current(rows))
     ok = rows[(rows["status"] == "ok") & rows["prompt_tokens"].notna()]
     if ok.empty:
         return common.not_run_section(NAME, TITLE, "no TTFT rows with prompt lengths in the store")
-    ours = ok.groupby(["model", "dataset"])["prompt_tokens"].agg(["min", "max", "count"]).reset_index()
-    lines, verdicts = [], []
+    ours = ok.groupby(["model", "source", "dataset"])["prompt_tokens"].agg(["min", "max", "count"]).reset_index()
+    lines, held = [], []
     for r in ours.itertuples():
         p = paper[paper["dataset"] == r.dataset] if paper is not None else pd.DataFrame()
+        line = {"model": r.model, "prompts from": "local corpus" if r.source == "proxy" else "the dataset",
+                "dataset": r.dataset, "ours (tokens)": f"{int(r.min)}–{int(r.max)}", "rows": r.count}
         if p.empty:
-            lines.append({"model": r.model, "dataset": r.dataset, "ours (tokens)": f"{r.min}–{r.max}",
-                          "prompts": r.count, "paper shots": "–", "paper (tokens)": "–", "verdict": "no paper value"})
+            lines.append({**line, "paper shots": "–", "paper (tokens)": "–", "band holds": "no paper value"})
             continue
         p = p.iloc[0]
-        v = band_verdict(r.min, r.max, p.prompt_tokens_min, p.prompt_tokens_max)
-        verdicts.append(v)
-        lines.append({"model": r.model, "dataset": r.dataset, "ours (tokens)": f"{r.min}–{r.max}",
-                      "prompts": r.count, "paper shots": int(p.shots),
-                      "paper (tokens)": f"{p.prompt_tokens_min}–{p.prompt_tokens_max}", "verdict": v})
-    verdict, count = common.overall(verdicts)
-    body = ("Our prompt lengths are counted by each model's own tokenizer; the paper's by Llama3-8B's and "
-            "Phi3-3.8B's. `prompts` counts TTFT rows (one per repetition and prompt).\n\n" + md_table(pd.DataFrame(lines)))
-    return Section(NAME, TITLE, verdict, count, body)
+        ok_band = band_verdict(r.min, r.max, p.prompt_tokens_min, p.prompt_tokens_max) == common.REPRODUCED
+        held.append(ok_band)
+        lines.append({**line, "paper shots": int(p.shots), "paper (tokens)": f"{p.prompt_tokens_min}–{p.prompt_tokens_max}",
+                      "band holds": "yes" if ok_band else f"no (outside ±{common.BAND_TOLERANCE:.0%})"})
+    summary = (f"an input, not a result: prompts are drawn from the paper's bands by construction; "
+               f"{sum(held)} of {len(held)} bands hold")
+    body = ("**An input to Figure 10, not a result**: the TTFT prompts are drawn with lengths inside the paper's "
+            "bands, so they agree by construction; the check below only confirms the drawing worked. Our prompt "
+            "lengths are counted by each model's own tokenizer; the paper's by Llama3-8B's and Phi3-3.8B's. `rows` "
+            "counts TTFT rows (one per repetition and prompt).\n\n" + md_table(pd.DataFrame(lines)))
+    return Section(NAME, TITLE, common.INPUT, summary, body)

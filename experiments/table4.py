@@ -1,7 +1,8 @@
 """Table 4: WikiText-2 perplexity of Llama3-8B quantized by SmoothQuant, llm.npu's shadow outliers (SO), CMPQ and
 EdgeFlow at 4-7 average bits. Table 5 is the same for Phi3-3.8B (experiments/table5.py reuses this module).
 
-Ours: `perplexity` rows (metric perplexity), median over repetitions. When the store holds the paper's own model its
+Ours: `perplexity` rows (metric perplexity), median over repetitions, one table per model and evaluation text
+(WikiText-2 or the local proxy: never pooled). When the store holds the paper's own model its
 rows are compared; otherwise every model we measured is compared with the paper's table, by ordering only (absolute
 perplexities of different models and protocols are not comparable). The reference CSV is the quantizer helper's
 results/paper/table4.csv (long format with metric/value, or wide with one column per method: both are read).
@@ -100,8 +101,9 @@ def _draw(ours: pd.DataFrame, ref: pd.DataFrame, model_title: str, name: str, fi
 
 def render_for(name: str, title: str, model: str, rows: pd.DataFrame, paper: pd.DataFrame | None,
                figures_dir: Path) -> Section:
-    """Table 4 or 5: our perplexities beside the paper's `model` table."""
-    ok = common.ok_rows(rows, "perplexity")
+    """Table 4 or 5: our perplexities beside the paper's `model` table, one table per model and evaluation set (a
+    local proxy's perplexities and WikiText-2's are never pooled)."""
+    ok = common.ok_rows(common.with_conditions(common.current(rows)), "perplexity")
     if model in set(ok["model"]):
         ok = ok[ok["model"] == model]
     if ok.empty:
@@ -111,36 +113,44 @@ def render_for(name: str, title: str, model: str, rows: pd.DataFrame, paper: pd.
     else:
         ref = paper_table(paper, model)
     ok = ok.assign(quantizer=ok["quantizer"].where(~ok["quantizer"].isin(FP16_NAMES), "fp16"),
-                   bits=ok["bits"].where(~ok["quantizer"].isin(FP16_NAMES), None))
-    ours = common.summarize(ok, ["model", "quantizer", "bits"])
+                   bits=ok["bits"].where(~ok["quantizer"].isin(FP16_NAMES), None),
+                   dataset=ok["dataset"].fillna("?"))
+    ours = common.summarize(ok, ["model", "dataset", "source", "quantizer", "bits"])
+    groups = list(ours.groupby(["model", "dataset", "source"]))
     sections, verdicts, figures = [], [], []
-    for m, per_model in ours.groupby("model"):
+    for (m, dataset, source), per_model in groups:
+        caps = common.cap_reasons(ok[(ok["model"] == m) & (ok["dataset"] == dataset)], {model}, device_matters=False)
         lines = []
         for b in sorted(per_model["bits"].dropna().unique()):
             mine = {r.quantizer: r.median for r in per_model[per_model["bits"] == b].itertuples()}
             theirs = {r.quantizer: (r.value, r.lower_bound) for r in ref[ref["bits"] == b].itertuples()}
-            v = ordering_verdict(mine, theirs)
+            raw = ordering_verdict(mine, theirs)
+            v = common.cap(raw, caps)
             verdicts.append(v)
             line = {"bits": f"{b:g}"}
             for q in QUANTIZERS:
                 p = theirs.get(q)
                 line[DISPLAY[q]] = f"{fmt(mine.get(q))} / {(('>' if p[1] else '') + f'{p[0]:g}') if p else '–'}"
             line["ordering"] = v
+            line["before the cap"] = raw
             lines.append(line)
         fp = per_model[per_model["quantizer"] == "fp16"]
         fp_ref = ref[ref["quantizer"] == "fp16"]
         fp_text = (f"FP16: ours {fmt(fp['median'].iloc[0]) if len(fp) else '–'}, paper "
                    f"{fmt(fp_ref['value'].iloc[0]) if len(fp_ref) else '–'}.")
-        figures += _draw(per_model, ref, f"{title}: ours ({m}) beside the paper's ({model})",
-                         f"{name}-{m}" if len(ours["model"].unique()) > 1 else name, figures_dir)
-        note = common.models_differ_note({m}, {model})
-        sections.append(f"**{m}** (cells: ours / paper; protocol and context length in the rows' notes). "
-                        f"{fp_text} {note}\n\n" + md_table(pd.DataFrame(lines)))
+        where = f"{m}, {dataset}" + (" (local proxy text)" if source == "proxy" else "")
+        figures += _draw(per_model, ref, f"{title}: ours ({where}) beside the paper's ({model}, WikiText-2)",
+                         name if len(groups) == 1 else f"{name}-{m}-{dataset}", figures_dir)
+        cap_text = f" Capped at *qualitative*: {'; '.join(caps)}." if caps else ""
+        sections.append(f"**{where}** (cells: ours / paper; protocol and context length in the rows' notes). "
+                        f"{fp_text}{cap_text}\n\n" + md_table(pd.DataFrame(lines)))
     verdict, count = common.overall(verdicts)
     if paper is None:
         count += f"; results/paper/{name}.csv is missing"
     pngs = [f for f in figures if f.suffix == ".png"]
-    body = "".join(f"![{title}](figures/{p.name})\n\n" for p in pngs) + "\n".join(sections)
+    spans = common.spans_note(ok, ("model", "source"))
+    body = ("".join(f"![{title}](figures/{p.name})\n\n" for p in pngs) + (f"{spans}\n\n" if spans else "")
+            + "\n".join(sections))
     return Section(name, title, verdict, count, body, figures)
 
 

@@ -57,13 +57,20 @@ class ResultsStore:
         os.replace(tmp, folder / name)
         return folder / name
 
-    def read(self, experiment: str | None = None) -> pd.DataFrame:
-        """All rows (of one experiment, or of all); an empty frame with the schema's columns when there are none."""
+    def read(self, experiment: str | None = None, with_part: bool = False) -> pd.DataFrame:
+        """All rows (of one experiment, or of all); an empty frame with the schema's columns when there are none.
+        `with_part` adds a `part` column naming each row's part file: one part is one attempt of one configuration
+        (run_job appends a job's rows, its failure row included, as one batch), which is how readers tell a rerun's
+        rows from an earlier attempt's."""
         folders = [self.root / experiment] if experiment else sorted(p for p in self.root.glob("*") if p.is_dir())
         parts = [p for f in folders if f.is_dir() for p in sorted(f.glob("part-*.parquet"))]
         if not parts:
-            return SCHEMA.empty_table().to_pandas()
-        return pd.concat([pq.read_table(p, schema=SCHEMA).to_pandas() for p in parts], ignore_index=True)
+            empty = SCHEMA.empty_table().to_pandas()
+            return empty.assign(part=pd.Series(dtype="string")) if with_part else empty
+        frames = [pq.read_table(p, schema=SCHEMA).to_pandas() for p in parts]
+        if with_part:
+            frames = [f.assign(part=f"{p.parent.name}/{p.name}") for f, p in zip(frames, parts)]
+        return pd.concat(frames, ignore_index=True)
 
     def completed(self, experiment: str) -> set[str]:
         """Config hashes whose latest attempt succeeded (or was definitively not runnable): a resumed sweep skips them.

@@ -13,27 +13,41 @@ FAKE_EF_TTFT = {4: 0.95, 5: 1.0, 6: 1.05, 7: 1.1}
 FAKE_ACC = {"llamacpp": 0.50, "mnn": 0.50, 4: 0.30, 5: 0.44, 6: 0.48, 7: 0.50}
 
 
+# What identifies a configuration (the runner hashes the whole config; the fixture hashes these fields).
+_CONFIG_FIELDS = ("model", "system", "quantizer", "bits", "packing", "dataset", "device", "flash_emulated_mbps")
+
+
 def _row(**kw) -> dict:
-    base = {"model": "smollm2-135m", "device": "local", "status": "ok", "repetition": 0, "config_hash": "fixture",
+    base = {"model": "smollm2-135m", "device": "local", "status": "ok", "repetition": 0, "git_commit": "fixture0",
             "host": "test-fixture", "time": "2026-01-01T00:00:00+00:00", "notes": "synthetic test fixture"}
-    return {**base, **kw}
+    row = {**base, **kw}
+    row.setdefault("config_hash", "fixture-" + "-".join(str(row.get(k)) for k in _CONFIG_FIELDS))
+    return row
 
 
-def fig10_rows(model: str = "smollm2-135m", reps: int = 3) -> dict[str, list[dict]]:
-    """{experiment: rows} for a fig10-like sweep: llama.cpp, MNN, EdgeFlow 4..7 measured; llm.npu+ not run."""
+CORPUS_NOTE = "(corpus text (local, Shakespeare corpus)); synthetic test fixture"
+ITEMS = 100  # accuracy items per row (lm-eval limit), recorded in the notes as the runner does
+
+
+def fig10_rows(model: str = "smollm2-135m", reps: int = 3, prompts: int = 3) -> dict[str, list[dict]]:
+    """{experiment: rows} for a fig10-like sweep: llama.cpp, MNN, EdgeFlow 4..7 measured on `prompts` prompts x
+    `reps` repetitions per dataset; llm.npu+ not run."""
     ttft, acc = [], []
     for dataset, tokens in DATASETS.items():
         scale = 1 + tokens / 400
         configs = [("llamacpp", None, FAKE_TTFT["llamacpp"]), ("mnn", None, FAKE_TTFT["mnn"])]
         configs += [("edgeflow", b, f) for b, f in FAKE_EF_TTFT.items()]
         for system, bits, base in configs:
-            for rep in range(reps):
-                ttft.append(_row(model=model, system=system, bits=bits, dataset=dataset, prompt_tokens=tokens + rep,
-                                 metric="ttft_s", value=base * scale * (1 + 0.03 * rep), unit="s", repetition=rep,
-                                 label="emulated", flash_emulated_mbps=200.0))
+            for prompt in range(prompts):
+                for rep in range(reps):
+                    ttft.append(_row(model=model, system=system, bits=bits, dataset=dataset,
+                                     prompt_tokens=tokens + prompt, metric="ttft_s",
+                                     value=base * scale * (1 + 0.01 * prompt) * (1 + 0.03 * rep), unit="s",
+                                     repetition=rep, label="emulated", flash_emulated_mbps=200.0,
+                                     notes=f"prompt {prompt} {CORPUS_NOTE}"))
             acc.append(_row(model=model, system=system, bits=bits, dataset=dataset, metric="accuracy",
                             value=FAKE_ACC[bits or system], unit="fraction", label="proxy",
-                            notes="synthetic test fixture; acc on a -local proxy task"))
+                            notes=f"synthetic test fixture; acc on a -local proxy task, n={ITEMS}, shots=0"))
         ttft.append(_row(model=model, system="llmnpu", dataset=dataset, metric="not_run", status="not run",
                          label="not run", error="llm.npu runs only on an Android phone (device=local)"))
     return {"ttft": ttft, "accuracy": acc}

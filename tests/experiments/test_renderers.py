@@ -29,8 +29,12 @@ def test_fig10_render_writes_figures_and_says_what_did_not_run(fig10_store, tmp_
     assert all(p.stat().st_size > 10_000 for p in section.figures)
     assert "llm.npu runs only on an Android phone" in section.body
     assert "flash emulated at 200 MB/s" in section.body and "proxy datasets" in section.body
-    assert section.verdict == "partly reproduced"  # llm.npu+ comparisons are not run
+    # smollm2-135m, a host with emulated flash and proxy tasks: every comparison is capped at qualitative (the
+    # llm.npu+ ones are not run), and the table shows what the rule alone would have said.
+    assert section.verdict == "qualitative", section.summary
+    assert "0 of 13 comparisons reproduced, 10 qualitative, 3 not run" in section.summary
     assert "not the paper's" in section.body  # smollm2-135m vs Llama3-8B / Phi3-3.8B
+    assert "only be *qualitative* (the cap) here because" in section.body and "| 4.21 [" in section.body
 
 
 def test_fig10_render_on_a_miniature_sweep(fig10_store, tmp_path):
@@ -45,23 +49,18 @@ def test_fig10_with_no_rows_is_not_run(tmp_path):
     assert section.verdict == "not run" and "make reproduce-fig10" in section.body and not section.figures
 
 
-@pytest.mark.parametrize("ours,paper,expected", [(4.0, 4.07, "reproduced"), (2.0, 4.07, "same direction"),
+@pytest.mark.parametrize("ours,paper,expected", [(4.0, 4.07, "qualitative"), (2.0, 4.07, "qualitative"),
                                                  (0.8, 1.55, "differs"), (math.nan, 1.5, "not run")])
-def test_ratio_verdict(ours, paper, expected):
+def test_ratio_verdict_without_an_interval_is_capped(ours, paper, expected):
+    """A single number has no interval: it can show the direction, never reproduce a magnitude."""
     assert common.ratio_verdict(ours, paper) == expected
 
 
-def test_overall_verdict_counts_not_run():
-    assert common.overall(["reproduced", "reproduced"])[0] == "reproduced"
-    assert common.overall(["reproduced", "not run"])[0] == "partly reproduced"
-    assert common.overall(["differs"])[0] == "differs"
-    assert common.overall(["not run"])[0] == "not run"
-
-
-def test_table3_band_rule(fig10_store, tmp_path):
+def test_table3_is_an_input_not_a_result(fig10_store, tmp_path):
     section = _render("table3", fig10_store, tmp_path)
     # Fixture bands: lambada 78-80 (paper 59-97) inside; mmlu 480-482 inside 243-699; hellaswag 990-992 inside.
-    assert section.verdict == "reproduced", section.body
+    assert section.verdict == "input", section.body
+    assert "5 of 5 bands hold" in section.summary and "not a result" in section.body
     assert table3.band_verdict(40, 97, 59, 97) == "differs"
 
 
@@ -81,10 +80,12 @@ def test_perplexity_tables_compare_orderings(quant_store, tmp_path, name):
     module = {"table4": table4, "table5": table5}[name]
     section = module.render(common.read_rows(quant_store, module.EXPERIMENTS), paper, tmp_path / "figures")
     # At 7 bits the paper ranks SO (21.62) above SmoothQuant (75.0); the fixture does not: ordering differs there,
-    # but EdgeFlow is best in both, so 'same direction'.
+    # but EdgeFlow is best in both, so 'same direction' before the cap. smollm2-135m is not the paper's model: every
+    # ordering is capped at qualitative.
     assert "| 4 |" in section.body and ">10000" in section.body
-    assert section.verdict == "partly reproduced"
-    assert "3 of 4 comparisons reproduced, 1 same direction" in section.summary
+    assert section.verdict == "qualitative"
+    assert "0 of 4 comparisons reproduced, 4 qualitative" in section.summary
+    assert section.body.count("| reproduced |") == 3 and section.body.count("| same direction |") == 1
     assert "FP16: ours 18" in section.body
     assert (tmp_path / "figures" / f"{name}.png").exists()
 
@@ -104,7 +105,7 @@ def test_fig12_gains_against_the_paper(quant_store, tmp_path):
     cmpq = ours[ours["quantizer"] == "cmpq"].set_index("bits")["gain_pp"]
     assert cmpq[4.0] == pytest.approx(12.0) and cmpq[6.0] == pytest.approx(12 / 9)
     assert "13.55" in section.body and section.figures[0].name == "fig12.png"
-    assert section.verdict in {"reproduced", "partly reproduced"}
+    assert section.verdict == "qualitative"  # smollm2-135m on proxy tasks
 
 
 @pytest.mark.parametrize("module", [fig13, fig4])
@@ -122,7 +123,8 @@ def test_fig13_from_the_packing_benchmark(bench_store, tmp_path):
     assert fig13.ours(med, "simd_instructions_per_weight", "")[0] == pytest.approx(0.45)
     assert "| unpack_speedup | kquant | 6.17" in section.body or "| unpack_speedup | kquant | 6.2" in section.body
     _check_packing_figure(section, "fig13")
-    assert section.verdict in {"reproduced", "partly reproduced"}
+    assert section.verdict == "qualitative"  # random codes on this host, single runs: capped
+    assert "not the paper's phone" in section.body
 
 
 def _check_packing_figure(section, name):
@@ -154,13 +156,17 @@ def test_packing_benchmark_is_not_rerun_when_its_output_exists(bench_store, monk
 
 def test_fig10_llmnpu_statements_when_it_ran(tmp_path):
     """With llm.npu+ measured (as on a phone), the long-prompt ratio and accuracy gain are compared too."""
-    from synthetic_rows import _row, fig10_rows
+    from synthetic_rows import CORPUS_NOTE, _row, fig10_rows
 
     rows = fig10_rows(reps=1)
     rows["ttft"] = [r for r in rows["ttft"] if r["system"] != "llmnpu"]
     for dataset, ttft in (("mmlu", 1.39 * 2.2), ("hellaswag", 1.39 * 3.5)):
-        rows["ttft"].append(_row(system="llmnpu", dataset=dataset, metric="ttft_s", value=ttft, unit="s"))
-        rows["accuracy"].append(_row(system="llmnpu", dataset=dataset, metric="accuracy", value=0.49, unit="fraction"))
+        for prompt in range(3):  # measured under the same conditions as the others, so they pair
+            rows["ttft"].append(_row(system="llmnpu", dataset=dataset, metric="ttft_s", value=ttft, unit="s",
+                                     label="emulated", flash_emulated_mbps=200.0,
+                                     notes=f"prompt {prompt} {CORPUS_NOTE}"))
+        rows["accuracy"].append(_row(system="llmnpu", dataset=dataset, metric="accuracy", value=0.49, unit="fraction",
+                                     label="proxy", notes="acc on a -local proxy task, n=100"))
     store = ResultsStore(tmp_path / "runs")
     for experiment, r in rows.items():
         store.append(experiment, r)
