@@ -7,16 +7,18 @@ export PYTHONPATH := $(CURDIR)
 
 # Debian packages for the native builds and tests: aarch64 cross compiler, qemu to run it, clang for the fuzzer,
 # valgrind for instruction counts, fuse3 for flash emulation, adb (the AOSP client) for the loopback adbd's interop
-# test. Installed only when a tool is missing.
-SYSTEM_TOOLS := aarch64-linux-gnu-g++ qemu-aarch64-static clang valgrind fusermount3 cmake adb
-SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user-static clang lld libclang-rt-14-dev valgrind fuse3 libfuse3-dev cmake adb
+# test, slurm-wlm and munge for the single-node SLURM cluster of the launcher tests (tests/runner/slurm_cluster.py;
+# nothing is started as a service). Installed only when a tool is missing.
+SYSTEM_TOOLS := aarch64-linux-gnu-g++ qemu-aarch64-static clang valgrind fusermount3 cmake adb sbatch munge
+SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user-static clang lld libclang-rt-14-dev valgrind fuse3 libfuse3-dev cmake adb \
+  slurm-wlm munge
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup system-deps test test-fast help
 
 help:
 	@echo "make setup            create $(VENV): torch==2.13.0 (CPU) first, then the harness and its dependencies"
-	@echo "make system-deps      Debian packages for native builds (aarch64 cross compiler, qemu, clang, valgrind, fuse3)"
+	@echo "make system-deps      Debian packages for native builds (aarch64 cross compiler, qemu, clang, valgrind, fuse3) and the SLURM tests"
 	@echo "make test             the whole test suite, native and real-model tests included (what CI runs)"
 	@echo "make test-fast        the tests that need neither the real model nor a long run"
 	@echo "make reproduce-fig10  Figure 10 (cold TTFT + accuracy per system); also reproduce-{table3,table4,table5,fig12,fig13,fig4}, reproduce-all"
@@ -47,7 +49,7 @@ test: setup system-deps
 	$(PY) -m pytest -q
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not real_model and not slow"
+	$(PY) -m pytest -q -m "not real_model and not slow and not slurm"
 
 # --- runtime (the native engine, edgeflow_runtime/src/engine) ---
 .PHONY: runtime test-runtime test-sanitize bench-runtime

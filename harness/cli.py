@@ -7,6 +7,8 @@ Examples:
 """
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -18,12 +20,24 @@ from omegaconf import DictConfig
 from harness.config import ConfigError
 
 CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
+_FORK_HOOK = False
+
+
+def _default_sigterm_in_forked_children() -> None:
+    """A SLURM task (submitit) ignores SIGTERM in its Python process, and forked children inherit that handler: lm-eval's
+    bootstrap `multiprocessing.Pool` then never ends, since `Pool.terminate()` SIGTERMs its workers and joins them (seen:
+    an accuracy task hung after its last row). Forked children get the default action back."""
+    global _FORK_HOOK
+    if not _FORK_HOOK:  # once per process (a local --multirun calls main once per job)
+        os.register_at_fork(after_in_child=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+        _FORK_HOOK = True
 
 
 @hydra.main(config_path=CONF_DIR, config_name="config", version_base=None)
 def main(cfg: DictConfig) -> None:
     from harness.runner.job import run_job
 
+    _default_sigterm_in_forked_children()
     try:
         status = run_job(cfg)
     except ConfigError as e:

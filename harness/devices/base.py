@@ -35,6 +35,9 @@ class DeviceConfig:
     """conf/device/*.yaml. `flash_read_mbps`: null = native storage speed, else an emulated read rate in MB/s."""
 
     name: str = "local"
+    # Which device of its type this is (+device.id=phone-a): the key of its exclusive-use lock (harness/devices/
+    # lock.py) and the `device` column of its rows. null: the type name in rows, the host or adb address as the key.
+    id: str | None = None
     flash_read_mbps: float | None = None
     adb_address: str | None = None  # android over TCP: "host:port"
     serial: str | None = None  # android over USB: the device serial (None = the first one found)
@@ -55,6 +58,8 @@ class DeviceConfig:
     def __post_init__(self):
         if self.name not in DEVICES:
             raise ValueError(f"device.name must be one of {sorted(DEVICES)}, got {self.name!r}")
+        if self.id is not None and not re.fullmatch(r"[\w.@:+-]{1,100}", str(self.id)):
+            raise ValueError(f"device.id must be 1-100 letters, digits or . _ @ : + -, got {self.id!r}")
         if self.flash_read_mbps is not None and not (1 <= float(self.flash_read_mbps) <= 100_000):
             raise ValueError(f"device.flash_read_mbps must be null or within [1, 100000] MB/s, got {self.flash_read_mbps}")
         if self.adb_address is not None and not re.fullmatch(r"[\w.\-]+:\d{1,5}", self.adb_address):

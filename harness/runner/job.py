@@ -59,6 +59,8 @@ class Job:
         for group, key in (("system", "name"), ("quantizer", "name"), ("packing", "layout"), ("pipeline", "name"),
                            ("dataset", "name"), ("device", "name")):
             node = self.cfg.get(group)
+            if group == "device" and node is not None and node.get("id"):
+                key = "id"  # a named device (+device.id=phone-a): rows say which one
             if node is not None and node.get(key) is not None:
                 base[group] = str(node[key])
         if self.cfg.get("quantizer") is not None and self.cfg.quantizer.get("budget_bits") is not None:

@@ -3,7 +3,7 @@
   smoke       convert the model (once), FP16 perplexity on the local split and accuracy on one local task
   perplexity  perplexity of the FP model or of its fake-quant model (quantizer=...), GPTQ/AWQ protocol
   accuracy    lm-eval accuracy of the FP or fake-quant model on a dataset (a local proxy when the hub is away)
-  ttft        cold-start TTFT of one system on one device (harness/measure/ttft.py)
+  ttft        cold-start TTFT of one system on one device (harness/measure/ttft.py), the device held exclusively
 """
 from __future__ import annotations
 
@@ -52,9 +52,14 @@ def accuracy(job) -> Iterator[dict]:
 
 
 def ttft(job) -> Iterator[dict]:
+    """Cold TTFT, holding the device exclusively for the whole job (harness/devices/lock.py): jobs on other devices
+    run alongside, jobs on the same device wait. A last row says how long the job waited and when it held the device."""
+    from harness.devices.lock import hold_device
     from harness.measure.ttft import ttft as run
 
-    yield from run(job)
+    with hold_device(job.cfg) as held:
+        yield from run(job)
+    yield job.row("device_lock_wait_s", held.waited_s, "s", notes=held.describe())
 
 
 KINDS: dict[str, Callable[..., Iterator[dict]]] = {
