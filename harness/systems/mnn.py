@@ -1,7 +1,10 @@
 """MNN baseline: our FP16 checkpoint exported by llmexport with INT8 (or INT4) weights, run cold through `MNN.llm`
 in a fresh Python process (harness/systems/mnn_driver.py). TTFT is wall clock from spawn to the driver's
 `first_token` line, so it includes the interpreter's start and `import MNN` (~0.1 s here; `mnn_import_s` shows it):
-the PyPI wheel is MNN's only engine reachable here (its native llm_demo is not shipped)."""
+the PyPI wheel is MNN's only engine reachable here (its native llm_demo is not shipped).
+Workload (harness/measure/workload.py): the token ids go in as ids, work.threads is `thread_num`; MNN.llm has no
+context-size setting (its KV cache grows with the tokens it holds), so work.ctx is recorded, not passed; the wheel
+does not report the ISA its kernels use."""
 from __future__ import annotations
 
 import json
@@ -30,10 +33,12 @@ class MNNSystem(System):
         return Prepared(self.name, files, {"config": str(folder / "config.json")},
                         f"mnn int{bits} weights, quant_block {self.cfg.mnn_quant_block} (0 = per channel)")
 
-    def run_cold(self, prepared, prompt_ids, device, protocol) -> Measurement:
+    def run_cold(self, prepared, work, device, protocol) -> Measurement:
+        self.check_workload(work)
+        prompt_ids = list(work.token_ids)
         with tempfile.NamedTemporaryFile("w", suffix=".ids", delete=False) as f:
             f.write(" ".join(map(str, prompt_ids)))
-        cmd = [sys.executable, "-I", str(DRIVER), prepared.artifacts["config"], str(self.cfg.threads), f.name]
+        cmd = [sys.executable, "-I", str(DRIVER), prepared.artifacts["config"], str(work.threads), f.name]
         try:
             runs = repeat(lambda: run_once(device, cmd, prepared.files, first_token_line, self.cfg.timeout_s, protocol),
                           protocol)
@@ -41,7 +46,10 @@ class MNNSystem(System):
             Path(f.name).unlink(missing_ok=True)
         reps = [cold_metrics(r, device) + engine_metrics(r.stdout, r.stderr, len(prompt_ids)) for r in runs]
         return Measurement(self.name, reps, [f"weights: {prepared.weight_format}",
-                                             "ttft_s includes Python start and `import MNN` (mnn_import_s)"])
+                                             "ttft_s includes Python start and `import MNN` (mnn_import_s)"],
+                           workload=work, command=cmd,
+                           engine={"isa": "not reported by the MNN wheel", "threads": work.threads,
+                                   "ctx": "no setting: the KV cache grows with the tokens held"})
 
 
 def first_token_line(stdout: bytes) -> bool:
