@@ -17,6 +17,7 @@ import pandas as pd
 
 from experiments import common
 from experiments.common import Section, fmt, md_table
+from harness.measure.workload import check_rows
 
 NAME = "fig10"
 TITLE = "Figure 10 - cold-start TTFT and accuracy per system, model and dataset"
@@ -89,6 +90,7 @@ def series_order(series: set[str]) -> list[str]:
 def tidy(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """ttft / accuracy summaries (median, min, max, n per model, dataset, series) and the unrun reasons."""
     rows = _with_series(rows)
+    check_rows(common.ok_rows(rows, "ttft_s"))  # the systems compared did the same work (harness/measure/workload.py)
     keys = ["model", "dataset", "series"]
     return {
         "ttft": common.summarize(common.ok_rows(rows, "ttft_s"), keys),

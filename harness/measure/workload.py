@@ -102,3 +102,34 @@ def check_same(workloads: dict[str, Workload]) -> Workload:
                 raise WorkloadMismatch(f"not the same work: {f.name} differs between {first_name} ({shown[0]}) and "
                                        f"{name} ({shown[1]}); every system in a comparison must be given one workload")
     return first
+
+
+def check_rows(rows, by: tuple[str, ...] = ("model", "dataset")) -> None:
+    """A figure's check on stored ttft rows: within each `by` group (one comparison), every system's rows record the
+    same context rule, threads, timed event and cold state (the `workload` column; prompts may differ between a
+    dataset's prompts, not between systems). Rows without a record (measured before it existed, or synthetic) are
+    not checked, but a group mixing recorded and unrecorded systems is refused: their work cannot be compared."""
+    if "workload" not in rows.columns or rows.empty:
+        return
+    for key, group in rows.groupby(list(by)):
+        per_system = {}
+        for system, g in group.groupby("system"):
+            recs = {_comparable(w) for w in g["workload"]}
+            per_system[system] = recs
+        recorded = {s for s, r in per_system.items() if r != {None}}
+        if recorded and len(recorded) != len(per_system):
+            raise WorkloadMismatch(f"{dict(zip(by, key if isinstance(key, tuple) else (key,)))}: systems "
+                                   f"{sorted(set(per_system) - recorded)} have no workload record, "
+                                   f"{sorted(recorded)} do: re-measure them with the same workload")
+        settings = {s: per_system[s] for s in sorted(recorded)}
+        if len({frozenset(v) for v in settings.values()}) > 1:
+            raise WorkloadMismatch(f"{dict(zip(by, key if isinstance(key, tuple) else (key,)))}: not the same work "
+                                   f"across systems: {settings}")
+
+
+def _comparable(recorded) -> str | None:
+    """The settings of a row's workload record that must match across systems (the prompt itself may vary)."""
+    if recorded is None or recorded != recorded or not str(recorded).startswith("{"):  # None, NaN, "not the ..."
+        return None if recorded is None or recorded != recorded else str(recorded)
+    rec = json.loads(recorded)
+    return json.dumps({k: rec[k] for k in ("ctx", "threads", "timed_event", "cold")}, sort_keys=True)

@@ -97,3 +97,19 @@ def test_paired_ratios_need_paired_runs():
     assert paired_ratios([1.0, 2.0], [2.0, 2.0]) == [0.5, 1.0]
     with pytest.raises(ValueError):
         paired_ratios([1.0], [1.0, 2.0])
+
+
+def test_figure_rows_of_one_comparison_must_record_the_same_work():
+    import pandas as pd
+
+    from harness.measure.workload import check_rows
+
+    a, b = Workload(IDS, 256, 2).settings(), Workload(IDS[:64], 256, 2).settings()  # prompts may differ
+    rows = pd.DataFrame({"model": ["m"] * 3, "dataset": ["d"] * 3, "system": ["llamacpp", "edgeflow", "edgeflow"],
+                         "workload": [a, a, b]})
+    check_rows(rows)
+    check_rows(rows.assign(workload=None))  # nothing recorded (synthetic or old rows): nothing to check
+    with pytest.raises(WorkloadMismatch, match="not the same work"):
+        check_rows(rows.assign(workload=[Workload(IDS, 8192, 2).settings(), a, b]))
+    with pytest.raises(WorkloadMismatch, match="no workload record"):
+        check_rows(rows.assign(workload=[None, a, b]))
