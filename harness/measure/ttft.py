@@ -92,7 +92,8 @@ def ttft(job) -> Iterator[dict]:
                                *device_notes])
             recorded = (measurement.workload.settings() if measurement.workload is not None else
                         "not the given workload: the engine runs its own prompt")
-            run_notes = f"engine: {json.dumps(measurement.engine, sort_keys=True)}; command: {shlex.join(measurement.command)}"
+            run_notes = (f"engine: {json.dumps(measurement.engine, sort_keys=True)}; "
+                         f"command: {shlex.join(measurement.command)}")
             for r, metrics in enumerate(measurement.repetitions):
                 for m in metrics:
                     label = device.sensor_label if m.name in SENSOR_METRICS else device.timing_label

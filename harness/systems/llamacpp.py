@@ -117,8 +117,8 @@ def prompt_file_text(text: str) -> str:
 
 def tokenize(tool: str | None, gguf: str, text: str, timeout_s: float) -> list[int]:
     """The ids llama.cpp's own tokenizer gives the prompt text as llama-completion sees it (`llama-tokenize --ids`
-    on the exact text, no escape processing, special tokens parsed (its default) and BOS added per the model's metadata, as
-    `common_tokenize(ctx, prompt, true, true)` does in llama-completion)."""
+    on the exact text, no escape processing, special tokens parsed (its default) and BOS added per the model's
+    metadata, as `common_tokenize(ctx, prompt, true, true)` does in llama-completion)."""
     if not tool:
         raise EngineError("llama-tokenize is not among the prepared tools: cannot check that llama.cpp is given the "
                           "workload's token ids")
