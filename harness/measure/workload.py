@@ -133,3 +133,18 @@ def _comparable(recorded) -> str | None:
         return None if recorded is None or recorded != recorded else str(recorded)
     rec = json.loads(recorded)
     return json.dumps({k: rec[k] for k in ("ctx", "threads", "timed_event", "cold")}, sort_keys=True)
+
+
+def prompt_file(work: Workload, suffix: str, text: str):
+    """A file in the cache named by the prompt's digest holding `text` (what an engine reads the prompt from),
+    written atomically when missing or different and kept, so that a printed command line can be run again."""
+    import os
+
+    from harness.cache import cache_dir
+
+    path = cache_dir("prompts") / f"{work.tokens_digest()}{suffix}"
+    if not path.is_file() or path.read_text() != text:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    return path

@@ -26,11 +26,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from harness.cache import cache_dir
 from harness.measure.cold import EngineError, repeat, run_once
 from harness.models.zoo import checkpoint_dir
 from harness.systems import llamacpp_build as build
-from harness.measure.workload import CTX_ALIGN, CTX_SPARE, Workload
+from harness.measure.workload import CTX_ALIGN, CTX_SPARE, Workload, prompt_file
 from harness.systems.base import Measurement, Metric, NotRun, Prepared, System, cold_metrics, register_system
 
 BITS_TO_TYPE = {8: "Q8_0", 4: "Q4_0", 16: "F16"}
@@ -72,9 +71,9 @@ class LlamaCppSystem(System):
                              f"{work.n_prompt}-token prompt (a multiple of {CTX_ALIGN}, >= prompt + {CTX_SPARE}); "
                              "use harness.measure.workload.request_ctx")
 
-    def command(self, prepared: Prepared, prompt_file: str, work: Workload) -> list[str]:
+    def command(self, prepared: Prepared, prompt_path: str, work: Workload) -> list[str]:
         batch, ubatch = max(DEFAULT_BATCH, work.n_prompt), max(DEFAULT_UBATCH, work.n_prompt)
-        return [prepared.artifacts["llama-completion"], "-m", prepared.artifacts["gguf"], "-f", prompt_file,
+        return [prepared.artifacts["llama-completion"], "-m", prepared.artifacts["gguf"], "-f", prompt_path,
                 "-n", "1", "--no-warmup", "-no-cnv", "--no-display-prompt", "-fit", "off", "--no-escape",
                 "--ignore-eos", "-c", str(work.ctx), "-b", str(batch), "-ub", str(ubatch),
                 "-t", str(work.threads), "-tb", str(work.threads)]
@@ -85,10 +84,7 @@ class LlamaCppSystem(System):
         self.check_workload(work)
         text = AutoTokenizer.from_pretrained(prepared.artifacts["tokenizer"]).decode(list(work.token_ids))
         # A file named by the ids' digest, kept: the printed command line can be run again as it is.
-        prompt_file = cache_dir("prompts") / f"{work.tokens_digest()}.txt"
-        if not prompt_file.is_file() or prompt_file.read_text() != prompt_file_text(text):
-            prompt_file.write_text(prompt_file_text(text))
-        cmd = self.command(prepared, str(prompt_file), work)
+        cmd = self.command(prepared, str(prompt_file(work, ".txt", prompt_file_text(text))), work)
         engine_ids = tokenize(prepared.artifacts.get("llama-tokenize"), prepared.artifacts["gguf"], text,
                               self.cfg.timeout_s)
         runs = repeat(lambda: run_once(device, cmd, prepared.files, lambda out: len(out) > 0, self.cfg.timeout_s,

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 from harness.measure.cold import EngineError, repeat, run_once
+from harness.measure.workload import prompt_file
 from harness.models.zoo import checkpoint_dir
 from harness.systems.base import Measurement, Metric, NotRun, Prepared, System, cold_metrics, register_system
 from harness.systems.mnn_export import export
@@ -36,14 +36,11 @@ class MNNSystem(System):
     def run_cold(self, prepared, work, device, protocol) -> Measurement:
         self.check_workload(work)
         prompt_ids = list(work.token_ids)
-        with tempfile.NamedTemporaryFile("w", suffix=".ids", delete=False) as f:
-            f.write(" ".join(map(str, prompt_ids)))
-        cmd = [sys.executable, "-I", str(DRIVER), prepared.artifacts["config"], str(work.threads), f.name]
-        try:
-            runs = repeat(lambda: run_once(device, cmd, prepared.files, first_token_line, self.cfg.timeout_s, protocol),
-                          protocol)
-        finally:
-            Path(f.name).unlink(missing_ok=True)
+        # A file named by the ids' digest, kept: the printed command line can be run again as it is.
+        ids_file = prompt_file(work, ".ids", " ".join(map(str, prompt_ids)))
+        cmd = [sys.executable, "-I", str(DRIVER), prepared.artifacts["config"], str(work.threads), str(ids_file)]
+        runs = repeat(lambda: run_once(device, cmd, prepared.files, first_token_line, self.cfg.timeout_s, protocol),
+                      protocol)
         reps = [cold_metrics(r, device) + engine_metrics(r.stdout, r.stderr, len(prompt_ids)) for r in runs]
         return Measurement(self.name, reps, [f"weights: {prepared.weight_format}",
                                              "ttft_s includes Python start and `import MNN` (mnn_import_s)"],
