@@ -108,29 +108,34 @@ def check_rows(rows, by: tuple[str, ...] = ("model", "dataset")) -> None:
     """A figure's check on stored ttft rows: within each `by` group (one comparison), every system's rows record the
     same context rule, threads, timed event and cold state (the `workload` column; prompts may differ between a
     dataset's prompts, not between systems). Rows without a record (measured before it existed, or synthetic) are
-    not checked, but a group mixing recorded and unrecorded systems is refused: their work cannot be compared."""
+    not checked, but a group mixing recorded and unrecorded systems is refused: their work cannot be compared.
+    A system that says it could not be given the workload (llm.npu's demo runs its own prompt) is left out: its
+    rows carry that statement."""
     if "workload" not in rows.columns or rows.empty:
         return
     for key, group in rows.groupby(list(by)):
+        where = dict(zip(by, key if isinstance(key, tuple) else (key,)))
         per_system = {}
         for system, g in group.groupby("system"):
-            recs = {_comparable(w) for w in g["workload"]}
-            per_system[system] = recs
+            recs = {_comparable(w) for w in g["workload"]} - {"own"}
+            if recs:
+                per_system[system] = recs
         recorded = {s for s, r in per_system.items() if r != {None}}
         if recorded and len(recorded) != len(per_system):
-            raise WorkloadMismatch(f"{dict(zip(by, key if isinstance(key, tuple) else (key,)))}: systems "
-                                   f"{sorted(set(per_system) - recorded)} have no workload record, "
+            raise WorkloadMismatch(f"{where}: systems {sorted(set(per_system) - recorded)} have no workload record, "
                                    f"{sorted(recorded)} do: re-measure them with the same workload")
         settings = {s: per_system[s] for s in sorted(recorded)}
         if len({frozenset(v) for v in settings.values()}) > 1:
-            raise WorkloadMismatch(f"{dict(zip(by, key if isinstance(key, tuple) else (key,)))}: not the same work "
-                                   f"across systems: {settings}")
+            raise WorkloadMismatch(f"{where}: not the same work across systems: {settings}")
 
 
 def _comparable(recorded) -> str | None:
-    """The settings of a row's workload record that must match across systems (the prompt itself may vary)."""
-    if recorded is None or recorded != recorded or not str(recorded).startswith("{"):  # None, NaN, "not the ..."
-        return None if recorded is None or recorded != recorded else str(recorded)
+    """The settings of a row's workload record that must match across systems (the prompt itself may vary); None
+    for no record, "own" for a system's statement that it runs its own work."""
+    if recorded is None or recorded != recorded:  # None or NaN
+        return None
+    if not str(recorded).startswith("{"):
+        return "own"
     rec = json.loads(recorded)
     return json.dumps({k: rec[k] for k in ("ctx", "threads", "timed_event", "cold")}, sort_keys=True)
 
