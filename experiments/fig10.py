@@ -21,6 +21,7 @@ import pandas as pd
 
 from experiments import common
 from experiments.common import Section, fmt, md_table
+from harness.measure.workload import check_rows
 
 NAME = "fig10"
 TITLE = "Figure 10 - cold-start TTFT and accuracy per system, model and dataset"
@@ -101,6 +102,8 @@ def tidy(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
     intervals) and the unrun reasons. Only the latest successful attempt of each configuration counts."""
     rows = common.with_conditions(_with_series(common.current(rows)))
     ttft_rows = common.ok_rows(rows, "ttft_s")
+    # the systems compared did the same work (harness/measure/workload.py)
+    check_rows(ttft_rows, by=(*TTFT_CONDITION, "dataset"))
     acc_rows = common.ok_rows(rows, "accuracy")
     acc_rows = acc_rows.assign(items=[common.accuracy_items(n) for n in acc_rows["notes"]])
     acc = common.summarize(acc_rows, [*ACC_CONDITION, "dataset", "series"])

@@ -3,8 +3,13 @@
 Uses the groups system (conf/system), device (conf/device), protocol (conf/protocol) and dataset (conf/dataset: its
 `n_prompts` prompts with token counts in the paper's Table 3 band, from harness.data.prompts), and from
 `experiment.extra`: `bits` (weight bits handed to the system's prepare; default 8) and optionally `prompt_tokens`
-(fixed-length prompts instead of a dataset's band, e.g. 128 for the engine benchmarks) and `n_prompts` (how many;
-default: the dataset's n_prompts, or 1 for fixed lengths).
+(fixed-length prompts instead of a dataset's band, e.g. 128 for the engine benchmarks), `n_prompts` (how many;
+default: the dataset's n_prompts, or 1 for fixed lengths) and `ctx` (null: each request's context, see
+harness/measure/workload.py; N: one context size for every prompt and system).
+Every prompt is run as a Workload (token ids, ctx, system.threads, first-token timing, evicted-and-verified cold
+state), the same definition `make bench-runtime` and `make bench-baselines` use; its settings are the `workload`
+column of every row, and the ttft_s rows' notes carry the exact command line and what the engine reported of itself
+(ISA, threads, context).
 Yields one row per metric per repetition per prompt; a metric a device cannot give (energy here) is a row with value
 null and the reason in notes. Rows measured under flash emulation are labelled `emulated` and carry
 flash_emulated_mbps; on a loopback phone (harness/devices/loopback) timings are `emulated` (qemu) and sensor
@@ -13,6 +18,7 @@ readings `stand-in` (scripted).
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from dataclasses import replace
 from typing import Iterator
@@ -20,6 +26,7 @@ from typing import Iterator
 from harness.config import build
 from harness.devices import DeviceConfig, get_device
 from harness.measure.cold import ProtocolConfig
+from harness.measure.workload import Workload
 from harness.systems import NotRun, SystemConfig, get_system
 
 
@@ -73,20 +80,27 @@ def ttft(job) -> Iterator[dict]:
         device_notes = [f"eviction: {device.eviction_method}"] if hasattr(device, "eviction_method") else []
         for i, prompt in enumerate(prompts):
             ids = list(prompt.ids)
+            ctx = job.experiment.extra.get("ctx")
+            work = Workload.for_request(ids, system.cfg.threads, ctx=None if ctx is None else int(ctx))
             # the warm-up (binaries and libraries into the page cache) is needed once per configuration, not per prompt
-            measurement = system.run_cold(prepared, ids, device, protocol if i == 0 else replace(protocol, warmup_runs=0))
+            measurement = system.run_cold(prepared, work, device, protocol if i == 0 else replace(protocol, warmup_runs=0))
             s = measurement.summary("ttft_s")
             print(f"[edgeflow-bench] {system.name} {dataset} prompt {prompt.index} ({len(ids)} tokens, flash "
                   f"{device.flash_read_mbps or 'native'}): TTFT median {s['median']:.3f} s, "
                   f"min {s['min']:.3f}, max {s['max']:.3f} over {s['n']}", file=sys.stderr)
             notes = "; ".join([f"prompt {prompt.index} ({prompt.source})", *prepared.notes, *measurement.notes,
                                *device_notes])
+            recorded = (measurement.workload.settings() if measurement.workload is not None else
+                        "not the given workload: the engine runs its own prompt")
+            run_notes = (f"engine: {json.dumps(measurement.engine, sort_keys=True)}; "
+                         f"command: {shlex.join(measurement.command)}")
             for r, metrics in enumerate(measurement.repetitions):
                 for m in metrics:
                     label = device.sensor_label if m.name in SENSOR_METRICS else device.timing_label
+                    extra_notes = run_notes if m.name == "ttft_s" else None
                     yield job.row(m.name, m.value, m.unit, repetition=r, bits=float(bits), dataset=dataset,
                                   prompt_tokens=len(ids), flash_emulated_mbps=device.flash_read_mbps,
-                                  label=label, device_info=info,
-                                  notes="; ".join(x for x in (m.reason, m.detail, notes) if x))
+                                  label=label, device_info=info, workload=recorded,
+                                  notes="; ".join(x for x in (m.reason, m.detail, notes, extra_notes) if x))
     finally:
         device.close()

@@ -25,6 +25,8 @@ COLUMNS: dict[str, pa.DataType] = {
     "error": pa.string(), "notes": pa.string(), "flash_emulated_mbps": pa.float64(),
     "config_hash": pa.string(), "git_commit": pa.string(), "host": pa.string(), "device_info": pa.string(),
     "time": pa.string(),
+    # the work a timing row measured (harness/measure/workload.py: prompt, ctx, threads, timed event, cold state)
+    "workload": pa.string(),
 }
 SCHEMA = pa.schema(list(COLUMNS.items()))
 OK, FAILED, NOT_RUN = "ok", "failed", "not run"

@@ -3,8 +3,12 @@
 Contract:
 - `prepare(model, bits, device) -> Prepared`: build/convert/cache what the engine needs for this model and weight
   precision, put it on the device, and say which files a cold run must evict. Idempotent and cached.
-- `run_cold(prepared, prompt_ids, device, protocol) -> Measurement`: run the prompt cold under the shared protocol
-  (harness/measure/cold.py): `protocol.repetitions` repetitions, each a fresh process with the model files evicted.
+- `run_cold(prepared, work, device, protocol) -> Measurement`: run `work` (harness/measure/workload.py: the token
+  ids, the context size, the thread budget, the timed event, the cold state; the same object for every system of a
+  comparison) cold under the shared protocol (harness/measure/cold.py): `protocol.repetitions` repetitions, each a
+  fresh process with the model files evicted. The system hands work.ctx and work.threads to the engine's own flags,
+  times work.timed_event, and returns the workload, the exact command line and what the engine reported of itself
+  (`engine`: its ISA / kernel, its thread and context settings) in the Measurement.
   A Measurement holds, per repetition, metrics as (name, value, unit): at least `ttft_s` (wall clock from spawn to
   the first generated token: the primary metric), the engine's own timings as secondary metrics (prefixed with the
   engine's name), `peak_rss_mb`, `peak_pss_mb`, `energy_j` and `avg_power_w` over the cold start (None with a reason
@@ -20,6 +24,7 @@ from dataclasses import dataclass, field
 
 from harness.registry import Registry
 from harness.measure.cold import ColdRun, EngineError, ProtocolConfig, summarize  # noqa: F401  (re-exported)
+from harness.measure.workload import Workload
 
 
 class NotRun(Exception):
@@ -51,6 +56,9 @@ class Measurement:
     system: str
     repetitions: list[list[Metric]]  # one list of metrics per measured repetition
     notes: list[str] = field(default_factory=list)
+    workload: Workload | None = None  # the work every repetition did (recorded in each row)
+    command: list[str] = field(default_factory=list)  # the exact command line run (temporary files named as run)
+    engine: dict = field(default_factory=dict)  # what the engine reported of itself: isa, threads, ctx, ...
 
     def values(self, name: str) -> list[float]:
         return [m.value for rep in self.repetitions for m in rep if m.name == name and m.value is not None]
@@ -103,7 +111,15 @@ class System(ABC):
     def prepare(self, model, bits: float, device) -> Prepared: ...
 
     @abstractmethod
-    def run_cold(self, prepared: Prepared, prompt_ids: list[int], device, protocol: ProtocolConfig) -> Measurement: ...
+    def run_cold(self, prepared: Prepared, work: Workload, device, protocol: ProtocolConfig) -> Measurement: ...
+
+    def check_workload(self, work: Workload) -> None:
+        """Refuse work this system cannot do as asked (a ValueError naming the setting), before any run."""
+        if work.timed_event != "first_token":
+            raise ValueError(f"{self.name}: times the first generated token only, not {work.timed_event!r}")
+        if work.threads != self.cfg.threads:
+            raise ValueError(f"{self.name}: the workload's thread budget ({work.threads}) is not system.threads "
+                             f"({self.cfg.threads}); build the workload from the system's config")
 
 
 def cold_metrics(run: ColdRun, device) -> list[Metric]:

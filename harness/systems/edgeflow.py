@@ -3,9 +3,12 @@
 prepare: quantize the model with the `quantizer` group at the requested average bits (cached artifact), pack it in
 the `packing` group's layout (cached .efpk file), build `edgeflow-run` for the device (host build, or the static
 aarch64 build pushed to a phone) and push the packed file.
-run_cold: `edgeflow-run MODEL --tokens ... --threads N --json`, a fresh process per repetition with the packed file
-evicted. The JSON report is printed right after the first token, so its arrival marks TTFT by wall clock (primary);
-the engine's own TTFT and its breakdown (setup, I/O, unpack, compute, idle) are secondary columns.
+run_cold: `edgeflow-run MODEL --tokens IDS --threads T --ctx C --json` with the workload's ids, thread budget and
+context (harness/measure/workload.py), a fresh process per repetition with the packed file evicted. The JSON report
+(which holds the first generated token) is the first thing it writes to stdout, right after the first token; its
+arrival marks TTFT by wall clock (primary). stdout is a pipe, so the report reaches us when the engine flushes it at
+exit: the timed event includes the engine's teardown (`engine["flush"]` says so). The engine's own TTFT and its
+breakdown (setup, I/O, unpack, compute, idle) are secondary columns; its GEMM kernel is the ISA it ran with.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import os
 
 from harness.cache import cache_dir, progress_note
 from harness.measure.cold import EngineError, repeat, run_once
+from harness.measure.workload import Workload
 from harness.systems.base import Measurement, Metric, Prepared, System, cold_metrics, register_system
 
 
@@ -56,16 +60,24 @@ class EdgeFlowSystem(System):
         return Prepared(self.name, [str(packed)], {"binary": str(binary), "model": str(packed)},
                         f"efpk {self.layout} {float(bits):g} bits", notes)
 
-    def command(self, prepared: Prepared, prompt_ids: list[int]) -> list[str]:
-        # --ctx sizes the KV cache to this request (first token only) rather than the model's 8k positions.
-        return [prepared.artifacts["binary"], prepared.artifacts["model"], "--tokens", ",".join(map(str, prompt_ids)),
-                "--threads", str(self.cfg.threads), "--ctx", str(len(prompt_ids) + 1), "--json"]
+    def command(self, prepared: Prepared, work: Workload) -> list[str]:
+        # --ctx sizes the KV cache as the workload says (the request's size, the same for every engine compared).
+        return [prepared.artifacts["binary"], prepared.artifacts["model"], "--tokens",
+                ",".join(map(str, work.token_ids)), "--threads", str(work.threads), "--ctx", str(work.ctx), "--json"]
 
-    def run_cold(self, prepared, prompt_ids, device, protocol) -> Measurement:
-        cmd = self.command(prepared, prompt_ids)
+    def run_cold(self, prepared, work, device, protocol) -> Measurement:
+        self.check_workload(work)
+        cmd = self.command(prepared, work)
         runs = repeat(lambda: run_once(device, cmd, prepared.files, lambda out: b'"ttft_s"' in out,
                                        self.cfg.timeout_s, protocol), protocol)
-        return Measurement(self.name, [cold_metrics(run, device) + engine_metrics(run) for run in runs])
+        reps = [cold_metrics(run, device) + engine_metrics(run) for run in runs]  # parses (or rejects) the reports
+        report = json.loads(runs[0].stdout)
+        engine = {"isa": report.get("gemm_kernel", "not reported"), "unpack_path": report.get("unpack_path"),
+                  "threads": report.get("threads"), "accel_emulator_threads": report.get("threads"),
+                  "io_threads": report.get("io_threads"), "unpack_threads": report.get("unpack_threads"),
+                  "ctx": work.ctx, "chunk": report.get("chunk"),
+                  "flush": "report buffered, flushed at exit (includes teardown)"}
+        return Measurement(self.name, reps, workload=work, command=cmd, engine=engine)
 
 
 def engine_metrics(run) -> list[Metric]:

@@ -47,14 +47,17 @@ class LlmNpuSystem(System):
                         f"mllm model files as given ({', '.join(Path(f).name for f in self.cfg.model_files)})",
                         notes=[f"model={model.name} bits={bits}: the demo's own model files are used"])
 
-    def run_cold(self, prepared, prompt_ids, device, protocol) -> Measurement:
+    def run_cold(self, prepared, work, device, protocol) -> Measurement:
+        # The demo runs its own prompt with its own context and threads: it cannot be given `work`, so its
+        # measurement carries no workload and no comparison can take it as doing the same work.
         device.run(["chmod", "755", prepared.artifacts["binary"]])
         cmd = [prepared.artifacts["binary"], *self.cfg.extra_args]
         runs = repeat(lambda: run_once(device, cmd, prepared.files, first_token_seen, self.cfg.timeout_s, protocol,
                                        cwd=prepared.artifacts["cwd"]), protocol)
         reps = [cold_metrics(r, device) + demo_metrics(r.stdout + r.stderr) for r in runs]
         return Measurement(self.name, reps, [f"command: {shlex.join(cmd)}",
-                                             "the demo's built-in prompt, not the sweep's prompt ids"])
+                                             "the demo's built-in prompt, not the sweep's prompt ids"],
+                           workload=None, command=cmd)
 
 
 def first_token_seen(out: bytes) -> bool:

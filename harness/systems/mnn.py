@@ -1,15 +1,18 @@
 """MNN baseline: our FP16 checkpoint exported by llmexport with INT8 (or INT4) weights, run cold through `MNN.llm`
 in a fresh Python process (harness/systems/mnn_driver.py). TTFT is wall clock from spawn to the driver's
 `first_token` line, so it includes the interpreter's start and `import MNN` (~0.1 s here; `mnn_import_s` shows it):
-the PyPI wheel is MNN's only engine reachable here (its native llm_demo is not shipped)."""
+the PyPI wheel is MNN's only engine reachable here (its native llm_demo is not shipped).
+Workload (harness/measure/workload.py): the token ids go in as ids, work.threads is `thread_num`; MNN.llm has no
+context-size setting (its KV cache grows with the tokens it holds), so work.ctx is recorded, not passed; the wheel
+does not report the ISA its kernels use."""
 from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 from harness.measure.cold import EngineError, repeat, run_once
+from harness.measure.workload import prompt_file
 from harness.models.zoo import checkpoint_dir
 from harness.systems.base import Measurement, Metric, NotRun, Prepared, System, cold_metrics, register_system
 from harness.systems.mnn_export import export
@@ -30,18 +33,20 @@ class MNNSystem(System):
         return Prepared(self.name, files, {"config": str(folder / "config.json")},
                         f"mnn int{bits} weights, quant_block {self.cfg.mnn_quant_block} (0 = per channel)")
 
-    def run_cold(self, prepared, prompt_ids, device, protocol) -> Measurement:
-        with tempfile.NamedTemporaryFile("w", suffix=".ids", delete=False) as f:
-            f.write(" ".join(map(str, prompt_ids)))
-        cmd = [sys.executable, "-I", str(DRIVER), prepared.artifacts["config"], str(self.cfg.threads), f.name]
-        try:
-            runs = repeat(lambda: run_once(device, cmd, prepared.files, first_token_line, self.cfg.timeout_s, protocol),
-                          protocol)
-        finally:
-            Path(f.name).unlink(missing_ok=True)
+    def run_cold(self, prepared, work, device, protocol) -> Measurement:
+        self.check_workload(work)
+        prompt_ids = list(work.token_ids)
+        # A file named by the ids' digest, kept: the printed command line can be run again as it is.
+        ids_file = prompt_file(work, ".ids", " ".join(map(str, prompt_ids)))
+        cmd = [sys.executable, "-I", str(DRIVER), prepared.artifacts["config"], str(work.threads), str(ids_file)]
+        runs = repeat(lambda: run_once(device, cmd, prepared.files, first_token_line, self.cfg.timeout_s, protocol),
+                      protocol)
         reps = [cold_metrics(r, device) + engine_metrics(r.stdout, r.stderr, len(prompt_ids)) for r in runs]
         return Measurement(self.name, reps, [f"weights: {prepared.weight_format}",
-                                             "ttft_s includes Python start and `import MNN` (mnn_import_s)"])
+                                             "ttft_s includes Python start and `import MNN` (mnn_import_s)"],
+                           workload=work, command=cmd,
+                           engine={"isa": "not reported by the MNN wheel", "threads": work.threads,
+                                   "ctx": "no setting: the KV cache grows with the tokens held"})
 
 
 def first_token_line(stdout: bytes) -> bool:

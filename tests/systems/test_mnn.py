@@ -51,8 +51,11 @@ def test_cold_run_of_the_default_model(default_model_spec):
     system = get_system({"name": "mnn", "threads": 2})
     prepared = system.prepare(default_model_spec, 8, device)
     assert any(f.endswith("llm.mnn.weight") for f in prepared.files)
-    m = system.run_cold(prepared, list(range(100, 132)), device,
+    from harness.measure.workload import Workload
+
+    m = system.run_cold(prepared, Workload.for_request(range(100, 132), 2), device,
                         ProtocolConfig(repetitions=1, warmup_runs=0, busy_policy="flag"))
     rep = {x.name: x.value for x in m.repetitions[0]}
     assert rep["prompt_tokens"] == 32 and rep["resident_before"] == 0.0
     assert 0 < rep["mnn_prefill_s"] < rep["ttft_s"] <= rep["exit_s"]
+    assert m.workload.ctx == 256 and m.command[4] == "2"  # thread_num is the workload's
