@@ -40,6 +40,17 @@ Engine::Engine(Model model, EngineOptions opt) : model_(std::move(model)), opt_(
 
 Engine::~Engine() = default;
 
+void Engine::set_schedule(const std::string& policy, int accel_threads, int steal_threshold, bool lane_help) {
+    EngineOptions o = opt_;
+    o.policy = policy;
+    o.accel_threads = accel_threads;
+    o.steal_threshold = steal_threshold;
+    o.lane_help = lane_help;
+    o.validate();  // before anything changes
+    opt_ = o;
+    ex_ = std::make_unique<Executors>(opt_.sched(), opt_.io_threads, opt_.unpack_threads, &trace_);
+}
+
 const char* Engine::gemm_kernel() const { return best_gemm_kernel().name; }
 
 std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens, bool all_logits, int reserve) {
@@ -58,7 +69,7 @@ std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens, bool all_
     prefill_t0_ = now_s();
     auto chunks = run_prefill(model_, source_.get(), cache_, *ex_, tokens, po);
     prefill_t1_ = now_s();
-    prefill_stats_.push_back({prefill_t1_ - prefill_t0_, ex_->compute->stats()});
+    prefill_stats_.push_back({prefill_t1_ - prefill_t0_, prefill_t0_, prefill_t1_, ex_->compute->stats()});
     if (source_) {  // weights are resident now; later prefills run from memory
         bytes_read_after_load_ = source_->bytes_read();
         source_.reset();

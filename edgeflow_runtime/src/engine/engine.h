@@ -27,6 +27,7 @@ struct EngineOptions {
 // Per-thread time accounting of one prefill's compute lanes (ComputeScheduler::stats over the prefill's span).
 struct PrefillStats {
     double span_s = 0;
+    double t0 = 0, t1 = 0;  // now_s() clock
     std::vector<WorkerStats> workers;
 };
 
@@ -61,6 +62,8 @@ public:
     double prefill_end_s() const { return prefill_t1_; }
     const std::vector<PrefillStats>& prefill_stats() const { return prefill_stats_; }  // one per prefill() call
     const SchedOptions& sched() const { return ex_->compute->options(); }
+    // Changes the policy, lane split, steal threshold and lane help (threads stay); between prefills only.
+    void set_schedule(const std::string& policy, int accel_threads, int steal_threshold, bool lane_help);
 
 private:
     std::unique_ptr<WeightSource> source_;  // released after the weights are loaded

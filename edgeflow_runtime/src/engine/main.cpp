@@ -225,20 +225,24 @@ void print_lanes(const char* key, const PrefillStats& ps) {
     std::printf(", \"span_s\": %.6f},\n", ps.span_s);
 }
 
-void write_profile(const std::string& path, const std::vector<TraceEvent>& events, const Engine& engine) {
+void write_profile(const std::string& path, const std::vector<TraceEvent>& events, const Engine& engine, int chunk) {
     FILE* f = std::fopen(path.c_str(), "w");
     if (!f) throw ExitError(kIoError, "cannot write profile file " + path + ": " + std::strerror(errno));
     const SchedOptions& so = engine.sched();
     std::fprintf(f, "{\"policy\": \"%s\", \"threads\": %d, \"accel_threads\": %d, \"steal_threshold\": %d, "
-                 "\"n_layers\": %d, \"tasks\": [\n", policy_name(so.policy), so.threads, so.accel_share(),
-                 so.steal_threshold, engine.config().n_layers);
+                 "\"n_layers\": %d, \"chunk\": %d, \"lane_help\": %s, \"tasks\": [\n", policy_name(so.policy), so.threads,
+                 so.accel_share(), so.steal_threshold, engine.config().n_layers, chunk, so.lane_help ? "true" : "false");
     bool first = true;
+    const auto& prefills = engine.prefill_stats();
     for (const auto& e : events) {
-        if (e.cat != "cpu" && e.cat != "accel") continue;
-        std::fprintf(f, "%s{\"stage\": \"%s\", \"layer\": %d, \"chunk\": %d, \"lane\": \"%s\", \"thread\": \"%s\", "
-                     "\"t0\": %.9f, \"t1\": %.9f, \"stolen\": %s}",
-                     first ? "" : ",\n", e.name.c_str(), e.layer, e.chunk, e.cat.c_str(), e.track.c_str(), e.t0, e.t1,
-                     e.stolen ? "true" : "false");
+        int prefill = -1;  // 0 = the cold prefill, 1.. the warm ones (--repeat-prefill); decode tasks are left out
+        for (size_t i = 0; i < prefills.size(); ++i)
+            if (e.t0 >= prefills[i].t0 && e.t0 <= prefills[i].t1) prefill = int(i);
+        if (prefill < 0 || (e.cat != "cpu" && e.cat != "accel")) continue;
+        std::fprintf(f, "%s{\"prefill\": %d, \"stage\": \"%s\", \"layer\": %d, \"chunk\": %d, \"lane\": \"%s\", "
+                     "\"thread\": \"%s\", \"t0\": %.9f, \"t1\": %.9f, \"stolen\": %s}",
+                     first ? "" : ",\n", prefill, e.name.c_str(), e.layer, e.chunk, e.cat.c_str(), e.track.c_str(),
+                     e.t0, e.t1, e.stolen ? "true" : "false");
         first = false;
     }
     std::fprintf(f, "\n]}\n");
@@ -272,7 +276,7 @@ int run(const Args& a) {
 
     const auto events = engine.trace().events();
     if (!a.trace_file.empty()) engine.trace().write_chrome_json(a.trace_file);
-    if (!a.profile_file.empty()) write_profile(a.profile_file, events, engine);
+    if (!a.profile_file.empty()) write_profile(a.profile_file, events, engine, a.engine.chunk);
     if (!a.json) {
         for (size_t i = 0; i < generated.size(); ++i) std::printf("%s%d", i ? " " : "", generated[i]);
         std::printf("\n");
