@@ -140,6 +140,52 @@ static void test_steal_happens() {
     CHECK(stolen >= 1);
 }
 
+// Tasks with data-parallel jobs on both pools while idle workers help and the CPU worker steals: every item of
+// every job runs exactly once, with at most `threads` threads inside jobs at any instant.
+static void test_helpers_and_jobs() {
+    for (int threads : {2, 3, 4})
+        for (bool help : {true, false}) {
+            SchedOptions so;
+            so.threads = threads;
+            so.steal_threshold = 0;
+            so.lane_help = help;
+            Trace trace;
+            Executors ex(so, 1, 1, &trace);
+            Executor* lanes[kNumLanes];
+            ex.lanes(lanes);
+            const int n = 120, items = 16;
+            std::vector<std::atomic<int>> hits(size_t(n) * items);
+            for (auto& h : hits) h = 0;
+            std::atomic<int> inside{0}, peak{0};
+            TaskGraph g;
+            Task* prev = nullptr;
+            for (int i = 0; i < n; ++i) {
+                const Lane lane = i % 3 ? Lane::Accel : Lane::CPU;
+                Task* t = g.add("j", i, 0, lane, i, [&, i, lane] {
+                    ThreadPool& pool = (i % 5 == 0) ? ex.compute->cpu_pool()
+                                       : lane == Lane::Accel ? ex.compute->accel_pool() : ex.compute->cpu_pool();
+                    pool.parallel_for(items, [&](int k) {
+                        const int now = ++inside;
+                        int p = peak.load();
+                        while (now > p && !peak.compare_exchange_weak(p, now)) {
+                        }
+                        hits[size_t(i) * items + k] += 1;
+                        volatile double x = 0;
+                        for (int r = 0; r < 500; ++r) x = x + r;
+                        --inside;
+                    });
+                });
+                if (i % 4 == 0) TaskGraph::depend(prev, t);  // some chains, mostly independent tasks
+                prev = t;
+            }
+            g.run(lanes);
+            int bad = 0;
+            for (auto& h : hits) bad += h.load() != 1;
+            CHECK(bad == 0);
+            CHECK(peak.load() <= threads);
+        }
+}
+
 // One thread: the same order every time (the Python simulator replays it: tests/runtime/test_pipeline_sim.py).
 static void test_serial_order_deterministic() {
     std::vector<int32_t> prompt;
@@ -204,6 +250,7 @@ int main() {
     test_policies_same_logits();
     test_steal_runs_once_after_inputs();
     test_steal_happens();
+    test_helpers_and_jobs();
     test_serial_order_deterministic();
     test_bad_options();
     test_pool_two_callers();
