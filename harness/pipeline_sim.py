@@ -15,8 +15,8 @@ What it mirrors (change both sides together):
   lane help are data parallelism inside a task: their effect is in the measured costs, not simulated.
 - at one instant, completions are processed first (in completion order), then idle workers pick, CPU first.
 
-Costs: `CostTable` maps (stage, lane it runs on) to seconds per chunk of `chunk` tokens. Build one from the runtime's
-`edgeflow-run --profile-ops FILE` (median per stage and lane) and optionally rescale it with the paper's Figure 5b
+Costs: `CostTable` maps (stage, lane it runs on) to seconds per chunk of `chunk` tokens, and optionally (stage, lane,
+chunk index) where measured. Build one from the runtime's `edgeflow-run --profile-ops FILE` (medians) and optionally rescale it with the paper's Figure 5b
 ratios (`phone_like`): non-matmul operators 2.1x slower on the NPU than on the CPU, INT8 matmuls `matmul_speedup`x
 faster on the NPU than on the CPU (the paper sets the steal threshold, 5, from that ratio).
 
@@ -113,8 +113,12 @@ class CostTable:
 
     chunk: int
     seconds: dict[tuple[str, str], float]
+    # Optional finer costs per (stage, lane, chunk index): attention grows with the chunk's position in the prompt.
+    per_chunk: dict[tuple[str, str, int], float] = field(default_factory=dict)
 
-    def cost(self, stage: str, lane: str, tokens: int) -> float:
+    def cost(self, stage: str, lane: str, tokens: int, chunk_index: int | None = None) -> float:
+        if chunk_index is not None and (stage, lane, chunk_index) in self.per_chunk:
+            return self.per_chunk[(stage, lane, chunk_index)] * tokens / self.chunk
         key = (stage, lane)
         if key not in self.seconds:
             other = "cpu" if lane == "accel" else "accel"
@@ -128,27 +132,36 @@ class CostTable:
     def from_profile(cls, profile: dict, prefill: int | None = None) -> "CostTable":
         """Median per (stage, lane) of an `edgeflow-run --profile-ops` file; prefill = one prefill index (0 cold)."""
         groups: dict[tuple[str, str], list[float]] = {}
+        fine: dict[tuple[str, str, int], list[float]] = {}
         for t in profile["tasks"]:
             if prefill is not None and t.get("prefill") != prefill:
                 continue
             # A stolen accelerator task ran on a CPU thread: it is a CPU-lane cost of that stage.
             lane = "cpu" if t["stolen"] else t["lane"]
             groups.setdefault((t["stage"], lane), []).append(t["t1"] - t["t0"])
+            fine.setdefault((t["stage"], lane, t["chunk"]), []).append(t["t1"] - t["t0"])
         if not groups:
             raise ValueError("the profile holds no compute tasks (for that prefill)")
-        return cls(int(profile.get("chunk", 128)), {k: statistics.median(v) for k, v in groups.items()})
+        med = statistics.median
+        return cls(int(profile.get("chunk", 128)), {k: med(v) for k, v in groups.items()},
+                   {k: med(v) for k, v in fine.items()})
 
     def phone_like(self, npu_slowdown: float = NPU_SLOWDOWN_NON_MATMUL,
                    matmul_speedup: float = NPU_MATMUL_SPEEDUP) -> "CostTable":
         """The host's CPU costs as the CPU's, and the accelerator's at the paper's ratios to them (Figure 5b)."""
-        out = {}
+        def scale(stage: str, cpu: float) -> float:
+            return cpu / matmul_speedup if stage in MATMULS else cpu * npu_slowdown
+
+        out, fine = {}, {}
         for stage in STAGES:
             cpu = self.seconds.get((stage, "cpu"), self.seconds.get((stage, "accel")))
             if cpu is None:
                 continue
-            out[(stage, "cpu")] = cpu
-            out[(stage, "accel")] = cpu / matmul_speedup if stage in MATMULS else cpu * npu_slowdown
-        return CostTable(self.chunk, out)
+            out[(stage, "cpu")], out[(stage, "accel")] = cpu, scale(stage, cpu)
+        for (stage, lane, c) in self.per_chunk:
+            cpu = self.per_chunk.get((stage, "cpu", c), self.per_chunk.get((stage, "accel", c)))
+            fine[(stage, "cpu", c)], fine[(stage, "accel", c)] = cpu, scale(stage, cpu)
+        return CostTable(self.chunk, out, fine)
 
 
 @dataclass
@@ -219,7 +232,7 @@ def simulate(policy: str, costs: CostTable, *, n_layers: int, n_tokens: int, chu
                 i, stolen = got
                 t = tasks[i]
                 run_lane = "cpu" if (stolen or w == "cpu-0" or (w == "both-0" and t.lane == "cpu")) else "accel"
-                d = costs.cost(t.stage, run_lane, min(chunk, n_tokens - t.chunk * chunk) if t.chunk >= 0 else chunk)
+                d = costs.cost(t.stage, run_lane, min(chunk, n_tokens - t.chunk * chunk), t.chunk)
                 heapq.heappush(running, (now + d, n_started, i, w))
                 spans.append((t, w, now, now + d, stolen))
                 order.append((t.stage, t.layer, t.chunk))
