@@ -120,6 +120,8 @@ def _load_library() -> ctypes.CDLL:
     lib.ef_engine_score.argtypes = [vp, ctypes.POINTER(ctypes.c_int32), i32, ctypes.POINTER(ctypes.c_float), cp,
                                     ctypes.c_size_t]
     lib.ef_engine_score.restype = i32
+    lib.ef_engine_set_schedule.argtypes = [vp, cp, i32, i32, i32, cp, ctypes.c_size_t]
+    lib.ef_engine_set_schedule.restype = i32
     lib.ef_engine_vocab_size.argtypes = [vp]
     lib.ef_engine_vocab_size.restype = i32
     lib.ef_engine_gemm_kernel.restype = cp
@@ -182,6 +184,15 @@ class NativeEngine:
                 engine.close()
                 raise RuntimeError(err.value.decode())
         return engine
+
+    def set_schedule(self, policy: str = "place+priority+steal", *, accel_threads: int = 0, steal_threshold: int = 5,
+                     lane_help: bool = True) -> "NativeEngine":
+        """The pipeline policy and lane split (conf/pipeline/, edgeflow-run --policy); before or between scores."""
+        err = ctypes.create_string_buffer(_ERR_LEN)
+        if _library().ef_engine_set_schedule(self._h, policy.encode(), accel_threads, steal_threshold, int(lane_help),
+                                             err, _ERR_LEN) != 0:
+            raise ValueError(err.value.decode())
+        return self
 
     def logits(self, tokens: list[int] | torch.Tensor) -> torch.Tensor:
         """float32 [T, V]: the logits after each position of `tokens`."""

@@ -32,8 +32,10 @@ def _validators() -> dict[str, Callable]:
     from harness.devices.base import DeviceConfig
     from harness.measure.cold import ProtocolConfig
     from harness.systems.base import SystemConfig
+    from harness.systems.edgeflow import PipelineConfig
 
-    schemas = {"system": SystemConfig, "device": DeviceConfig, "protocol": ProtocolConfig, "dataset": DatasetConfig}
+    schemas = {"system": SystemConfig, "device": DeviceConfig, "protocol": ProtocolConfig, "dataset": DatasetConfig,
+               "pipeline": PipelineConfig}
     validators = {group: (lambda node, g=group, s=schema: build(s, node, g)) for group, schema in schemas.items()}
     return {**validators, "quantizer": _quantizer, "packing": _packing}
 

@@ -3,17 +3,22 @@
 prepare: quantize the model with the `quantizer` group at the requested average bits (cached artifact), pack it in
 the `packing` group's layout (cached .efpk file), build `edgeflow-run` for the device (host build, or the static
 aarch64 build pushed to a phone) and push the packed file.
-run_cold: `edgeflow-run MODEL --tokens IDS --threads T --ctx C --json` with the workload's ids, thread budget and
-context (harness/measure/workload.py), a fresh process per repetition with the packed file evicted. The JSON report
+run_cold: `edgeflow-run MODEL --tokens IDS --threads T --policy P ... --ctx C --json` with the workload's ids,
+thread budget and context (harness/measure/workload.py), a fresh process per repetition with the packed file evicted. The JSON report
 (which holds the first generated token) is the first thing it writes to stdout, right after the first token; its
 arrival marks TTFT by wall clock (primary). stdout is a pipe, so the report reaches us when the engine flushes it at
 exit: the timed event includes the engine's teardown (`engine["flush"]` says so). The engine's own TTFT and its
-breakdown (setup, I/O, unpack, compute, idle) are secondary columns; its GEMM kernel is the ISA it ran with.
+breakdown (setup, I/O, unpack, compute, idle), per-lane busy / idle time and bubble rates, stolen tasks
+and per-operator times are secondary columns; its GEMM kernel is the ISA it ran with.
+
+The `pipeline` group (conf/pipeline/, PipelineConfig below) selects the scheduling policy and the lane split;
+its name is recorded in every row's `pipeline` column, its thread counts as metrics of every row.
 """
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 
 from harness.cache import cache_dir, progress_note
 from harness.measure.cold import EngineError, repeat, run_once
@@ -21,15 +26,68 @@ from harness.measure.workload import Workload
 from harness.systems.base import Measurement, Metric, Prepared, System, cold_metrics, register_system
 
 
+POLICIES = ("llmnpu-static", "place", "place+priority", "place+priority+steal")
+
+
+@dataclass
+class PipelineConfig:
+    """conf/pipeline/*.yaml: the runtime's scheduling policy and lane split (edgeflow_runtime/src/engine/README.md)."""
+
+    name: str = "place+priority+steal"
+    chunk: int = 128
+    accel_threads: int = 0  # the accelerator lane's share of system.threads; 0 = threads // 2
+    accel_fraction: float | None = None  # or a fraction of system.threads; overrides accel_threads
+    steal_threshold: int = 5
+    lane_help: bool = True
+    io_threads: int = 1
+    unpack_threads: int = 1
+
+    def __post_init__(self):
+        if self.name not in POLICIES:
+            raise ValueError(f"pipeline.name must be one of {list(POLICIES)}, got {self.name!r}")
+        for key, lo in (("chunk", 1), ("accel_threads", 0), ("steal_threshold", 0), ("io_threads", 1),
+                        ("unpack_threads", 1)):
+            if int(getattr(self, key)) < lo:
+                raise ValueError(f"pipeline.{key} must be an integer >= {lo}, got {getattr(self, key)}")
+        if self.accel_fraction is not None and not (0 < float(self.accel_fraction) < 1):
+            raise ValueError(f"pipeline.accel_fraction must be in (0, 1) or null, got {self.accel_fraction}")
+
+    def accel_share(self, threads: int) -> int:
+        """Threads of the accelerator lane out of the engine's budget (0 with one thread: one worker serves both)."""
+        if threads <= 1:
+            return 0
+        if self.accel_fraction is not None:
+            return min(threads - 1, max(1, round(threads * float(self.accel_fraction))))
+        if self.accel_threads >= threads:
+            raise ValueError(f"pipeline.accel_threads must be below system.threads ({threads}), got {self.accel_threads}")
+        return self.accel_threads or threads // 2
+
+    def args(self, threads: int) -> list[str]:
+        """edgeflow-run's flags for this pipeline."""
+        out = ["--policy", self.name, "--accel-threads", str(self.accel_share(threads)), "--steal-threshold",
+               str(self.steal_threshold), "--chunk", str(self.chunk), "--io-threads", str(self.io_threads),
+               "--unpack-threads", str(self.unpack_threads)]
+        return out + ([] if self.lane_help else ["--no-lane-help"])
+
+
 @register_system
 class EdgeFlowSystem(System):
     name = "edgeflow"
     quantizer: dict | None = None  # the job's quantizer group (None: EdgeFlow's defaults)
     layout: str = "weightlet"
+    pipeline: PipelineConfig = PipelineConfig()
 
     def configure(self, cfg) -> None:
         from omegaconf import OmegaConf
 
+        from harness.config import ConfigError, build
+
+        if cfg.get("pipeline") is not None:
+            self.pipeline = build(PipelineConfig, cfg.pipeline, "pipeline")
+            try:
+                self.pipeline.accel_share(int(self.cfg.threads))  # a bad split fails before any work
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
         if cfg.get("quantizer") is not None:
             self.quantizer = OmegaConf.to_container(cfg.quantizer, resolve=True)
         if cfg.get("packing") is not None:
@@ -61,9 +119,11 @@ class EdgeFlowSystem(System):
                         f"efpk {self.layout} {float(bits):g} bits", notes)
 
     def command(self, prepared: Prepared, work: Workload) -> list[str]:
-        # --ctx sizes the KV cache as the workload says (the request's size, the same for every engine compared).
+        # --threads is the whole engine's compute budget (the pipeline group splits it between the CPU and accelerator
+        # lanes); --ctx sizes the KV cache as the workload says (the same for every engine compared).
         return [prepared.artifacts["binary"], prepared.artifacts["model"], "--tokens",
-                ",".join(map(str, work.token_ids)), "--threads", str(work.threads), "--ctx", str(work.ctx), "--json"]
+                ",".join(map(str, work.token_ids)), "--threads", str(work.threads),
+                *self.pipeline.args(int(work.threads)), "--ctx", str(work.ctx), "--json"]
 
     def run_cold(self, prepared, work, device, protocol) -> Measurement:
         self.check_workload(work)
@@ -73,7 +133,8 @@ class EdgeFlowSystem(System):
         reps = [cold_metrics(run, device) + engine_metrics(run) for run in runs]  # parses (or rejects) the reports
         report = json.loads(runs[0].stdout)
         engine = {"isa": report.get("gemm_kernel", "not reported"), "unpack_path": report.get("unpack_path"),
-                  "threads": report.get("threads"), "accel_emulator_threads": report.get("threads"),
+                  "threads": report.get("threads"), "policy": report.get("policy"),
+                  "cpu_threads": report.get("cpu_threads"), "accel_threads": report.get("accel_threads"),
                   "io_threads": report.get("io_threads"), "unpack_threads": report.get("unpack_threads"),
                   "ctx": work.ctx, "chunk": report.get("chunk"),
                   "flush": "report buffered, flushed at exit (includes teardown)"}
@@ -90,4 +151,17 @@ def engine_metrics(run) -> list[Metric]:
     metrics = [Metric("edgeflow_ttft_s", report["ttft_s"], "s"),
                Metric("edgeflow_bytes_read_mb", report["bytes_read"] / 1e6, "MB")]
     metrics += [Metric(f"edgeflow_{part}_s", seconds, "s") for part, seconds in report["ttft_breakdown_s"].items()]
+    # The thread budget and its split: compute lanes, plus the I/O and unpack threads outside the budget.
+    for key in ("threads", "cpu_threads", "accel_threads", "io_threads", "unpack_threads", "steal_threshold"):
+        if key in report:
+            metrics.append(Metric(f"edgeflow_{key}", report[key], "count"))
+    # Per-lane busy / idle time and bubble rate (idle / (threads x span)) of the cold prefill.
+    for lane, st in report.get("lanes", {}).items():
+        if not isinstance(st, dict):
+            continue  # span_s
+        metrics += [Metric(f"edgeflow_{lane}_busy_s", st["busy_s"], "s"),
+                    Metric(f"edgeflow_{lane}_idle_s", st["idle_s"], "s"),
+                    Metric(f"edgeflow_{lane}_bubble_rate", st["bubble_rate"], "ratio"),
+                    Metric(f"edgeflow_{lane}_stolen_tasks", st["stolen"], "count")]
+    metrics += [Metric(f"edgeflow_op_{name}_s", seconds, "s") for name, seconds in report.get("op_s", {}).items()]
     return metrics

@@ -26,6 +26,12 @@ ef_engine* ef_engine_open(const char* path, int32_t threads, int32_t ctx, int32_
  * shaped as in the quantized artifact (docs/quantized-artifact.md), e.g. "model.layers.0.self_attn.q_proj.codes". */
 ef_engine* ef_engine_new(const ef_config* cfg, int32_t threads, int32_t ctx, int32_t chunk, char* err, size_t err_len);
 
+/* The pipeline's scheduling (edgeflow-run --policy etc.): policy "llmnpu-static" | "place" | "place+priority" |
+ * "place+priority+steal" (NULL: the default, the last), accel_threads = the accelerator lane's share of the engine's
+ * threads (0: threads / 2), steal_threshold >= 0, lane_help 0/1. Call before a score or between scores. */
+int32_t ef_engine_set_schedule(ef_engine* e, const char* policy, int32_t accel_threads, int32_t steal_threshold,
+                               int32_t lane_help, char* err, size_t err_len);
+
 /* dtype: "int8", "uint8" or "float32"; data is C-contiguous with the given shape (ndim 0 for a scalar). */
 int32_t ef_engine_set_tensor(ef_engine* e, const char* name, const char* dtype, const int64_t* shape, int32_t ndim,
                              const void* data, char* err, size_t err_len);

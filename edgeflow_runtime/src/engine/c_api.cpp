@@ -116,6 +116,21 @@ int32_t ef_engine_score(ef_engine* e, const int32_t* tokens, int32_t n, float* l
     });
 }
 
+int32_t ef_engine_set_schedule(ef_engine* e, const char* policy, int32_t accel_threads, int32_t steal_threshold,
+                               int32_t lane_help, char* err, size_t err_len) {
+    return guarded(err, err_len, [&] {
+        if (!e) throw EngineError("engine is NULL");
+        EngineOptions o = e->opt;
+        o.policy = policy ? policy : EngineOptions().policy;
+        o.accel_threads = accel_threads;
+        o.steal_threshold = steal_threshold;
+        o.lane_help = lane_help != 0;
+        o.validate();
+        e->opt = o;  // an in-memory engine is built at its first score with these options
+        if (e->engine) e->engine->set_schedule(o.policy, o.accel_threads, o.steal_threshold, o.lane_help);
+    });
+}
+
 int32_t ef_engine_vocab_size(const ef_engine* e) {
     if (!e) return 0;
     return e->engine ? e->engine->config().vocab : e->staged.cfg.vocab;

@@ -11,22 +11,45 @@ void EngineOptions::validate() const {
         throw EngineError("unpack threads must be at least 1 (got " + std::to_string(unpack_threads) + ")");
     if (ctx < 0) throw EngineError("context length must not be negative");
     if (chunk <= 0) throw EngineError("chunk size must be at least 1 (got " + std::to_string(chunk) + ")");
+    sched();
+}
+
+SchedOptions EngineOptions::sched() const {
+    SchedOptions s;
+    s.threads = threads;
+    s.accel_threads = accel_threads;
+    s.policy = parse_policy(policy);
+    s.steal_threshold = steal_threshold;
+    s.lane_help = lane_help;
+    s.validate();
+    return s;
 }
 
 Engine::Engine(std::unique_ptr<WeightSource> source, EngineOptions opt) : source_(std::move(source)), opt_(opt) {
     opt_.validate();
     model_.cfg = source_->config();
     model_.cfg.validate();
-    ex_ = std::make_unique<Executors>(opt_.threads, opt_.io_threads, opt_.unpack_threads, &trace_);
+    ex_ = std::make_unique<Executors>(opt_.sched(), opt_.io_threads, opt_.unpack_threads, &trace_);
 }
 
 Engine::Engine(Model model, EngineOptions opt) : model_(std::move(model)), opt_(opt) {
     opt_.validate();
     model_.cfg.validate();
-    ex_ = std::make_unique<Executors>(opt_.threads, opt_.io_threads, opt_.unpack_threads, &trace_);
+    ex_ = std::make_unique<Executors>(opt_.sched(), opt_.io_threads, opt_.unpack_threads, &trace_);
 }
 
 Engine::~Engine() = default;
+
+void Engine::set_schedule(const std::string& policy, int accel_threads, int steal_threshold, bool lane_help) {
+    EngineOptions o = opt_;
+    o.policy = policy;
+    o.accel_threads = accel_threads;
+    o.steal_threshold = steal_threshold;
+    o.lane_help = lane_help;
+    o.validate();  // before anything changes
+    opt_ = o;
+    ex_ = std::make_unique<Executors>(opt_.sched(), opt_.io_threads, opt_.unpack_threads, &trace_);
+}
 
 const char* Engine::gemm_kernel() const { return best_gemm_kernel().name; }
 
@@ -41,9 +64,12 @@ std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens, bool all_
     PrefillOptions po;
     po.chunk = opt_.chunk;
     po.all_logits = all_logits;
+    po.policy = ex_->compute->options().policy;
+    ex_->compute->reset_stats();
     prefill_t0_ = now_s();
     auto chunks = run_prefill(model_, source_.get(), cache_, *ex_, tokens, po);
     prefill_t1_ = now_s();
+    prefill_stats_.push_back({prefill_t1_ - prefill_t0_, prefill_t0_, prefill_t1_, ex_->compute->stats()});
     if (source_) {  // weights are resident now; later prefills run from memory
         bytes_read_after_load_ = source_->bytes_read();
         source_.reset();
@@ -59,10 +85,15 @@ std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens, bool all_
 int32_t Engine::decode_step(int32_t token) {
     if (n_past_ == 0) throw EngineError("decode needs a prefill first");
     if (n_past_ >= cache_.ctx) throw EngineError("the context is full (" + std::to_string(cache_.ctx) + " tokens)");
-    Forward fwd(model_, cache_, *ex_->cpu->pool(), *ex_->accel->pool());
+    Forward fwd(model_, cache_, ex_->compute->cpu_pool(), ex_->compute->accel_pool());
     ChunkState s;
     s.init(model_.cfg, n_past_, &token, 1);
-    fwd.run_chunk(s, false);
+    // One CPU task, so that decoding runs on the engine's compute threads (the others help) and never on an extra one.
+    TaskGraph g;
+    g.add("decode", -1, 0, Lane::CPU, 0, [&] { fwd.run_chunk(s, false); });
+    Executor* lanes[kNumLanes];
+    ex_->lanes(lanes);
+    g.run(lanes);
     ++n_past_;
     return argmax(s.logits.data(), model_.cfg.vocab);
 }

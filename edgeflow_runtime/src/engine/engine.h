@@ -11,12 +11,24 @@
 namespace edgeflow {
 
 struct EngineOptions {
-    int threads = 2;     // threads of the CPU executor and of the accelerator emulator each
+    int threads = 2;     // compute threads of the whole engine, split between the CPU and accelerator lanes
+    int accel_threads = 0;   // the accelerator lane's share of `threads` (0 = threads / 2; see SchedOptions)
+    std::string policy = "place+priority+steal";  // llmnpu-static | place | place+priority | place+priority+steal
+    int steal_threshold = 5;  // steal only when the accelerator queue holds more tasks than this
+    bool lane_help = true;    // idle threads help the other lane's data-parallel jobs
     int io_threads = 1;      // I/O threads reading the model file
     int unpack_threads = 1;  // threads unpacking layers (each takes a whole layer)
     int ctx = 0;         // context length limit (prompt + generated tokens); 0 = the model's max_position_embeddings
     int chunk = 128;     // prefill chunk size in tokens
     void validate() const;
+    SchedOptions sched() const;  // validated
+};
+
+// Per-thread time accounting of one prefill's compute lanes (ComputeScheduler::stats over the prefill's span).
+struct PrefillStats {
+    double span_s = 0;
+    double t0 = 0, t1 = 0;  // now_s() clock
+    std::vector<WorkerStats> workers;
 };
 
 // Where the time to first token went, from the task trace. The pipeline's wall time is split by what was running
@@ -48,6 +60,10 @@ public:
     uint64_t bytes_read() const { return source_ ? source_->bytes_read() : bytes_read_after_load_; }
     double prefill_start_s() const { return prefill_t0_; }
     double prefill_end_s() const { return prefill_t1_; }
+    const std::vector<PrefillStats>& prefill_stats() const { return prefill_stats_; }  // one per prefill() call
+    const SchedOptions& sched() const { return ex_->compute->options(); }
+    // Changes the policy, lane split, steal threshold and lane help (threads stay); between prefills only.
+    void set_schedule(const std::string& policy, int accel_threads, int steal_threshold, bool lane_help);
 
 private:
     std::unique_ptr<WeightSource> source_;  // released after the weights are loaded
@@ -59,6 +75,7 @@ private:
     KvCache cache_;
     int n_past_ = 0;
     double prefill_t0_ = 0, prefill_t1_ = 0;
+    std::vector<PrefillStats> prefill_stats_;
 };
 
 int32_t argmax(const float* x, int n);

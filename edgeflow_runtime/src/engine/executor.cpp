@@ -1,5 +1,9 @@
 #include "executor.h"
 
+#include <algorithm>
+
+#include "model.h"
+
 namespace edgeflow {
 
 const char* lane_name(Lane lane) {
@@ -51,7 +55,201 @@ void QueueExecutor::loop(int index) {
             }
             if (trace_)
                 trace_->add({item.task->name, track, lane_name(item.task->lane), item.task->layer, item.task->chunk,
-                             t0, now_s()});
+                             t0, now_s(), false});
+        }
+        item.graph->finished(item.task, error);
+    }
+}
+
+const char* policy_name(Policy p) {
+    static const char* names[] = {"llmnpu-static", "place", "place+priority", "place+priority+steal"};
+    return names[int(p)];
+}
+
+Policy parse_policy(const std::string& name) {
+    for (int i = 0; i < 4; ++i)
+        if (name == policy_name(Policy(i))) return Policy(i);
+    throw EngineError("unknown pipeline policy '" + name +
+                      "' (one of llmnpu-static, place, place+priority, place+priority+steal)");
+}
+
+int SchedOptions::accel_share() const {
+    if (threads <= 1) return 0;  // one worker serves both lanes
+    return accel_threads > 0 ? accel_threads : threads / 2;
+}
+int SchedOptions::cpu_share() const { return threads <= 1 ? 1 : threads - accel_share(); }
+
+void SchedOptions::validate() const {
+    if (threads <= 0) throw EngineError("threads must be at least 1 (got " + std::to_string(threads) + ")");
+    if (accel_threads < 0 || (threads == 1 && accel_threads > 0) || (threads > 1 && accel_threads >= threads))
+        throw EngineError("accelerator threads must be in [0, threads - 1] (0 = threads / 2; with 1 thread only 0), "
+                          "got " + std::to_string(accel_threads) + " of " + std::to_string(threads));
+    if (steal_threshold < 0)
+        throw EngineError("steal threshold must be >= 0 (got " + std::to_string(steal_threshold) + ")");
+}
+
+ComputeScheduler::ComputeScheduler(SchedOptions opt, Trace* trace) : opt_(opt), trace_(trace) {
+    opt_.validate();
+    const int T = opt_.threads, a = opt_.accel_share(), c = opt_.cpu_share();
+    auto hook = [this] { wake(); };
+    cpu_pool_ = std::make_unique<ThreadPool>(T == 1 ? 1 : opt_.lane_help ? T : c, hook);
+    accel_pool_ = std::make_unique<ThreadPool>(T == 1 ? 1 : opt_.lane_help ? T : a, hook);
+    for (int i = 0; i < T; ++i) {
+        WorkerStats w;
+        Role r;
+        if (T == 1) r = DispatchBoth, w.name = "both-0", w.lane = "cpu";
+        else if (i == 0) r = DispatchCpu, w.name = "cpu-0", w.lane = "cpu";
+        else if (i == 1) r = DispatchAccel, w.name = "accel-0", w.lane = "accel";
+        else if (i < 1 + a) r = Helper, w.name = "accel-help-" + std::to_string(i), w.lane = "accel";
+        else r = Helper, w.name = "cpu-help-" + std::to_string(i), w.lane = "cpu";
+        role_.push_back(r);
+        stats_.push_back(w);
+    }
+    for (int i = 0; i < T; ++i) threads_.emplace_back([this, i] { loop(i); });
+}
+
+ComputeScheduler::~ComputeScheduler() {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+}
+
+void ComputeScheduler::submit(Task* task, TaskGraph* graph) {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        queue_[task->lane == Lane::Accel ? 1 : 0].push({task, graph, seq_++});
+    }
+    cv_.notify_all();
+}
+
+void ComputeScheduler::submit_all(const std::vector<Task*>& tasks, TaskGraph* graph) {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        for (Task* t : tasks) queue_[t->lane == Lane::Accel ? 1 : 0].push({t, graph, seq_++});
+    }
+    cv_.notify_all();
+}
+
+void ComputeScheduler::wake() {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        ++posted_;
+    }
+    cv_.notify_all();
+}
+
+void ComputeScheduler::reset_stats() {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& w : stats_) w.task_s = w.help_s = 0, w.tasks = w.stolen = 0;
+}
+
+std::vector<WorkerStats> ComputeScheduler::stats() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return stats_;
+}
+
+// Which queue worker `index` takes its next task from (-1: none). Under mu_.
+//   CPU dispatcher: its own queue; when that is empty and stealing is on, the accelerator queue's head once that
+//   queue holds more than steal_threshold tasks (fewer are left to the accelerator, which would otherwise idle).
+//   Accelerator dispatcher: its own queue only (an NPU cannot run the CPU's operators).
+//   The single worker of threads = 1: the lower (priority, submission order) of the two heads.
+int ComputeScheduler::choose(int index, bool& stolen) const {
+    const Queue& cq = queue_[0];
+    const Queue& aq = queue_[1];
+    int q = -1;
+    stolen = false;
+    switch (role_[index]) {
+        case DispatchCpu:
+            if (!cq.empty()) q = 0;
+            else if (opt_.policy == Policy::PlacePrioritySteal && int(aq.size()) > opt_.steal_threshold)
+                q = 1, stolen = true;
+            break;
+        case DispatchAccel:
+            if (!aq.empty()) q = 1;
+            break;
+        case DispatchBoth:
+            if (!cq.empty() && !aq.empty()) q = Later()(cq.top(), aq.top()) ? 1 : 0;
+            else if (!cq.empty()) q = 0;
+            else if (!aq.empty()) q = 1;
+            break;
+        case Helper:
+            break;
+    }
+    return q;
+}
+
+bool ComputeScheduler::pick(int index, Item& out, bool& stolen) {
+    const int q = choose(index, stolen);
+    if (q < 0) return false;
+    out = queue_[q].top();
+    queue_[q].pop();
+    return true;
+}
+
+// Pools this worker may help: its own lane's first, the other lane's too with lane_help.
+bool ComputeScheduler::helpable(int index) {
+    const bool accel = stats_[index].lane == "accel";
+    ThreadPool* own = accel ? accel_pool_.get() : cpu_pool_.get();
+    ThreadPool* other = accel ? cpu_pool_.get() : accel_pool_.get();
+    return own->has_work() || (opt_.lane_help && other->has_work());
+}
+
+bool ComputeScheduler::help(int index) {
+    const bool accel = stats_[index].lane == "accel";
+    ThreadPool* own = accel ? accel_pool_.get() : cpu_pool_.get();
+    ThreadPool* other = accel ? cpu_pool_.get() : accel_pool_.get();
+    const double t0 = now_s();
+    const bool did = own->help_one() || (opt_.lane_help && other->help_one());
+    if (did) {
+        const double dt = now_s() - t0;
+        std::lock_guard<std::mutex> lk(mu_);
+        stats_[index].help_s += dt;
+    }
+    return did;
+}
+
+void ComputeScheduler::loop(int index) {
+    for (;;) {
+        Item item;
+        bool stolen = false;
+        {
+            std::unique_lock<std::mutex> lk(mu_);
+            for (;;) {
+                if (pick(index, item, stolen)) break;
+                if (stop_) return;
+                const unsigned seen = posted_;
+                lk.unlock();
+                const bool helped = help(index);
+                lk.lock();
+                if (helped) continue;
+                // A job posted after `seen` or a task submitted since wakes us; both change what the predicate reads.
+                cv_.wait(lk, [&] {
+                    bool s;
+                    return stop_ || posted_ != seen || choose(index, s) >= 0;
+                });
+            }
+        }
+        std::exception_ptr error;
+        if (!item.graph->failed()) {  // after a failure the remaining tasks are skipped, not run
+            const double t0 = now_s();
+            try {
+                item.task->fn();
+            } catch (...) {
+                error = std::current_exception();
+            }
+            const double t1 = now_s();
+            {
+                std::lock_guard<std::mutex> lk(mu_);
+                stats_[index].task_s += t1 - t0;
+                stats_[index].tasks += 1;
+                stats_[index].stolen += stolen ? 1 : 0;
+            }
+            if (trace_)
+                trace_->add({item.task->name, stats_[index].name, lane_name(item.task->lane), item.task->layer,
+                             item.task->chunk, t0, t1, stolen});
         }
         item.graph->finished(item.task, error);
     }
@@ -81,7 +279,15 @@ void TaskGraph::run(Executor* const executors[kNumLanes]) {
     std::vector<Task*> roots;
     for (auto& t : tasks_)
         if (t->waiting.load() == 0) roots.push_back(t.get());
-    for (Task* t : roots) executors_[int(t->lane)]->submit(t, this);
+    // Roots grouped by executor (the CPU and accelerator lanes share one), each group queued at once.
+    std::vector<std::pair<Executor*, std::vector<Task*>>> groups;
+    for (Task* t : roots) {
+        Executor* e = executors_[int(t->lane)];
+        auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == e; });
+        if (it == groups.end()) groups.push_back({e, {t}});
+        else it->second.push_back(t);
+    }
+    for (auto& [e, ts] : groups) e->submit_all(ts, this);
     std::unique_lock<std::mutex> lk(mu_);
     cv_.wait(lk, [&] { return done_ == tasks_.size(); });
     if (error_) std::rethrow_exception(error_);

@@ -5,8 +5,9 @@
 // to the executor of its placement (Lane). Each executor keeps its own ready queue, ordered by Task::priority, the
 // hook that scheduling policies (position-guided priority, task stealing) change.
 //
-// Executors here: I/O threads (pread), an unpack thread, the CPU executor and the accelerator executor. Without an
-// NPU SDK the accelerator is an emulator: a dedicated dispatcher whose INT8 matmuls run on its own thread pool.
+// Executors here: I/O threads (pread), an unpack thread, and the ComputeScheduler that serves both the CPU lane and
+// the accelerator lane from one budget of compute threads. Without an NPU SDK the accelerator is an emulator: a
+// dispatcher thread whose tasks (the INT8 matmuls) run on CPU cores of the same budget.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -46,6 +47,11 @@ public:
     virtual ~Executor() = default;
     virtual const char* name() const = 0;
     virtual void submit(Task* task, TaskGraph* graph) = 0;
+    // Several ready tasks at once: none of them starts before all are queued (the graph's roots), so that with one
+    // worker the order depends on the priorities only.
+    virtual void submit_all(const std::vector<Task*>& tasks, TaskGraph* graph) {
+        for (Task* t : tasks) submit(t, graph);
+    }
 };
 
 // Dispatcher threads that take ready tasks in priority order; optionally a thread pool that the tasks use for
@@ -81,17 +87,91 @@ private:
     std::vector<std::thread> threads_;
 };
 
-// The CPU executor: norms, (de)quantization, RoPE, attention, SwiGLU, residual adds.
-class CpuExecutor : public QueueExecutor {
-public:
-    CpuExecutor(int threads, Trace* trace) : QueueExecutor("cpu", 1, threads, trace) {}
+// How the compute lanes are scheduled (paper section 4.3, Figure 14's ablation). Each policy is a few settings of the
+// one ComputeScheduler below plus the graph's placement and priorities (pipeline.cpp):
+//   llmnpu-static         llm.npu's coarse split: attention on the CPU; norms, SwiGLU, (de)quantization and the
+//                         matmuls on the accelerator; at most two adjacent chunks in flight; topological order.
+//   place                 INT8 matmuls on the accelerator, everything else on the CPU (Figure 17); topological order.
+//   place+priority        + position-guided priority: among ready tasks, the earliest chunk first.
+//   place+priority+steal  + task stealing: an idle CPU worker takes the head of the accelerator queue when that queue
+//                         holds more than steal_threshold tasks (the default policy).
+enum class Policy { LlmNpuStatic = 0, Place = 1, PlacePriority = 2, PlacePrioritySteal = 3 };
+const char* policy_name(Policy p);
+Policy parse_policy(const std::string& name);  // throws EngineError naming the allowed values
+
+// The compute thread budget and its split. threads = every compute thread of the engine (I/O and unpack threads are
+// extra and mostly blocked in pread or short). With threads = 1 one worker serves both queues, lowest priority
+// first (a deterministic order when the weights are in memory). Otherwise accel_threads go to the accelerator lane
+// (0 = automatic: threads / 2) and the rest to the CPU lane; each lane has one dispatcher thread that runs its
+// tasks in priority order, and its other threads are helpers that only take items of data-parallel jobs.
+struct SchedOptions {
+    int threads = 2;
+    int accel_threads = 0;
+    Policy policy = Policy::PlacePrioritySteal;
+    int steal_threshold = 5;
+    bool lane_help = true;  // idle threads of one lane help the other lane's data-parallel jobs (host emulation)
+    int cpu_share() const;
+    int accel_share() const;
+    void validate() const;
 };
 
-// The accelerator executor, emulated on the host: a dedicated dispatcher whose INT8 matmuls run on their own
-// `threads` cores. A real NPU backend (QNN) would implement Executor by submitting the matmul graphs instead.
-class AcceleratorEmulator : public QueueExecutor {
+// Time accounting of one compute thread between reset_stats() and stats().
+struct WorkerStats {
+    std::string name;  // "cpu-0", "accel-0", "cpu-help-2", or "both-0" (threads = 1)
+    std::string lane;  // the lane whose share the thread belongs to ("cpu", "accel")
+    double task_s = 0;  // running tasks (own and stolen)
+    double help_s = 0;  // running items of another task's data-parallel job
+    int tasks = 0, stolen = 0;
+};
+
+// The CPU and accelerator lanes over one fixed set of `threads` compute threads: never more compute threads than the
+// budget (a pool lends no thread of its own), and a thread idles only when its queue is empty, it may not steal, and
+// no data-parallel job has an unclaimed item.
+class ComputeScheduler : public Executor {
 public:
-    AcceleratorEmulator(int threads, Trace* trace) : QueueExecutor("accel", 1, threads, trace) {}
+    ComputeScheduler(SchedOptions opt, Trace* trace);
+    ~ComputeScheduler() override;
+    const char* name() const override { return "compute"; }
+    void submit(Task* task, TaskGraph* graph) override;  // Lane::CPU or Lane::Accel
+    void submit_all(const std::vector<Task*>& tasks, TaskGraph* graph) override;
+    ThreadPool& cpu_pool() { return *cpu_pool_; }
+    ThreadPool& accel_pool() { return *accel_pool_; }
+    const SchedOptions& options() const { return opt_; }
+    void reset_stats();
+    std::vector<WorkerStats> stats();
+
+private:
+    struct Item {
+        Task* task;
+        TaskGraph* graph;
+        long seq;
+    };
+    struct Later {
+        bool operator()(const Item& a, const Item& b) const {
+            return a.task->priority != b.task->priority ? a.task->priority > b.task->priority : a.seq > b.seq;
+        }
+    };
+    using Queue = std::priority_queue<Item, std::vector<Item>, Later>;
+    enum Role { DispatchCpu, DispatchAccel, DispatchBoth, Helper };
+    void loop(int index);
+    int choose(int index, bool& stolen) const;      // under mu_: the queue to take from, -1 none
+    bool pick(int index, Item& out, bool& stolen);  // under mu_
+    bool help(int index);                          // not under mu_
+    bool helpable(int index);
+    void wake();
+
+    SchedOptions opt_;
+    Trace* trace_;
+    std::unique_ptr<ThreadPool> cpu_pool_, accel_pool_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    Queue queue_[2];  // 0 CPU, 1 accelerator
+    long seq_ = 0;
+    unsigned posted_ = 0;  // bumped when a data-parallel job is posted
+    bool stop_ = false;
+    std::vector<Role> role_;
+    std::vector<WorkerStats> stats_;
+    std::vector<std::thread> threads_;
 };
 
 class TaskGraph {

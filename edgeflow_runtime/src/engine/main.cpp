@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -35,7 +36,13 @@ Prompt (token ids separated by spaces, newlines or commas; default: read from st
   --prompt FILE         read the ids from FILE ("-" for stdin)
   --tokens LIST         the ids on the command line, e.g. 1,2,3
 Options:
-  --threads N           threads of the CPU executor and of the accelerator emulator each (default 2)
+  --threads N           compute threads of the whole engine, shared by the CPU and accelerator lanes (default 2)
+  --accel-threads N     the accelerator lane's share of --threads (default threads / 2; the CPU lane gets the rest;
+                        with --threads 1 one worker serves both lanes in priority order, deterministically)
+  --policy NAME         pipeline scheduling: llmnpu-static | place | place+priority | place+priority+steal
+                        (default place+priority+steal; see the engine README)
+  --steal-threshold N   an idle CPU worker steals when the accelerator queue holds more than N tasks (default 5)
+  --no-lane-help        idle threads do not help the other lane's data-parallel work (strict lanes, as on a phone)
   --io-threads N        threads reading the model file (default 1)
   --unpack-threads N    threads unpacking layers, one layer each (default 1)
   --chunk N             prefill chunk size in tokens (default 128)
@@ -48,6 +55,8 @@ Options:
                         the median warm prefill speed
   --json                print a JSON report on stdout instead of the generated token ids
   --trace FILE          write a Chrome trace-event JSON of every task (open in ui.perfetto.dev)
+  --profile-ops FILE    write every compute task of every prefill (stage, layer, chunk, lane, thread, start, end,
+                        stolen) as JSON: the operator cost table of harness/pipeline_sim.py
 Exit codes:
   0 success   2 bad command line or option value   3 a file cannot be opened or read
   4 the model file is invalid or corrupt   5 the request does not fit the model (prompt longer than the context,
@@ -62,7 +71,7 @@ struct ExitError : std::runtime_error {
 };
 
 struct Args {
-    std::string model, prompt_file, tokens_arg, trace_file;
+    std::string model, prompt_file, tokens_arg, trace_file, profile_file;
     EngineOptions engine;
     LoadOptions load;
     int new_tokens = 0, repeat_prefill = 0;
@@ -92,6 +101,11 @@ Args parse_args(int argc, char** argv) {
         } else if (f == "--prompt") a.prompt_file = value();
         else if (f == "--tokens") a.tokens_arg = value(), a.have_tokens_arg = true;
         else if (f == "--threads") a.engine.threads = parse_int(f, value(), 1);
+        else if (f == "--accel-threads") a.engine.accel_threads = parse_int(f, value(), 0);
+        else if (f == "--policy") a.engine.policy = value();
+        else if (f == "--steal-threshold") a.engine.steal_threshold = parse_int(f, value(), 0);
+        else if (f == "--no-lane-help") a.engine.lane_help = false;
+        else if (f == "--profile-ops") a.profile_file = value();
         else if (f == "--io-threads") a.engine.io_threads = parse_int(f, value(), 1);
         else if (f == "--unpack-threads") a.engine.unpack_threads = parse_int(f, value(), 1);
         else if (f == "--chunk") a.engine.chunk = parse_int(f, value(), 1);
@@ -109,6 +123,11 @@ Args parse_args(int argc, char** argv) {
     }
     if (a.model.empty()) throw ExitError(kUsageError, "no model file given");
     if (a.have_tokens_arg && !a.prompt_file.empty()) throw ExitError(kUsageError, "give --prompt or --tokens, not both");
+    try {
+        a.engine.validate();
+    } catch (const EngineError& e) {
+        throw ExitError(kUsageError, e.what());
+    }
     return a;
 }
 
@@ -187,6 +206,49 @@ long peak_rss_bytes() {
     return -1;
 }
 
+// Per-lane busy and idle time of one prefill: a lane's capacity is its threads times the prefill's span; busy is
+// the time they ran tasks (their own, or stolen ones) or helped data-parallel jobs; bubble rate = idle / capacity.
+void print_lanes(const char* key, const PrefillStats& ps) {
+    std::printf("  \"%s\": {", key);
+    const char* lanes[] = {"cpu", "accel"};
+    for (int i = 0; i < 2; ++i) {
+        int n = 0, tasks = 0, stolen = 0;
+        double task = 0, help = 0;
+        for (const auto& w : ps.workers)
+            if (w.lane == lanes[i]) ++n, task += w.task_s, help += w.help_s, tasks += w.tasks, stolen += w.stolen;
+        const double cap = n * ps.span_s, idle = std::max(0.0, cap - task - help);
+        std::printf("%s\"%s\": {\"threads\": %d, \"task_s\": %.6f, \"help_s\": %.6f, \"busy_s\": %.6f, "
+                    "\"idle_s\": %.6f, \"bubble_rate\": %.4f, \"tasks\": %d, \"stolen\": %d}",
+                    i ? ", " : "", lanes[i], n, task, help, task + help, idle, cap > 0 ? idle / cap : 0.0, tasks,
+                    stolen);
+    }
+    std::printf(", \"span_s\": %.6f},\n", ps.span_s);
+}
+
+void write_profile(const std::string& path, const std::vector<TraceEvent>& events, const Engine& engine, int chunk) {
+    FILE* f = std::fopen(path.c_str(), "w");
+    if (!f) throw ExitError(kIoError, "cannot write profile file " + path + ": " + std::strerror(errno));
+    const SchedOptions& so = engine.sched();
+    std::fprintf(f, "{\"policy\": \"%s\", \"threads\": %d, \"accel_threads\": %d, \"steal_threshold\": %d, "
+                 "\"n_layers\": %d, \"chunk\": %d, \"lane_help\": %s, \"tasks\": [\n", policy_name(so.policy), so.threads,
+                 so.accel_share(), so.steal_threshold, engine.config().n_layers, chunk, so.lane_help ? "true" : "false");
+    bool first = true;
+    const auto& prefills = engine.prefill_stats();
+    for (const auto& e : events) {
+        int prefill = -1;  // 0 = the cold prefill, 1.. the warm ones (--repeat-prefill); decode tasks are left out
+        for (size_t i = 0; i < prefills.size(); ++i)
+            if (e.t0 >= prefills[i].t0 && e.t0 <= prefills[i].t1) prefill = int(i);
+        if (prefill < 0 || (e.cat != "cpu" && e.cat != "accel")) continue;
+        std::fprintf(f, "%s{\"prefill\": %d, \"stage\": \"%s\", \"layer\": %d, \"chunk\": %d, \"lane\": \"%s\", "
+                     "\"thread\": \"%s\", \"t0\": %.9f, \"t1\": %.9f, \"stolen\": %s}",
+                     first ? "" : ",\n", prefill, e.name.c_str(), e.layer, e.chunk, e.cat.c_str(), e.track.c_str(),
+                     e.t0, e.t1, e.stolen ? "true" : "false");
+        first = false;
+    }
+    std::fprintf(f, "\n]}\n");
+    if (std::fclose(f) != 0) throw ExitError(kIoError, "cannot write profile file " + path);
+}
+
 int run(const Args& a) {
     const std::vector<int32_t> prompt = read_prompt(a);
     check_readable(a.model);
@@ -214,6 +276,7 @@ int run(const Args& a) {
 
     const auto events = engine.trace().events();
     if (!a.trace_file.empty()) engine.trace().write_chrome_json(a.trace_file);
+    if (!a.profile_file.empty()) write_profile(a.profile_file, events, engine, a.engine.chunk);
     if (!a.json) {
         for (size_t i = 0; i < generated.size(); ++i) std::printf("%s%d", i ? " " : "", generated[i]);
         std::printf("\n");
@@ -233,6 +296,22 @@ int run(const Args& a) {
                 "\"verify_crc\": %s,\n",
                 a.engine.threads, a.engine.io_threads, a.engine.unpack_threads, a.engine.chunk, a.load.direct_io ? "true" : "false",
                 a.load.verify_crc ? "true" : "false");
+    const SchedOptions& so = engine.sched();
+    std::printf("  \"policy\": \"%s\", \"cpu_threads\": %d, \"accel_threads\": %d, \"steal_threshold\": %d, "
+                "\"lane_help\": %s,\n",
+                policy_name(so.policy), so.cpu_share(), so.accel_share(), so.steal_threshold,
+                so.lane_help ? "true" : "false");
+    const auto& stats = engine.prefill_stats();
+    print_lanes("lanes", stats.front());
+    if (stats.size() > 1) print_lanes("warm_lanes", stats.back());  // the last warm prefill
+    {  // total time per operator stage in the cold prefill (all lanes, stolen tasks under their stage)
+        std::map<std::string, double> op;
+        for (const auto& e : cold) op[e.name] += e.t1 - e.t0;
+        std::printf("  \"op_s\": {");
+        bool first = true;
+        for (const auto& [name, t] : op) std::printf("%s\"%s\": %.6f", first ? "" : ", ", name.c_str(), t), first = false;
+        std::printf("},\n");
+    }
     std::printf("  \"prompt_tokens\": %zu, \"new_tokens\": %d,\n", prompt.size(), a.new_tokens);
     std::printf("  \"ttft_s\": %.6f,\n", ttft);
     std::printf("  \"ttft_breakdown_s\": {\"setup\": %.6f, \"io\": %.6f, \"unpack\": %.6f, \"compute\": %.6f, "

@@ -4,17 +4,46 @@
 
 namespace edgeflow {
 
-Executors::Executors(int threads, int io_threads, int unpack_threads, Trace* trace)
+Executors::Executors(const SchedOptions& c, int io_threads, int unpack_threads, Trace* trace)
     : io(std::make_unique<QueueExecutor>("io", io_threads, 0, trace)),
       unpack(std::make_unique<QueueExecutor>("unpack", unpack_threads, 0, trace)),
-      cpu(std::make_unique<CpuExecutor>(threads, trace)),
-      accel(std::make_unique<AcceleratorEmulator>(threads, trace)) {}
+      compute(std::make_unique<ComputeScheduler>(c, trace)) {}
+
+static SchedOptions with_threads(int threads) {
+    SchedOptions o;
+    o.threads = threads;
+    return o;
+}
+
+Executors::Executors(int threads, int io_threads, int unpack_threads, Trace* trace)
+    : Executors(with_threads(threads), io_threads, unpack_threads, trace) {}
 
 void Executors::lanes(Executor* out[kNumLanes]) const {
     out[int(Lane::IO)] = io.get();
     out[int(Lane::Unpack)] = unpack.get();
-    out[int(Lane::CPU)] = cpu.get();
-    out[int(Lane::Accel)] = accel.get();
+    out[int(Lane::CPU)] = compute.get();
+    out[int(Lane::Accel)] = compute.get();
+}
+
+// Figure 17 (place*): INT8 matmuls on the accelerator, the rest on the CPU. llm.npu (section 3.2): only attention
+// (and, here, the embedding lookup and the float LM head, which llm.npu also keeps off the NPU) on the CPU.
+Lane stage_lane(Policy policy, const std::string& stage) {
+    const bool matmul = stage == "qkv" || stage == "o_proj" || stage == "gate_up" || stage == "down";
+    if (matmul) return Lane::Accel;
+    if (policy == Policy::LlmNpuStatic && (stage == "attn_in" || stage == "ffn_in" || stage == "swiglu"))
+        return Lane::Accel;
+    return Lane::CPU;
+}
+
+// Lower runs first. Topological (llmnpu-static, place): layer-major, the order of the model's execution graph, so
+// later chunks' stages of a layer go before any stage of the next layer. Position-guided (place+priority*):
+// chunk-major, an earlier prompt chunk's stage before any later chunk's, which unlocks its accelerator stages sooner.
+// layer -1 is the embedding, n_layers the head; stage_index < 16 orders stages within a layer.
+long stage_priority(Policy policy, int layer, int chunk, int stage_index, int n_layers, int n_chunks) {
+    constexpr int kStages = 16;
+    if (policy == Policy::LlmNpuStatic || policy == Policy::Place)
+        return (long(layer + 1) * n_chunks + chunk) * kStages + stage_index;
+    return (long(chunk) * (n_layers + 2) + (layer + 1)) * kStages + stage_index;
 }
 
 std::vector<ChunkState> run_prefill(Model& model, WeightSource* source, KvCache& cache, Executors& ex,
@@ -35,11 +64,9 @@ std::vector<ChunkState> run_prefill(Model& model, WeightSource* source, KvCache&
         const int p0 = c * opt.chunk;
         chunks[c].init(cfg, p0, tokens.data() + p0, std::min(opt.chunk, n_tok - p0));
     }
-    Forward fwd(model, cache, *ex.cpu->pool(), *ex.accel->pool());
-
-    // Default priority: topological order of (layer, chunk, stage), so that an executor prefers the earliest work.
-    constexpr int kStages = 16;
-    auto prio = [&](int layer, int chunk, int stage) { return (long(layer + 1) * n_chunks + chunk) * kStages + stage; };
+    Forward fwd(model, cache, ex.compute->cpu_pool(), ex.compute->accel_pool());
+    const Policy policy = opt.policy;
+    auto prio = [&](int layer, int chunk, int stage) { return stage_priority(policy, layer, chunk, stage, L, n_chunks); };
 
     TaskGraph g;
     std::vector<Task*> unpacked(L + 2, nullptr);  // unit -> its unpack task (none when the model is in memory)
@@ -55,36 +82,39 @@ std::vector<ChunkState> run_prefill(Model& model, WeightSource* source, KvCache&
     std::vector<Task*> prev_attn(n_chunks, nullptr);  // attention(l, c) per chunk of the current layer
     for (int c = 0; c < n_chunks; ++c) {
         ChunkState* s = &chunks[c];
-        last[c] = g.add("embed", -1, c, Lane::CPU, prio(-1, c, 0), [&fwd, s] { fwd.embed(*s); });
+        last[c] = g.add("embed", -1, c, stage_lane(policy, "embed"), prio(-1, c, 0), [&fwd, s] { fwd.embed(*s); });
         TaskGraph::depend(unpacked[0], last[c]);
     }
+    // llm.npu runs two adjacent chunks in parallel: chunk c enters layer l once chunk c - 2 has left it.
+    std::vector<Task*> layer_done(n_chunks, nullptr);  // down(l, c) of the current layer
     for (int l = 0; l < L; ++l) {
         for (int c = 0; c < n_chunks; ++c) {
             ChunkState* s = &chunks[c];
-            auto stage = [&](const char* name, Lane lane, int k, std::function<void()> fn) {
-                Task* t = g.add(name, l, c, lane, prio(l, c, k), std::move(fn));
+            auto stage = [&](const char* name, int k, std::function<void()> fn) {
+                Task* t = g.add(name, l, c, stage_lane(policy, name), prio(l, c, k), std::move(fn));
                 TaskGraph::depend(last[c], t);
                 last[c] = t;
                 return t;
             };
-            Task* first = stage("attn_in", Lane::CPU, 0, [&fwd, l, s] { fwd.attn_in(l, *s); });
+            Task* first = stage("attn_in", 0, [&fwd, l, s] { fwd.attn_in(l, *s); });
             TaskGraph::depend(unpacked[l + 1], first);
-            stage("qkv", Lane::Accel, 1, [&fwd, l, s] { fwd.qkv(l, *s); });
-            Task* attn = stage("attention", Lane::CPU, 2, [&fwd, l, s] { fwd.attention(l, *s); });
+            if (policy == Policy::LlmNpuStatic && c >= 2) TaskGraph::depend(layer_done[c - 2], first);
+            stage("qkv", 1, [&fwd, l, s] { fwd.qkv(l, *s); });
+            Task* attn = stage("attention", 2, [&fwd, l, s] { fwd.attention(l, *s); });
             if (c > 0) TaskGraph::depend(prev_attn[c - 1], attn);
             prev_attn[c] = attn;
-            stage("o_proj", Lane::Accel, 3, [&fwd, l, s] { fwd.o_proj(l, *s); });
-            stage("ffn_in", Lane::CPU, 4, [&fwd, l, s] { fwd.ffn_in(l, *s); });
-            stage("gate_up", Lane::Accel, 5, [&fwd, l, s] { fwd.gate_up(l, *s); });
-            stage("swiglu", Lane::CPU, 6, [&fwd, l, s] { fwd.swiglu(l, *s); });
-            stage("down", Lane::Accel, 7, [&fwd, l, s] { fwd.down(l, *s); });
+            stage("o_proj", 3, [&fwd, l, s] { fwd.o_proj(l, *s); });
+            stage("ffn_in", 4, [&fwd, l, s] { fwd.ffn_in(l, *s); });
+            stage("gate_up", 5, [&fwd, l, s] { fwd.gate_up(l, *s); });
+            stage("swiglu", 6, [&fwd, l, s] { fwd.swiglu(l, *s); });
+            layer_done[c] = stage("down", 7, [&fwd, l, s] { fwd.down(l, *s); });
         }
     }
     for (int c = 0; c < n_chunks; ++c) {
         if (!opt.all_logits && c != n_chunks - 1) continue;
         ChunkState* s = &chunks[c];
         const bool all = opt.all_logits;
-        Task* h = g.add("head", L, c, Lane::CPU, prio(L, c, 0), [&fwd, s, all] { fwd.head(*s, all); });
+        Task* h = g.add("head", L, c, stage_lane(policy, "head"), prio(L, c, 0), [&fwd, s, all] { fwd.head(*s, all); });
         TaskGraph::depend(last[c], h);
         TaskGraph::depend(unpacked[L + 1], h);
     }

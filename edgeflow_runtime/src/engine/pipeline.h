@@ -9,6 +9,8 @@
 //   attention(l,c) after attention(l,c-1)          the KV cache of earlier chunks must be written first
 //   head(c) [cpu]                                  after down(n-1,c) and unpack(n+1); last chunk only unless
 //                                                  every row's logits are wanted
+//   [lanes] are the placements of the place* policies; stage_lane() has each policy's. llmnpu-static also makes
+//   attn_in(l,c) wait for down(l,c-2): two adjacent chunks in flight.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -39,16 +41,23 @@ public:
 struct PrefillOptions {
     int chunk = 128;        // prompt tokens per chunk
     bool all_logits = false;  // logits of every position (scoring) instead of the last one only
+    Policy policy = Policy::PlacePrioritySteal;  // placement, priorities and chunk window (stealing: the scheduler)
 };
 
-// The executors of one engine instance: io and unpack lanes plus the CPU and accelerator executors.
+// The executors of one engine instance: io and unpack lanes plus the compute scheduler (CPU and accelerator lanes).
 struct Executors {
-    Executors(int threads, int io_threads, int unpack_threads, Trace* trace);
+    Executors(const SchedOptions& compute, int io_threads, int unpack_threads, Trace* trace);
+    Executors(int threads, int io_threads, int unpack_threads, Trace* trace);  // default policy
     std::unique_ptr<QueueExecutor> io, unpack;
-    std::unique_ptr<CpuExecutor> cpu;
-    std::unique_ptr<AcceleratorEmulator> accel;
+    std::unique_ptr<ComputeScheduler> compute;
     void lanes(Executor* out[kNumLanes]) const;
 };
+
+// The placement and priority of one operator stage under a policy; shared with the Python simulator
+// (harness/pipeline_sim.py mirrors these rules: change both together).
+//   stage: "embed", "attn_in", "qkv", "attention", "o_proj", "ffn_in", "gate_up", "swiglu", "down", "head"
+Lane stage_lane(Policy policy, const std::string& stage);
+long stage_priority(Policy policy, int layer, int chunk, int stage_index, int n_layers, int n_chunks);
 
 // Runs the prompt through the model, loading the weights from `source` on the way when it is not null (else the
 // model must already be complete). Returns one ChunkState per chunk; the last one holds the logits.

@@ -1,10 +1,15 @@
 #include "thread_pool.h"
 
+#include <algorithm>
+
 namespace edgeflow {
 
-ThreadPool::ThreadPool(int n_threads) {
+ThreadPool::ThreadPool(int n_threads) : width_(std::max(1, n_threads)) {
     for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
+
+ThreadPool::ThreadPool(int width, std::function<void()> on_post)
+    : width_(std::max(1, width)), on_post_(std::move(on_post)) {}
 
 ThreadPool::~ThreadPool() {
     {
@@ -17,15 +22,25 @@ ThreadPool::~ThreadPool() {
 
 // Claims items one at a time under the lock: items are coarse (a block of channels or heads), so contention is low.
 void ThreadPool::run_items() {
-    std::unique_lock<std::mutex> lk(mu_);
-    while (next_item_ < n_items_) {
-        const int i = next_item_++;
-        const auto* fn = fn_;
-        lk.unlock();
-        (*fn)(i);
-        lk.lock();
-        if (--pending_ == 0) done_.notify_all();
+    while (help_one()) {
     }
+}
+
+bool ThreadPool::help_one() {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (!fn_ || next_item_ >= n_items_) return false;
+    const int i = next_item_++;
+    const auto* fn = fn_;
+    lk.unlock();
+    (*fn)(i);
+    lk.lock();
+    if (--pending_ == 0) done_.notify_all();
+    return true;
+}
+
+bool ThreadPool::has_work() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return fn_ && next_item_ < n_items_;
 }
 
 void ThreadPool::worker_loop() {
@@ -43,7 +58,8 @@ void ThreadPool::worker_loop() {
 
 void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
     if (n <= 0) return;
-    if (workers_.empty() || n == 1) {
+    const bool alone = width_ == 1 || n == 1 || (workers_.empty() && !on_post_);
+    if (alone || active_.exchange(true)) {  // nobody to share with, or another caller holds the job slot
         for (int i = 0; i < n; ++i) fn(i);
         return;
     }
@@ -56,10 +72,16 @@ void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
         ++generation_;
     }
     wake_.notify_all();
+    if (on_post_) on_post_();
     run_items();
-    std::unique_lock<std::mutex> lk(mu_);
-    done_.wait(lk, [&] { return pending_ == 0; });
-    fn_ = nullptr;
+    {
+        std::unique_lock<std::mutex> lk(mu_);
+        done_.wait(lk, [&] { return pending_ == 0; });
+        fn_ = nullptr;
+        n_items_ = 0;
+        next_item_ = 0;
+    }
+    active_.store(false);
 }
 
 }  // namespace edgeflow

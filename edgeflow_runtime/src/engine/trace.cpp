@@ -39,9 +39,9 @@ void Trace::write_chrome_json(const std::string& path) const {
     for (const auto& e : evs) {
         std::fprintf(f,
                      "%s{\"ph\": \"X\", \"name\": \"%s\", \"cat\": \"%s\", \"pid\": 1, \"tid\": %d, \"ts\": %.3f, "
-                     "\"dur\": %.3f, \"args\": {\"layer\": %d, \"chunk\": %d}}",
+                     "\"dur\": %.3f, \"args\": {\"layer\": %d, \"chunk\": %d, \"stolen\": %s}}",
                      first ? "" : ",\n", e.name.c_str(), e.cat.c_str(), tid[e.track], e.t0 * 1e6, (e.t1 - e.t0) * 1e6,
-                     e.layer, e.chunk);
+                     e.layer, e.chunk, e.stolen ? "true" : "false");
         first = false;
     }
     std::fprintf(f, "\n]}\n");

@@ -1,5 +1,6 @@
 // Timestamps of every task run, kept in memory and written as Chrome trace-event JSON (opens in Perfetto and
-// chrome://tracing): one "X" (complete) event per task, one track per executor thread.
+// chrome://tracing): one "X" (complete) event per task, one track per executor thread (I/O and unpack
+// threads, the CPU lane's and the accelerator lane's dispatchers, helpers).
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -18,6 +19,7 @@ struct TraceEvent {
     std::string cat;    // "io", "unpack", "cpu", "accel"
     int layer = -1, chunk = -1;
     double t0 = 0, t1 = 0;  // seconds, now_s() clock
+    bool stolen = false;    // an accelerator task run by a CPU worker (task stealing)
 };
 
 class Trace {

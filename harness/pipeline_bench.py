@@ -1,0 +1,97 @@
+"""Cold and warm prefill per pipeline policy, interleaved, on a random-code SmolLM2-shaped packed file.
+
+    python -m harness.pipeline_bench [--tokens 128 512] [--reps 5] [--threads 2] [--baseline OLD_EDGEFLOW_RUN]
+
+Each repetition runs every variant once, in turn (so a busy host slows all alike): a fresh edgeflow-run process with
+the packed file evicted (cold TTFT, cold prefill speed, lane bubble rates), then --repeat-prefill 3 from memory (warm
+prefill speed, median of 3). `--baseline` adds another build of edgeflow-run (e.g. one from before the compute
+scheduler) run with its default schedule; its bubble rates come from its per-lane busy times (busy_s / span, one
+dispatcher per lane). Prints one line per (tokens, variant): median and min..max over the repetitions.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+from pathlib import Path
+
+from harness.pipeline_sim import POLICIES
+
+
+def _smollm2_packed(bits: int) -> Path:
+    # The same recipe as harness/runtime_bench.py (owned elsewhere): random codes at SmolLM2-135M's shapes.
+    from harness.cache import cache_dir, progress_note
+    from harness.pack import pack_artifact
+    from harness.pack.synthetic import random_artifact
+    from harness.runtime_bench import DEFAULT_CONFIG
+
+    out = cache_dir("runtime-bench") / f"smollm2-135m-random-{bits}bit.efpk"
+    if not out.is_file():
+        with progress_note(f"packing a random-code SmolLM2-135M artifact at {bits} bits"):
+            pack_artifact(random_artifact(DEFAULT_CONFIG, bits, seed=bits, name="random"), out, layout="weightlet")
+    return out
+
+
+def _run(binary: str, model: Path, tokens: list[int], args: list[str]) -> dict:
+    cmd = [binary, str(model), "--tokens", ",".join(map(str, tokens)), "--evict-cache", "--json",
+           "--repeat-prefill", "3", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:2])} {' '.join(args)} failed: {proc.stderr[-500:]}")
+    return json.loads(proc.stdout)
+
+
+def _bubbles(report: dict) -> tuple[float, float]:
+    if "lanes" in report:
+        return report["lanes"]["cpu"]["bubble_rate"], report["lanes"]["accel"]["bubble_rate"]
+    span = report["ttft_s"] - report["ttft_breakdown_s"]["setup"]  # the cold prefill's pipeline
+    return 1 - report["busy_s"]["cpu"] / span, 1 - report["busy_s"]["accel"] / span
+
+
+def _spread(xs: list[float], fmt: str) -> str:
+    return f"{fmt.format(statistics.median(xs))} ({fmt.format(min(xs))}..{fmt.format(max(xs))})"
+
+
+def main(argv: list[str] | None = None) -> None:
+    from harness.runtime import build_runtime, engine_dir
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tokens", type=int, nargs="+", default=[128, 512])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--chunk", type=int, default=128)
+    ap.add_argument("--bits", type=int, default=5)
+    ap.add_argument("--baseline", help="another edgeflow-run build, run with its own default schedule")
+    ap.add_argument("--policies", nargs="+", default=list(POLICIES))
+    a = ap.parse_args(argv)
+    build_runtime()
+    binary = str(engine_dir() / "edgeflow-run")
+    model = _smollm2_packed(a.bits)
+    variants = ([("before", a.baseline, [])] if a.baseline else []) + [
+        (p, binary, ["--policy", p]) for p in a.policies]
+    print(f"# {os.uname().nodename} threads={a.threads} chunk={a.chunk} model={model.name} "
+          f"loadavg at start={os.getloadavg()[0]:.2f}")
+    for n in a.tokens:
+        prompt = [(i * 7919 + 13) % 49000 + 10 for i in range(n)]
+        rows: dict[str, list[dict]] = {name: [] for name, _, _ in variants}
+        for _ in range(a.reps):
+            for name, exe, extra in variants:
+                rows[name].append(_run(exe, model, prompt, ["--threads", str(a.threads), "--chunk", str(a.chunk),
+                                                            *extra]))
+        for name, reps in rows.items():
+            ttft = [r["ttft_s"] for r in reps]
+            cold = [r["cold_prefill_tokens_per_s"] for r in reps]
+            warm = [r["warm_prefill_tokens_per_s"] for r in reps]
+            cpu_b = [_bubbles(r)[0] for r in reps]
+            acc_b = [_bubbles(r)[1] for r in reps]
+            stolen = [r.get("lanes", {}).get("cpu", {}).get("stolen", 0) for r in reps]
+            print(f"tokens={n} {name:22s} ttft_s={_spread(ttft, '{:.3f}')} cold_tok/s={_spread(cold, '{:.1f}')} "
+                  f"warm_tok/s={_spread(warm, '{:.1f}')} cpu_bubble={_spread(cpu_b, '{:.2f}')} "
+                  f"accel_bubble={_spread(acc_b, '{:.2f}')} stolen={statistics.median(stolen):g}")
+    print(f"# loadavg at end={os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
