@@ -4,7 +4,9 @@ Uses the groups system (conf/system), device (conf/device), protocol (conf/proto
 `n_prompts` prompts with token counts in the paper's Table 3 band, from harness.data.prompts), and from
 `experiment.extra`: `bits` (weight bits handed to the system's prepare; default 8) and optionally `prompt_tokens`
 (fixed-length prompts instead of a dataset's band, e.g. 128 for the engine benchmarks) and `n_prompts` (how many;
-default: the dataset's n_prompts, or 1 for fixed lengths).
+default: the dataset's n_prompts, or 1 for fixed lengths) and `gen_tokens` (tokens generated per run, the first
+included; default 1 = the cold start only; N > 1 decodes greedily in the same cold process and adds decode_s,
+decode_tokens_per_s and graph_switch_s: Figure 15's completion breakdown).
 Yields one row per metric per repetition per prompt; a metric a device cannot give (energy here) is a row with value
 null and the reason in notes. Rows measured under flash emulation are labelled `emulated` and carry
 flash_emulated_mbps; on a loopback phone (harness/devices/loopback) timings are `emulated` (qemu) and sensor
@@ -45,6 +47,14 @@ def ttft_prompts(job, tokenizer) -> tuple[str, list]:
     return dataset.name, prompt_set(tokenizer, dataset, n=int(count) if count else None)
 
 
+def gen_tokens(job) -> int:
+    """experiment.extra.gen_tokens: tokens generated per cold run, the first included (>= 1)."""
+    value = job.experiment.extra.get("gen_tokens") or 1
+    if int(value) != value or not 1 <= int(value) <= 65536:
+        raise ValueError(f"experiment.extra.gen_tokens must be an integer in [1, 65536], got {value!r}")
+    return int(value)
+
+
 def ttft(job) -> Iterator[dict]:
     from transformers import AutoTokenizer
 
@@ -58,6 +68,7 @@ def ttft(job) -> Iterator[dict]:
     device = get_device(build(DeviceConfig, cfg.device, "device"))
     protocol = build(ProtocolConfig, cfg.protocol, "protocol")
     system.configure(cfg)
+    system.gen_tokens = gen_tokens(job)
     # EdgeFlow's weight bits are its quantizer's average budget (fractions allowed); the baselines' are whole.
     if cfg.get("quantizer") is not None and system.name == "edgeflow":
         bits = float(cfg.quantizer.budget_bits)
@@ -69,6 +80,9 @@ def ttft(job) -> Iterator[dict]:
             prepared = system.prepare(job.model, bits, device)
         except NotRun as e:
             raise NotRunError(str(e)) from None
+        if system.gen_tokens > 1 and not system.decodes:
+            raise NotRunError(f"{system.name} is measured here up to its first token only; it cannot decode "
+                              f"experiment.extra.gen_tokens={system.gen_tokens} tokens")
         dataset, prompts = ttft_prompts(job, AutoTokenizer.from_pretrained(checkpoint_dir(job.model)))
         device_notes = [f"eviction: {device.eviction_method}"] if hasattr(device, "eviction_method") else []
         for i, prompt in enumerate(prompts):

@@ -6,20 +6,26 @@ aarch64 build pushed to a phone) and push the packed file.
 run_cold: `edgeflow-run MODEL --tokens ... --threads N --json`, a fresh process per repetition with the packed file
 evicted. The JSON report is printed right after the first token, so its arrival marks TTFT by wall clock (primary);
 the engine's own TTFT and its breakdown (setup, I/O, unpack, compute, idle) are secondary columns.
+With gen_tokens > 1 it decodes `--new-tokens gen_tokens-1` greedily on the CPU in the same process (Figure 15): the
+report opens with the first token, flushed at once, so wall-clock TTFT is unchanged; decode time and the gap from
+the end of prefill to the first decode step ("graph switch": EdgeFlow has no second graph) come from the report.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 
 from harness.cache import cache_dir, progress_note
 from harness.measure.cold import EngineError, repeat, run_once
-from harness.systems.base import Measurement, Metric, Prepared, System, cold_metrics, register_system
+from harness.systems.base import (Measurement, Metric, Prepared, System, cold_metrics, decode_metrics,
+                                   register_system)
 
 
 @register_system
 class EdgeFlowSystem(System):
     name = "edgeflow"
+    decodes = True
     quantizer: dict | None = None  # the job's quantizer group (None: EdgeFlow's defaults)
     layout: str = "weightlet"
 
@@ -57,15 +63,21 @@ class EdgeFlowSystem(System):
                         f"efpk {self.layout} {float(bits):g} bits", notes)
 
     def command(self, prepared: Prepared, prompt_ids: list[int]) -> list[str]:
-        # --ctx sizes the KV cache to this request (first token only) rather than the model's 8k positions.
-        return [prepared.artifacts["binary"], prepared.artifacts["model"], "--tokens", ",".join(map(str, prompt_ids)),
-                "--threads", str(self.cfg.threads), "--ctx", str(len(prompt_ids) + 1), "--json"]
+        # --ctx sizes the KV cache to this request (prompt + generated tokens) rather than the model's 8k positions.
+        cmd = [prepared.artifacts["binary"], prepared.artifacts["model"], "--tokens", ",".join(map(str, prompt_ids)),
+               "--threads", str(self.cfg.threads), "--ctx", str(len(prompt_ids) + self.gen_tokens), "--json"]
+        return cmd + (["--new-tokens", str(self.gen_tokens - 1)] if self.gen_tokens > 1 else [])
 
     def run_cold(self, prepared, prompt_ids, device, protocol) -> Measurement:
         cmd = self.command(prepared, prompt_ids)
-        runs = repeat(lambda: run_once(device, cmd, prepared.files, lambda out: b'"ttft_s"' in out,
+        runs = repeat(lambda: run_once(device, cmd, prepared.files, first_token_seen,
                                        self.cfg.timeout_s, protocol), protocol)
         return Measurement(self.name, [cold_metrics(run, device) + engine_metrics(run) for run in runs])
+
+
+def first_token_seen(out: bytes) -> bool:
+    """The report's first line, `{"first_token": N,`, is flushed the moment the first token is known."""
+    return re.search(rb'"first_token": -?\d+,', out) is not None
 
 
 def engine_metrics(run) -> list[Metric]:
@@ -78,4 +90,8 @@ def engine_metrics(run) -> list[Metric]:
     metrics = [Metric("edgeflow_ttft_s", report["ttft_s"], "s"),
                Metric("edgeflow_bytes_read_mb", report["bytes_read"] / 1e6, "MB")]
     metrics += [Metric(f"edgeflow_{part}_s", seconds, "s") for part, seconds in report["ttft_breakdown_s"].items()]
+    if report.get("new_tokens", 0) > 0:
+        metrics += decode_metrics(report["decode_s"], report["new_tokens"], report["prefill_end_to_decode_s"],
+                                  "end of the prefill pipeline to the first decode step: EdgeFlow decodes on its CPU "
+                                  "lane with the prefill's weights and KV cache, so there is no graph to switch to")
     return metrics

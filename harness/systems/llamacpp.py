@@ -7,6 +7,8 @@ stdout bytes mark the first token: TTFT (primary) is wall clock from spawn to th
 `common_perf_print` load and prompt-eval times (stderr) are secondary columns. The prompt is given as text
 decoded from the token ids by the model's tokenizer; the engine's prompt token count is checked against the ids.
 `-fit off` skips a second parse of the model's metadata that only matters for GPU offload.
+With gen_tokens > 1 (Figure 15), `-n gen_tokens`: llama.cpp's `eval time` (gen_tokens - 1 decode steps) is the
+decode time. It prefills and decodes on the CPU with the same weights and graph builder: no graph switch.
 """
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ from pathlib import Path
 from harness.measure.cold import EngineError, repeat, run_once
 from harness.models.zoo import checkpoint_dir
 from harness.systems import llamacpp_build as build
-from harness.systems.base import Measurement, Metric, NotRun, Prepared, System, cold_metrics, register_system
+from harness.systems.base import (Measurement, Metric, NotRun, Prepared, System, cold_metrics, decode_metrics,
+                                   register_system)
 
 BITS_TO_TYPE = {8: "Q8_0", 4: "Q4_0", 16: "F16"}
 # `common_perf_print` (this version's completion tool) or `llama_perf_context_print` (older ones), after a log prefix.
@@ -30,6 +33,7 @@ _PERF = re.compile(r"(?:common_perf_print|llama_perf_context_print):\s+(load tim
 @register_system
 class LlamaCppSystem(System):
     name = "llamacpp"
+    decodes = True
 
     def gguf_type(self, bits: int) -> str:
         if bits == 8:
@@ -52,7 +56,7 @@ class LlamaCppSystem(System):
 
     def command(self, prepared: Prepared, prompt_file: str) -> list[str]:
         return [prepared.artifacts["llama-completion"], "-m", prepared.artifacts["gguf"], "-f", prompt_file,
-                "-n", "1", "--no-warmup", "-no-cnv", "--no-display-prompt", "-fit", "off", "--no-escape",
+                "-n", str(self.gen_tokens), "--no-warmup", "-no-cnv", "--no-display-prompt", "-fit", "off", "--no-escape",
                 "--ignore-eos", "-t", str(self.cfg.threads)]
 
     def run_cold(self, prepared, prompt_ids, device, protocol) -> Measurement:
@@ -67,12 +71,28 @@ class LlamaCppSystem(System):
                                            protocol), protocol)
         finally:
             Path(f.name).unlink(missing_ok=True)
-        reps = [cold_metrics(r, device) + perf_metrics(r.stderr) for r in runs]
+        reps = [cold_metrics(r, device) + perf_metrics(r.stderr) + self.decode_perf(r.stderr) for r in runs]
         notes = [f"weights: {prepared.weight_format}", "mmap (llama.cpp default)"]
         engine_tokens = {m.value for rep in reps for m in rep if m.name == "prompt_tokens"}
         if engine_tokens != {len(prompt_ids)}:
             notes.append(f"llama.cpp tokenised the prompt to {sorted(engine_tokens)} tokens, not {len(prompt_ids)}")
         return Measurement(self.name, reps, notes)
+
+
+    def decode_perf(self, stderr: bytes) -> list[Metric]:
+        """Decode time from llama.cpp's `eval time = X ms / N runs` (N = gen_tokens - 1 decode steps)."""
+        if self.gen_tokens <= 1:
+            return []
+        found = {m.group(1): m for m in _PERF.finditer(stderr.decode("utf-8", "replace"))}
+        ev = found.get("eval time")
+        if ev is None or ev.group(3) is None:
+            raise EngineError("llama-completion printed no `eval time` perf line after decoding", stderr)
+        if int(ev.group(3)) != self.gen_tokens - 1:
+            raise EngineError(f"llama-completion decoded {ev.group(3)} tokens, not {self.gen_tokens - 1} "
+                              "(stopped early: context full?)", stderr)
+        return decode_metrics(float(ev.group(2)) / 1e3, int(ev.group(3)), None,
+                              "not applicable: llama.cpp prefills and decodes on the CPU with the same weights and "
+                              "graph builder, so there is no second graph to switch to")
 
 
 def perf_metrics(stderr: bytes) -> list[Metric]:
