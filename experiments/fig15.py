@@ -36,26 +36,42 @@ SWITCH_SHARE = 0.01
 
 
 def sweep(models=("smollm2-135m",), systems=SYSTEMS, bits=EDGEFLOW_BITS, device="local",
-          flash_mbps: float | None = None, prompt_tokens: int = 512, gen_tokens: int = 512) -> list[list[str]]:
-    """One point per model x system (x bits for EdgeFlow): one cold process of `prompt_tokens` prompt tokens that
-    generates `gen_tokens` tokens (the first included), under the cold-start protocol's repetitions."""
-    unknown = sorted(set(systems) - set(SYSTEMS))
-    if unknown:
-        raise ValueError(f"fig15: unknown system(s) {unknown}; allowed: {list(SYSTEMS)}")
+          flash_mbps: float | None = None, prompt_tokens: int = 512, gen_tokens: int = 512,
+          rounds: int = 3) -> list[list[str]]:
+    """One point per round x model x system (x bits for EdgeFlow): one cold process of `prompt_tokens` prompt tokens
+    that generates `gen_tokens` tokens (the first included)."""
     if gen_tokens < 2:
         raise ValueError(f"fig15: gen_tokens must be >= 2 (a decode phase), got {gen_tokens}")
+    return interleaved("completion", models, systems, bits, device, flash_mbps, rounds,
+                       [f"experiment.extra.prompt_tokens={int(prompt_tokens)}",
+                        f"experiment.extra.gen_tokens={int(gen_tokens)}"])
+
+
+def interleaved(experiment: str, models, systems, bits, device, flash_mbps, rounds: int,
+                extra: list[str]) -> list[list[str]]:
+    """Points in `rounds` rounds, each running every system once (protocol.repetitions=1 unless overridden; the
+    warm-up only in the first): on a shared host the load drifts over minutes, and interleaving lets every system
+    meet it alike instead of one system's repetitions all landing in a busy spell. A round is its own configuration
+    (experiment.notes), so a sweep resumes round by round."""
+    unknown = sorted(set(systems) - set(SYSTEMS))
+    if unknown:
+        raise ValueError(f"{experiment}: unknown system(s) {unknown}; allowed: {list(SYSTEMS)}")
+    if not 1 <= int(rounds) <= 100:
+        raise ValueError(f"{experiment}: rounds must be within [1, 100], got {rounds}")
     points = []
-    for model in models:
-        for system in systems:
-            for b in (bits if system == "edgeflow" else (None,)):
-                p = ["experiment=completion", f"model={model}", f"system={system}", f"device={device}",
-                     f"experiment.extra.prompt_tokens={int(prompt_tokens)}",
-                     f"experiment.extra.gen_tokens={int(gen_tokens)}"]
-                if b is not None:
-                    p += ["quantizer=edgeflow", f"quantizer.budget_bits={float(b)}", "packing=weightlet"]
-                if flash_mbps:
-                    p.append(f"device.flash_read_mbps={float(flash_mbps)}")
-                points.append(p)
+    for r in range(int(rounds)):
+        for model in models:
+            for system in systems:
+                for b in (bits if system == "edgeflow" else (None,)):
+                    p = [f"experiment={experiment}", f"model={model}", f"system={system}", f"device={device}", *extra,
+                         f"experiment.notes=round-{r + 1}-of-{rounds}", "protocol.repetitions=1"]
+                    if r:
+                        p.append("protocol.warmup_runs=0")
+                    if b is not None:
+                        p += ["quantizer=edgeflow", f"quantizer.budget_bits={float(b)}", "packing=weightlet"]
+                    if flash_mbps:
+                        p.append(f"device.flash_read_mbps={float(flash_mbps)}")
+                    points.append(p)
     return points
 
 
@@ -97,12 +113,12 @@ def breakdown(rows: pd.DataFrame) -> pd.DataFrame:
             line[f"{part}_max"] = vals.max() if len(vals) else None
             null = m[m["value"].isna()]
             line[f"{part}_note"] = _first_clause(null["notes"].iloc[0]) if len(null) and not len(vals) else ""
-            for rep, v in zip(m["repetition"], m["value"]):
-                per_rep.setdefault(rep, 0.0)
-                per_rep[rep] += 0.0 if pd.isna(v) else v
+            for key, v in zip(zip(m["config_hash"], m["repetition"]), m["value"]):  # a round is a configuration
+                per_rep.setdefault(key, 0.0)
+                per_rep[key] += 0.0 if pd.isna(v) else v
         if line["cold_median"] is None or line["decode_median"] is None:
             continue  # a cold-start-only row (gen_tokens = 1) has no decode: not a completion
-        totals = pd.Series(per_rep)
+        totals = pd.Series(list(per_rep.values()), dtype=float)
         line.update(total_median=totals.median(), total_min=totals.min(), total_max=totals.max(), n=len(totals))
         out.append(line)
     return pd.DataFrame(out)

@@ -37,23 +37,11 @@ COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3")
 
 
 def sweep(models=("smollm2-135m",), systems=SYSTEMS, bits=fig15.EDGEFLOW_BITS, device="local",
-          flash_mbps: float | None = None, prompt_tokens: int = 512) -> list[list[str]]:
-    """One point per model x system (x bits for EdgeFlow): cold starts of one `prompt_tokens`-token prompt."""
-    unknown = sorted(set(systems) - set(SYSTEMS))
-    if unknown:
-        raise ValueError(f"fig16: unknown system(s) {unknown}; allowed: {list(SYSTEMS)}")
-    points = []
-    for model in models:
-        for system in systems:
-            for b in (bits if system == "edgeflow" else (None,)):
-                p = ["experiment=coldstart", f"model={model}", f"system={system}", f"device={device}",
-                     f"experiment.extra.prompt_tokens={int(prompt_tokens)}"]
-                if b is not None:
-                    p += ["quantizer=edgeflow", f"quantizer.budget_bits={float(b)}", "packing=weightlet"]
-                if flash_mbps:
-                    p.append(f"device.flash_read_mbps={float(flash_mbps)}")
-                points.append(p)
-    return points
+          flash_mbps: float | None = None, prompt_tokens: int = 512, rounds: int = 3) -> list[list[str]]:
+    """One point per round x model x system (x bits for EdgeFlow): a cold start of one `prompt_tokens`-token prompt;
+    rounds interleave the systems (fig15.interleaved)."""
+    return fig15.interleaved("coldstart", models, systems, bits, device, flash_mbps, rounds,
+                             [f"experiment.extra.prompt_tokens={int(prompt_tokens)}"])
 
 
 # --- our rows -----------------------------------------------------------------------------------------------------------
@@ -70,7 +58,7 @@ def runs(rows: pd.DataFrame) -> pd.DataFrame:
     rows = fig15._own(rows)
     rows = rows[rows["status"] == "ok"]
     out = []
-    for (model, series, rep), g in rows.groupby(["model", "series", "repetition"]):
+    for (model, series, _, rep), g in rows.groupby(["model", "series", "config_hash", "repetition"]):
         by = {m: r for m, r in zip(g["metric"], g.to_dict("records"))}
         if "ttft_s" not in by:
             continue
@@ -166,11 +154,11 @@ def draw(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path, name
         if ideal:
             ax_mem.axhline(ideal, color="gray", linestyle="-.", label=f"ideal: INT8 model + KV cache ({ideal:.0f} MiB)")
         for j, b in enumerate(bad[bad["model"] == model].itertuples() if len(bad) else []):
-            ax_mem.text(0.01, 0.97 - 0.07 * j, f"{b.series}: {b.reason[:90]}", transform=ax_mem.transAxes,
+            ax_mem.text(0.01, 0.97 - 0.07 * j, f"{b.series}: {b.reason[:80]}", transform=ax_mem.transAxes,
                         fontsize=6.5, color="#b22222", va="top")
         ax_mem.set_xlabel("time from spawn (s); dotted: first token")
         ax_mem.set_ylabel("memory (MiB)")
-        ax_mem.set_title(f"(a) memory during the cold start, {model} — {tag}", fontsize=8.5)
+        ax_mem.set_title(f"(a) memory during the cold start, {model}\n{tag}", fontsize=8)
         if ax_mem.lines:
             ax_mem.legend(fontsize=7, loc="lower right")
         _power_panel(ax_pow, summ[summ["model"] == model] if len(summ) else summ, model)
@@ -186,10 +174,17 @@ def _power_panel(ax, s: pd.DataFrame, model: str) -> None:
     names = list(s["series"]) if len(s) else []
     twin = ax.twinx()
     measured = False
+    reasons = {line.energy_j_why or "no energy counter" for line in s.itertuples() if line.energy_j is None} \
+        if len(s) else set()
+    if len(reasons) == 1 and all(line.energy_j is None for line in s.itertuples()):
+        ax.text(0.5, 0.5, "not run for any system:\n" + "\n".join(_wrap(reasons.pop(), 70)), transform=ax.transAxes,
+                ha="center", va="center", fontsize=8, color="#b22222")
+        reasons = set()
     for x, line in enumerate(s.itertuples() if len(s) else []):
         if line.energy_j is None:
-            ax.text(x, 0.5, "not run:\n" + "\n".join(_wrap(line.energy_j_why or "no energy counter", 34)),
-                    transform=ax.get_xaxis_transform(), ha="center", va="center", fontsize=6.5, color="#b22222")
+            if reasons:
+                ax.text(x, 0.5, "not run:\n" + "\n".join(_wrap(line.energy_j_why or "no energy counter", 24)),
+                        transform=ax.get_xaxis_transform(), ha="center", va="center", fontsize=6.5, color="#b22222")
             continue
         measured = True
         med, lo, hi = line.energy_j
@@ -201,8 +196,7 @@ def _power_panel(ax, s: pd.DataFrame, model: str) -> None:
     ax.set_xlim(-0.6, max(len(names), 1) - 0.4)
     ax.set_ylabel("energy over the cold start (J, blue)")
     twin.set_ylabel("average power (W, orange)")
-    ax.set_title(f"(b) energy and power, {model}" + ("" if measured else ": no energy counter readable here"),
-                 fontsize=8.5)
+    ax.set_title(f"(b) energy and average power over the cold start, {model}", fontsize=8)
 
 
 def _wrap(text: str, width: int) -> list[str]:
@@ -223,8 +217,8 @@ def _paper_panel(ax_mem, ax_pow, paper: pd.DataFrame | None) -> None:
         ax_mem.text(x, v, f"{v:g} GB", ha="center", va="bottom", fontsize=8)
     ax_mem.set_xticks(range(len(mem)), labels, fontsize=8)
     ax_mem.set_ylabel("memory (GB)")
-    ax_mem.set_title("paper, Mistral-7B (memory timeline lost in extraction): EdgeFlow 'close to ideal'",
-                     fontsize=8.5)
+    ax_mem.set_title("paper's values, Mistral-7B: EdgeFlow 'close to ideal'\n(its memory timeline was lost in the "
+                     "text extraction)", fontsize=8)
     rat = paper[paper["metric"].isin(["avg_power_ratio", "energy_ratio"])]
     ax_pow.bar(range(len(rat)), rat["value"], color="white", edgecolor="gray", hatch="////")
     ax_pow.axhline(1.0, color="black", linewidth=0.8)
@@ -234,7 +228,7 @@ def _paper_panel(ax_mem, ax_pow, paper: pd.DataFrame | None) -> None:
                                         for m in rat["metric"]], fontsize=8)
     ax_pow.set_ylabel("EdgeFlow / llm.npu+")
     ax_pow.set_ylim(0, 1.4)
-    ax_pow.set_title("paper, Mistral-7B: EdgeFlow relative to llm.npu+", fontsize=8.5)
+    ax_pow.set_title("paper's values, Mistral-7B: EdgeFlow relative to llm.npu+", fontsize=8)
 
 
 # --- report -----------------------------------------------------------------------------------------------------------------

@@ -115,3 +115,12 @@ def test_sweeps_carry_the_request_lengths():
         fig15.sweep(gen_tokens=1)
     with pytest.raises(ValueError, match="unknown system"):
         fig16.sweep(systems=("vllm",))
+
+
+def test_rounds_interleave_the_systems():
+    pts = fig16.sweep(systems=("llamacpp", "mnn", "edgeflow"), rounds=2)
+    systems = [next(o.split("=")[1] for o in p if o.startswith("system=")) for p in pts]
+    assert systems == ["llamacpp", "mnn", "edgeflow"] * 2  # every system once per round
+    assert all("protocol.repetitions=1" in p for p in pts)
+    assert ["protocol.warmup_runs=0" in p for p in pts] == [False] * 3 + [True] * 3  # warm-up in round 1 only
+    assert len({next(o for o in p if o.startswith("experiment.notes=")) for p in pts}) == 2  # a round per config

@@ -7,7 +7,7 @@ from harness.runner.store import ResultsStore
 
 OVERRIDES = ["model.name=tiny-fig1516-test", "model.source=hf", "protocol.repetitions=2", "protocol.warmup_runs=0",
              "protocol.busy_policy=flag"]
-PARAMS = dict(systems=("llamacpp", "edgeflow"), bits=(5,), prompt_tokens=16)
+PARAMS = dict(systems=("llamacpp", "edgeflow"), bits=(5,), prompt_tokens=16, rounds=1)
 
 
 @pytest.mark.real_model
@@ -41,6 +41,7 @@ def test_miniature_fig15_and_fig16(tmp_path, tiny_checkpoint):
 
     for name in ("fig15", "fig16"):
         section = render(name, store, tmp_path, systems=PARAMS["systems"])
+        assert "n=2" in section.body or "| 2 |" in section.body  # both repetitions of the one round
         pngs = [f for f in section.figures if f.suffix == ".png"]
         assert pngs and all(f.is_relative_to(tmp_path) and f.stat().st_size > 10_000 for f in pngs)
         assert "EdgeFlow 5b" in section.body and "llama.cpp" in section.body
