@@ -103,7 +103,8 @@ def breakdown(rows: pd.DataFrame) -> pd.DataFrame:
         ok = g[g["status"] == "ok"]
         if ok.empty:
             continue
-        line = {"model": model, "series": series, "system": g["system"].iloc[0]}
+        line = {"model": model, "series": series, "system": g["system"].iloc[0],
+                "failed": g.loc[g["status"] == "failed", "config_hash"].nunique()}  # runs that crashed or hung
         per_rep = {}
         for metric, part, _ in PARTS:
             m = ok[ok["metric"] == metric]
@@ -166,7 +167,8 @@ def _bars(ax, bd: pd.DataFrame, bad: pd.DataFrame, title: str) -> None:
                                                 [r["total_max"] - r["total_median"]]], color="black", capsize=3)
         switch = ("graph switch n/a" if pd.isna(r["switch_median"])
                   else f"graph switch {r['switch_median'] * 1e3:.2g} ms")
-        ax.text(r["total_max"], y, f"  {r['total_median']:.2f} s ({switch})", va="center", fontsize=7.5)
+        runs = f"n={int(r['n'])}" + (f", {int(r['failed'])} failed" if r["failed"] else "")
+        ax.text(r["total_max"], y, f"  {r['total_median']:.2f} s ({switch}; {runs})", va="center", fontsize=7.5)
     ax.set_yticks(range(len(names)), names)
     ax.set_ylim(len(names) - 0.4, -0.6)  # first series on top, room for a not-run line at the bottom
     ax.set_xlabel("completion latency (s)")
@@ -274,7 +276,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             **{label: (f"{fmt(r[f'{part}_median'])} [{fmt(r[f'{part}_min'])}–{fmt(r[f'{part}_max'])}]"
                        if not pd.isna(r[f"{part}_median"]) else f"n/a: {r[f'{part}_note']}")
                for _, part, label in PARTS},
-            "total": f"{fmt(r['total_median'])} [{fmt(r['total_min'])}–{fmt(r['total_max'])}]", "n": int(r["n"])}
+            "total": f"{fmt(r['total_median'])} [{fmt(r['total_min'])}–{fmt(r['total_max'])}]", "n": int(r["n"]),
+            "failed runs": int(r["failed"])}
             for _, r in bd.iterrows()])
         body += ["\n**Our completion breakdown** (s; median [min–max] over repetitions; cold start is wall clock from "
                  "spawn, switch and decode the engine's own clock):\n", md_table(table)]
