@@ -154,8 +154,8 @@ def draw(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path, name
         if ideal:
             ax_mem.axhline(ideal, color="gray", linestyle="-.", label=f"ideal: INT8 model + KV cache ({ideal:.0f} MiB)")
         for j, b in enumerate(bad[bad["model"] == model].itertuples() if len(bad) else []):
-            ax_mem.text(0.01, 0.97 - 0.07 * j, f"{b.series}: {b.reason[:80]}", transform=ax_mem.transAxes,
-                        fontsize=6.5, color="#b22222", va="top")
+            ax_mem.text(0.12, 0.03 + 0.07 * j, f"{b.series}: {b.reason[:70]}", transform=ax_mem.transAxes,
+                        fontsize=6.5, color="#b22222", va="bottom")
         ax_mem.set_xlabel("time from spawn (s); dotted: first token")
         ax_mem.set_ylabel("memory (MiB)")
         ax_mem.set_title(f"(a) memory during the cold start, {model}\n{tag}", fontsize=8)
