@@ -104,7 +104,7 @@ def breakdown(rows: pd.DataFrame) -> pd.DataFrame:
         if ok.empty:
             continue
         line = {"model": model, "series": series, "system": g["system"].iloc[0],
-                "failed": g.loc[g["status"] == "failed", "config_hash"].nunique()}  # runs that crashed or hung
+                "failed": int((g["status"] == "failed").sum())}  # attempts that crashed or hung (one row each)
         per_rep = {}
         for metric, part, _ in PARTS:
             m = ok[ok["metric"] == metric]
@@ -142,13 +142,13 @@ def decode_speedups(bd: pd.DataFrame) -> pd.DataFrame:
 
 def unrun(rows: pd.DataFrame) -> pd.DataFrame:
     bad = common.unrun_reasons(_own(rows))
-    return bad.drop_duplicates(["model", "series"]) if not bad.empty else bad
+    return bad.drop_duplicates(["model", "series", "reason"]) if not bad.empty else bad
 
 
 # --- figure ---------------------------------------------------------------------------------------------------------------
 
 def _bars(ax, bd: pd.DataFrame, bad: pd.DataFrame, title: str) -> None:
-    names = list(bd["series"]) + [s for s in bad["series"] if s not in set(bd["series"])]
+    names = list(bd["series"]) + list(dict.fromkeys(s for s in bad["series"] if s not in set(bd["series"])))
     for y, name in enumerate(names):
         hit = bd[bd["series"] == name]
         if hit.empty:
@@ -167,7 +167,7 @@ def _bars(ax, bd: pd.DataFrame, bad: pd.DataFrame, title: str) -> None:
                                                 [r["total_max"] - r["total_median"]]], color="black", capsize=3)
         switch = ("graph switch n/a" if pd.isna(r["switch_median"])
                   else f"graph switch {r['switch_median'] * 1e3:.2g} ms")
-        runs = f"n={int(r['n'])}" + (f", {int(r['failed'])} failed" if r["failed"] else "")
+        runs = f"n={int(r['n'])}" + (f", {int(r['failed'])} failed attempts" if r["failed"] else "")
         ax.text(r["total_max"], y, f"  {r['total_median']:.2f} s ({switch}; {runs})", va="center", fontsize=7.5)
     ax.set_yticks(range(len(names)), names)
     ax.set_ylim(len(names) - 0.4, -0.6)  # first series on top, room for a not-run line at the bottom
@@ -277,7 +277,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
                        if not pd.isna(r[f"{part}_median"]) else f"n/a: {r[f'{part}_note']}")
                for _, part, label in PARTS},
             "total": f"{fmt(r['total_median'])} [{fmt(r['total_min'])}–{fmt(r['total_max'])}]", "n": int(r["n"]),
-            "failed runs": int(r["failed"])}
+            "failed attempts": int(r["failed"])}
             for _, r in bd.iterrows()])
         body += ["\n**Our completion breakdown** (s; median [min–max] over repetitions; cold start is wall clock from "
                  "spawn, switch and decode the engine's own clock):\n", md_table(table)]
