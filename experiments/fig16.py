@@ -160,7 +160,7 @@ def draw(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path, name
         ax_mem.set_ylabel("memory (MiB)")
         ax_mem.set_title(f"(a) memory during the cold start, {model}\n{tag}", fontsize=8)
         if ax_mem.lines:
-            ax_mem.legend(fontsize=7, loc="lower right")
+            ax_mem.legend(fontsize=7, loc="center right")
         _power_panel(ax_pow, summ[summ["model"] == model] if len(summ) else summ, model)
     _paper_panel(axes[-1][0], axes[-1][1], paper)
     fig.suptitle("Figure 16 (ours): resources during one cold start (the median-TTFT repetition's timeline; bars: "
