@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -13,7 +15,62 @@ from harness.devices import pagecache
 from harness.devices.base import Completed, Device, parse_proc_status, register_device
 from harness.devices.throttle import BlkioThrottle
 
-RAPL = Path("/sys/class/powercap/intel-rapl:0/energy_uj")
+POWERCAP = Path("/sys/class/powercap")
+# Package-level RAPL domains: intel-rapl:N (Intel, and AMD Zen through the same driver since Linux 5.8) and
+# amd-rapl:N; sub-domains (intel-rapl:N:M: core, uncore, dram) are parts of a package and are not added again.
+RAPL_PACKAGE = re.compile(r"(intel|amd)-rapl:\d+")
+
+
+class RaplCounter:
+    """Joules since creation, summed over the host's package RAPL domains, unwrapping each counter at its
+    max_energy_range_uj. Called at spawn and at the first token by the cold-start protocol (and by its sampler)."""
+
+    def __init__(self, files: list[Path]):
+        self.files = files
+        self.ranges = [_read_int(f.with_name("max_energy_range_uj")) or 2**32 for f in files]
+        self.last = [_read_int(f) for f in files]
+        self.total_uj = 0
+        self.lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self.lock:  # the protocol's sampler and stdout reader threads both read it
+            return self._read()
+
+    def _read(self) -> float:
+        for i, f in enumerate(self.files):
+            now = _read_int(f)
+            if now is None:
+                raise OSError(f"{f} went away during the run")
+            delta = now - self.last[i]
+            self.total_uj += delta if delta >= 0 else delta + self.ranges[i]  # the counter wrapped
+            self.last[i] = now
+        return self.total_uj / 1e6
+
+
+def rapl_energy(root: Path = POWERCAP) -> tuple[RaplCounter | None, str | None]:
+    """(counter, None) when every package domain's energy_uj is readable, else (None, reason naming the paths)."""
+    checked = f"{root}/intel-rapl:*/energy_uj, {root}/amd-rapl:*/energy_uj"
+    if not root.is_dir():
+        return None, f"no readable energy counter on this host (checked {checked}: {root} does not exist)"
+    files = sorted(d / "energy_uj" for d in root.iterdir() if RAPL_PACKAGE.fullmatch(d.name))
+    files = [f for f in files if f.exists()]
+    if not files:
+        return None, f"no readable energy counter on this host (checked {checked}: no package domain)"
+    unreadable = [str(f) for f in files if not os.access(f, os.R_OK)]
+    if unreadable:
+        return None, (f"no readable energy counter on this host ({', '.join(unreadable)} not readable by this user; "
+                      "since Linux 5.10 energy_uj is root-only: run as root or chmod it)")
+    try:
+        return RaplCounter(files), None
+    except (OSError, ValueError) as e:
+        return None, f"no readable energy counter on this host (reading {files[0]}: {e})"
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text())
+    except FileNotFoundError:
+        return None
 
 
 class LocalProcess:
@@ -100,11 +157,7 @@ class LocalDevice(Device):
         return os.getloadavg()[0]
 
     def power_source(self):
-        if not RAPL.parent.parent.exists():
-            return None, "no /sys/class/powercap on this host (no RAPL energy counter exposed to this VM)"
-        if not os.access(RAPL, os.R_OK):
-            return None, f"{RAPL} is absent or not readable"
-        return (lambda: int(RAPL.read_text()) / 1e6), None
+        return rapl_energy()  # the CPU packages' energy (RAPL), not the whole machine's
 
     def temperature_c(self):
         temps = []

@@ -9,7 +9,8 @@ One repetition:
   4. read its stdout unbuffered; the system's `first_token(buffer)` says when the first generated token is there, and
      the wall-clock time of the read that completed it is TTFT (primary metric);
   5. sample VmRSS/VmHWM from /proc/PID/status every `protocol.rss_sample_ms` (timeline) and take the kernel's peak
-     (wait4 ru_maxrss) after exit; energy over spawn -> first token where the device has a counter. A device that
+     (wait4 ru_maxrss) after exit; energy over spawn -> first token where the device has a counter (a host: RAPL
+     through powercap, read beside the memory samples for a power timeline). A device that
      samples on itself (a phone: one sampler process per run, harness/devices/android.py) hands back its samples
      after exit instead: memory (RSS, PSS), battery power integrated over [0, TTFT] on its clock, temperatures;
   6. a timeout, a non-zero exit or a missing first token raises EngineError carrying the stderr tail.
@@ -177,6 +178,7 @@ def run_once(device, cmd: list[str], files: list[str], first_token: Callable[[by
             err.extend(chunk)
 
     timeline: list[tuple[float, int]] = []
+    energy_samples: list[tuple[float, float]] = []  # (seconds from spawn, joules) where the device has a counter
     hwm = {"kb": 0}  # the process's own VmHWM, sampled
     stop = threading.Event()
 
@@ -188,6 +190,8 @@ def run_once(device, cmd: list[str], files: list[str], first_token: Callable[[by
             if mem:
                 timeline.append((time.monotonic() - t0, mem["rss_kb"]))
                 hwm["kb"] = max(hwm["kb"], mem.get("hwm_kb", 0))
+            if read_energy and "t" not in first:
+                energy_samples.append((time.monotonic() - t0, read_energy()))
             stop.wait(protocol.rss_sample_ms / 1000)
 
     threads = [threading.Thread(target=f, daemon=True) for f in (read_stdout, read_stderr, sample)]
@@ -215,6 +219,12 @@ def run_once(device, cmd: list[str], files: list[str], first_token: Callable[[by
                   rss_timeline=timeline, bytes_read=proc.bytes_read(), resident_before=resident, load_avg=load,
                   host_busy=busy, energy_j=energy, energy_reason=energy_reason, temp_before_c=temp_before,
                   thermal_reason=thermal_reason)
+    if energy is not None and run.ttft_s > 0:
+        run.avg_power_w = energy / run.ttft_s
+        # Mean power between consecutive counter readings (a counter updates every ~1 ms; readings ~10 ms apart).
+        pts = [(0.0, e0), *energy_samples, (run.ttft_s, first["e"])]
+        run.power_timeline = [((ta + tb) / 2, (eb - ea) / (tb - ta)) for (ta, ea), (tb, eb) in zip(pts, pts[1:])
+                              if tb - ta > 1e-3]
     samples = proc.samples() if hasattr(proc, "samples") else None
     if samples is not None:
         on_device_samples(run, samples, device)

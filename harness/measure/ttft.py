@@ -10,6 +10,9 @@ Every prompt is run as a Workload (token ids, ctx, system.threads, first-token t
 state), the same definition `make bench-runtime` and `make bench-baselines` use; its settings are the `workload`
 column of every row, and the ttft_s rows' notes carry the exact command line and what the engine reported of itself
 (ISA, threads, context).
+`gen_tokens` (tokens generated per run, the first included; default 1 = the cold start only; N > 1 decodes
+greedily in the same cold process and adds decode_s, decode_tokens_per_s and graph_switch_s: Figure 15's completion
+breakdown) is the workload's new_tokens: it sizes every engine's context alike.
 Yields one row per metric per repetition per prompt; a metric a device cannot give (energy here) is a row with value
 null and the reason in notes. Rows measured under flash emulation are labelled `emulated` and carry
 flash_emulated_mbps; on a loopback phone (harness/devices/loopback) timings are `emulated` (qemu) and sensor
@@ -52,6 +55,14 @@ def ttft_prompts(job, tokenizer) -> tuple[str, list]:
     return dataset.name, prompt_set(tokenizer, dataset, n=int(count) if count else None)
 
 
+def gen_tokens(job) -> int:
+    """experiment.extra.gen_tokens: tokens generated per cold run, the first included (>= 1)."""
+    value = job.experiment.extra.get("gen_tokens") or 1
+    if int(value) != value or not 1 <= int(value) <= 65536:
+        raise ValueError(f"experiment.extra.gen_tokens must be an integer in [1, 65536], got {value!r}")
+    return int(value)
+
+
 def ttft(job) -> Iterator[dict]:
     from transformers import AutoTokenizer
 
@@ -65,6 +76,7 @@ def ttft(job) -> Iterator[dict]:
     device = get_device(build(DeviceConfig, cfg.device, "device"))
     protocol = build(ProtocolConfig, cfg.protocol, "protocol")
     system.configure(cfg)
+    n_gen = gen_tokens(job)
     # EdgeFlow's weight bits are its quantizer's average budget (fractions allowed); the baselines' are whole.
     if cfg.get("quantizer") is not None and system.name == "edgeflow":
         bits = float(cfg.quantizer.budget_bits)
@@ -76,12 +88,16 @@ def ttft(job) -> Iterator[dict]:
             prepared = system.prepare(job.model, bits, device)
         except NotRun as e:
             raise NotRunError(str(e)) from None
+        if n_gen > 1 and not system.decodes:
+            raise NotRunError(f"{system.name} is measured here up to its first token only; it cannot decode "
+                              f"experiment.extra.gen_tokens={n_gen} tokens")
         dataset, prompts = ttft_prompts(job, AutoTokenizer.from_pretrained(checkpoint_dir(job.model)))
         device_notes = [f"eviction: {device.eviction_method}"] if hasattr(device, "eviction_method") else []
         for i, prompt in enumerate(prompts):
             ids = list(prompt.ids)
             ctx = job.experiment.extra.get("ctx")
-            work = Workload.for_request(ids, system.cfg.threads, ctx=None if ctx is None else int(ctx))
+            work = Workload.for_request(ids, system.cfg.threads, ctx=None if ctx is None else int(ctx),
+                                        new_tokens=n_gen)
             # the warm-up (binaries and libraries into the page cache) is needed once per configuration, not per prompt
             measurement = system.run_cold(prepared, work, device, protocol if i == 0 else replace(protocol, warmup_runs=0))
             s = measurement.summary("ttft_s")

@@ -50,14 +50,17 @@ class Workload:
     threads: int
     timed_event: str = "first_token"
     cold: str = "evicted+verified"
+    new_tokens: int = 1  # tokens generated per run, the first included (> 1: greedy decode after it, Figure 15)
 
     def __post_init__(self):
         object.__setattr__(self, "token_ids", tuple(int(t) for t in self.token_ids))
         if not self.token_ids or min(self.token_ids) < 0:
             raise ValueError("workload.token_ids must be a non-empty sequence of ids >= 0")
-        if self.ctx < len(self.token_ids) + 1:
-            raise ValueError(f"workload.ctx={self.ctx} cannot hold the {len(self.token_ids)}-token prompt and one "
-                             f"generated token")
+        if not 1 <= self.new_tokens <= 65536:
+            raise ValueError(f"workload.new_tokens must be an integer in [1, 65536], got {self.new_tokens}")
+        if self.ctx < len(self.token_ids) + self.new_tokens:
+            raise ValueError(f"workload.ctx={self.ctx} cannot hold the {len(self.token_ids)}-token prompt and "
+                             f"{self.new_tokens} generated token(s)")
         if not 1 <= self.threads <= 256:
             raise ValueError(f"workload.threads must be an integer in [1, 256], got {self.threads}")
         if self.timed_event not in TIMED_EVENTS:
@@ -66,11 +69,12 @@ class Workload:
             raise ValueError(f"workload.cold must be one of {COLD_STATES}, got {self.cold!r}")
 
     @classmethod
-    def for_request(cls, token_ids, threads: int, ctx: int | None = None, **kw) -> "Workload":
+    def for_request(cls, token_ids, threads: int, ctx: int | None = None, new_tokens: int = 1, **kw) -> "Workload":
         """The workload of one prompt: ctx None means the request's size (`request_ctx`), an int one value given
         to every engine."""
         ids = tuple(token_ids)
-        return cls(ids, request_ctx(len(ids)) if ctx is None else int(ctx), int(threads), **kw)
+        size = request_ctx(len(ids), int(new_tokens)) if ctx is None else int(ctx)
+        return cls(ids, size, int(threads), new_tokens=int(new_tokens), **kw)
 
     @property
     def n_prompt(self) -> int:
@@ -83,7 +87,8 @@ class Workload:
     def settings(self) -> str:
         """The record kept in every row (JSON, keys sorted): everything but the ids themselves."""
         return json.dumps({"prompt_tokens": self.n_prompt, "tokens_sha256_12": self.tokens_digest(), "ctx": self.ctx,
-                           "threads": self.threads, "timed_event": self.timed_event, "cold": self.cold},
+                           "threads": self.threads, "timed_event": self.timed_event, "cold": self.cold,
+                           "new_tokens": self.new_tokens},
                           sort_keys=True)
 
 
@@ -137,7 +142,9 @@ def _comparable(recorded) -> str | None:
     if not str(recorded).startswith("{"):
         return "own"
     rec = json.loads(recorded)
-    return json.dumps({k: rec[k] for k in ("ctx", "threads", "timed_event", "cold")}, sort_keys=True)
+    settings = {k: rec[k] for k in ("ctx", "threads", "timed_event", "cold")}
+    settings["new_tokens"] = rec.get("new_tokens", 1)  # recorded since Figure 15's decode runs; 1 before
+    return json.dumps(settings, sort_keys=True)
 
 
 def prompt_file(work: Workload, suffix: str, text: str):

@@ -13,6 +13,9 @@ Contract:
   the first generated token: the primary metric), the engine's own timings as secondary metrics (prefixed with the
   engine's name), `peak_rss_mb`, `peak_pss_mb`, `energy_j` and `avg_power_w` over the cold start (None with a reason
   where the device has no counter), `temp_before_c` / `temp_peak_c`, `bytes_read_mb` where known, `load_avg_1m`, `flash_emulated_mbps`, and free-text notes.
+- A system that can decode sets `decodes = True` and, when `work.new_tokens` > 1 (the ttft kind sets it from
+  experiment.extra.gen_tokens), generates that many tokens greedily in the same cold process and adds
+  `decode_metrics(...)`: `decode_s`, `decode_tokens_per_s`, `graph_switch_s` (Figure 15's completion breakdown).
 - A system that cannot run on a device raises `NotRun(reason)` from prepare or run_cold; nothing else pretends to be it.
 - An engine that crashes, hangs (system.timeout_s) or prints something unparseable raises EngineError (from
   harness.measure.cold) whose message ends with its stderr tail; the runner records a failed row and goes on.
@@ -100,6 +103,7 @@ class System(ABC):
     """A system under test; see the module docstring for the contract."""
 
     name: str = ""
+    decodes: bool = False  # run_cold honours work.new_tokens > 1 (greedy decode after the first token)
 
     def __init__(self, cfg: SystemConfig):
         self.cfg = cfg
@@ -149,6 +153,18 @@ def cold_metrics(run: ColdRun, device) -> list[Metric]:
         Metric("flash_emulated_mbps", device.flash_read_mbps, "MB/s",
                None if device.flash_read_mbps is not None else "native storage speed"),
     ]
+
+
+def decode_metrics(decode_s: float, steps: int, switch_s: float | None, switch_note: str) -> list[Metric]:
+    """Figure 15's completion breakdown beyond the cold start: `steps` greedy decode steps after the first token took
+    `decode_s`; `switch_s` is the time between the end of prefill and the first decode step (None where the engine
+    has no such transition; `switch_note` says what the value is or why there is none)."""
+    return [Metric("gen_tokens", steps + 1, "tokens"),
+            Metric("decode_s", decode_s, "s", detail=f"{steps} decode steps after the first token"),
+            Metric("decode_tokens_per_s", steps / decode_s if decode_s > 0 else None, "tokens/s",
+                   None if decode_s > 0 else "no decode time"),
+            Metric("graph_switch_s", switch_s, "s", switch_note if switch_s is None else None,
+                   switch_note if switch_s is not None else None)]
 
 
 def rss_timeline(samples: list[tuple[float, int]], points: int = 40) -> str:

@@ -4,12 +4,13 @@ prepare: quantize the model with the `quantizer` group at the requested average 
 the `packing` group's layout (cached .efpk file), build `edgeflow-run` for the device (host build, or the static
 aarch64 build pushed to a phone) and push the packed file.
 run_cold: `edgeflow-run MODEL --tokens IDS --threads T --policy P ... --ctx C --json` with the workload's ids,
-thread budget and context (harness/measure/workload.py), a fresh process per repetition with the packed file evicted. The JSON report
-(which holds the first generated token) is the first thing it writes to stdout, right after the first token; its
-arrival marks TTFT by wall clock (primary). stdout is a pipe, so the report reaches us when the engine flushes it at
-exit: the timed event includes the engine's teardown (`engine["flush"]` says so). The engine's own TTFT and its
-breakdown (setup, I/O, unpack, compute, idle), per-lane busy / idle time and bubble rates, stolen tasks
-and per-operator times are secondary columns; its GEMM kernel is the ISA it ran with.
+thread budget and context (harness/measure/workload.py), a fresh process per repetition with the packed file
+evicted. The JSON report opens with `{"first_token": N,`, flushed the moment the first token exists; its arrival
+marks TTFT by wall clock (primary). The engine's own TTFT and its breakdown (setup, I/O, unpack, compute, idle),
+per-lane busy / idle time and bubble rates, stolen tasks and per-operator times are secondary columns; its GEMM
+kernel is the ISA it ran with. With new_tokens > 1 (Figure 15) it decodes `--new-tokens new_tokens-1` greedily on
+the CPU in the same process; decode time and the gap from the end of prefill to the first decode step ("graph
+switch": EdgeFlow has no second graph) come from the report.
 
 The `pipeline` group (conf/pipeline/, PipelineConfig below) selects the scheduling policy and the lane split;
 its name is recorded in every row's `pipeline` column, its thread counts as metrics of every row.
@@ -18,12 +19,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 
 from harness.cache import cache_dir, progress_note
 from harness.measure.cold import EngineError, repeat, run_once
 from harness.measure.workload import Workload
-from harness.systems.base import Measurement, Metric, Prepared, System, cold_metrics, register_system
+from harness.systems.base import (Measurement, Metric, Prepared, System, cold_metrics, decode_metrics,
+                                  register_system)
 
 
 POLICIES = ("llmnpu-static", "place", "place+priority", "place+priority+steal")
@@ -73,6 +76,7 @@ class PipelineConfig:
 @register_system
 class EdgeFlowSystem(System):
     name = "edgeflow"
+    decodes = True
     quantizer: dict | None = None  # the job's quantizer group (None: EdgeFlow's defaults)
     layout: str = "weightlet"
     pipeline: PipelineConfig = PipelineConfig()
@@ -121,14 +125,15 @@ class EdgeFlowSystem(System):
     def command(self, prepared: Prepared, work: Workload) -> list[str]:
         # --threads is the whole engine's compute budget (the pipeline group splits it between the CPU and accelerator
         # lanes); --ctx sizes the KV cache as the workload says (the same for every engine compared).
-        return [prepared.artifacts["binary"], prepared.artifacts["model"], "--tokens",
-                ",".join(map(str, work.token_ids)), "--threads", str(work.threads),
-                *self.pipeline.args(int(work.threads)), "--ctx", str(work.ctx), "--json"]
+        cmd = [prepared.artifacts["binary"], prepared.artifacts["model"], "--tokens",
+               ",".join(map(str, work.token_ids)), "--threads", str(work.threads),
+               *self.pipeline.args(int(work.threads)), "--ctx", str(work.ctx), "--json"]
+        return cmd + (["--new-tokens", str(work.new_tokens - 1)] if work.new_tokens > 1 else [])
 
     def run_cold(self, prepared, work, device, protocol) -> Measurement:
         self.check_workload(work)
         cmd = self.command(prepared, work)
-        runs = repeat(lambda: run_once(device, cmd, prepared.files, lambda out: b'"ttft_s"' in out,
+        runs = repeat(lambda: run_once(device, cmd, prepared.files, first_token_seen,
                                        self.cfg.timeout_s, protocol), protocol)
         reps = [cold_metrics(run, device) + engine_metrics(run) for run in runs]  # parses (or rejects) the reports
         report = json.loads(runs[0].stdout)
@@ -137,8 +142,13 @@ class EdgeFlowSystem(System):
                   "cpu_threads": report.get("cpu_threads"), "accel_threads": report.get("accel_threads"),
                   "io_threads": report.get("io_threads"), "unpack_threads": report.get("unpack_threads"),
                   "ctx": work.ctx, "chunk": report.get("chunk"),
-                  "flush": "report buffered, flushed at exit (includes teardown)"}
+                  "flush": "first token flushed as soon as it exists"}
         return Measurement(self.name, reps, workload=work, command=cmd, engine=engine)
+
+
+def first_token_seen(out: bytes) -> bool:
+    """The report's first line, `{"first_token": N,`, is flushed the moment the first token is known."""
+    return re.search(rb'"first_token": -?\d+,', out) is not None
 
 
 def engine_metrics(run) -> list[Metric]:
@@ -164,4 +174,8 @@ def engine_metrics(run) -> list[Metric]:
                     Metric(f"edgeflow_{lane}_bubble_rate", st["bubble_rate"], "ratio"),
                     Metric(f"edgeflow_{lane}_stolen_tasks", st["stolen"], "count")]
     metrics += [Metric(f"edgeflow_op_{name}_s", seconds, "s") for name, seconds in report.get("op_s", {}).items()]
+    if report.get("new_tokens", 0) > 0:
+        metrics += decode_metrics(report["decode_s"], report["new_tokens"], report["prefill_end_to_decode_s"],
+                                  "end of the prefill pipeline to the first decode step: EdgeFlow decodes on its CPU "
+                                  "lane with the prefill's weights and KV cache, so there is no graph to switch to")
     return metrics

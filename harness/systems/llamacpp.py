@@ -1,7 +1,7 @@
 """llama.cpp baseline: our FP16 checkpoint converted to GGUF and quantised (Q8_0 = the paper's INT8 baseline), run cold
 with `llama-completion` (mmap, its default and what phones use).
 
-Command (`command`): llama-completion -m M -f PROMPT -n 1 --no-warmup -no-cnv --no-display-prompt -fit off
+Command (`command`): llama-completion -m M -f PROMPT -n N --no-warmup -no-cnv --no-display-prompt -fit off
 --no-escape --ignore-eos -c CTX -b B -ub UB -t T -tb T, from the workload (harness/measure/workload.py):
 - CTX = work.ctx, the request-sized context every engine of the comparison is given (llama.cpp pads its KV cache to
   256 cells and needs 4 spare positions, which `request_ctx` already respects; a ctx it would pad is refused). The
@@ -17,6 +17,8 @@ token: TTFT (primary) is wall clock from spawn to it. llama.cpp's own `common_pe
 (llama-completion takes no ids); `llama-tokenize` checks, once per prompt and outside the timed runs, that llama.cpp
 tokenizes that text back to exactly the ids, and a mismatch is recorded in the notes and in `tokens_match`.
 `-fit off` skips a second parse of the model's metadata that only matters for GPU offload.
+N = work.new_tokens (1: the cold start only). With N > 1 (Figure 15) llama.cpp's `eval time` (N - 1 decode steps) is the
+decode time. It prefills and decodes on the CPU with the same weights and graph builder: no graph switch.
 """
 from __future__ import annotations
 
@@ -30,7 +32,8 @@ from harness.measure.cold import EngineError, repeat, run_once
 from harness.models.zoo import checkpoint_dir
 from harness.systems import llamacpp_build as build
 from harness.measure.workload import CTX_ALIGN, CTX_SPARE, Workload, prompt_file
-from harness.systems.base import Measurement, Metric, NotRun, Prepared, System, cold_metrics, register_system
+from harness.systems.base import (Measurement, Metric, NotRun, Prepared, System, cold_metrics, decode_metrics,
+                                  register_system)
 
 BITS_TO_TYPE = {8: "Q8_0", 4: "Q4_0", 16: "F16"}
 # `common_perf_print` (this version's completion tool) or `llama_perf_context_print` (older ones), after a log prefix.
@@ -44,6 +47,7 @@ DEFAULT_BATCH, DEFAULT_UBATCH = 2048, 512  # llama.cpp's common_params defaults
 @register_system
 class LlamaCppSystem(System):
     name = "llamacpp"
+    decodes = True
 
     def gguf_type(self, bits: int) -> str:
         if bits == 8:
@@ -66,16 +70,16 @@ class LlamaCppSystem(System):
 
     def check_workload(self, work: Workload) -> None:
         super().check_workload(work)
-        if work.ctx % CTX_ALIGN or work.ctx < work.n_prompt + CTX_SPARE:
+        if work.ctx % CTX_ALIGN or work.ctx < work.n_prompt + max(work.new_tokens, CTX_SPARE):
             raise ValueError(f"llamacpp: workload.ctx={work.ctx} is not what llama.cpp would allocate for a "
-                             f"{work.n_prompt}-token prompt (a multiple of {CTX_ALIGN}, >= prompt + {CTX_SPARE}); "
-                             "use harness.measure.workload.request_ctx")
+                             f"{work.n_prompt}-token prompt generating {work.new_tokens} (a multiple of {CTX_ALIGN}, "
+                             f">= prompt + max(new tokens, {CTX_SPARE})); use harness.measure.workload.request_ctx")
 
     def command(self, prepared: Prepared, prompt_path: str, work: Workload) -> list[str]:
         batch, ubatch = max(DEFAULT_BATCH, work.n_prompt), max(DEFAULT_UBATCH, work.n_prompt)
         return [prepared.artifacts["llama-completion"], "-m", prepared.artifacts["gguf"], "-f", prompt_path,
-                "-n", "1", "--no-warmup", "-no-cnv", "--no-display-prompt", "-fit", "off", "--no-escape",
-                "--ignore-eos", "-c", str(work.ctx), "-b", str(batch), "-ub", str(ubatch),
+                "-n", str(work.new_tokens), "--no-warmup", "-no-cnv", "--no-display-prompt", "-fit", "off",
+                "--no-escape", "--ignore-eos", "-c", str(work.ctx), "-b", str(batch), "-ub", str(ubatch),
                 "-t", str(work.threads), "-tb", str(work.threads)]
 
     def run_cold(self, prepared, work, device, protocol) -> Measurement:
@@ -93,8 +97,8 @@ class LlamaCppSystem(System):
         for r in runs:
             check_engine_settings(engine_settings(r.stderr), work)
         match = engine_ids == list(work.token_ids)
-        reps = [cold_metrics(r, device) + perf_metrics(r.stderr) + [Metric("tokens_match", float(match), "bool")]
-                for r in runs]
+        reps = [cold_metrics(r, device) + perf_metrics(r.stderr) + decode_perf(r.stderr, work.new_tokens)
+                + [Metric("tokens_match", float(match), "bool")] for r in runs]
         notes = [f"weights: {prepared.weight_format}", "mmap (llama.cpp default)"]
         if not match:
             first = next((i for i, (a, b) in enumerate(zip(engine_ids, work.token_ids)) if a != b),
@@ -158,6 +162,22 @@ def check_engine_settings(engine: dict, work: Workload) -> None:
     if engine["n_batch"] < work.n_prompt:
         raise EngineError(f"llama-completion's n_batch={engine['n_batch']} is smaller than the "
                           f"{work.n_prompt}-token prompt: it would not prefill in one pass")
+
+
+def decode_perf(stderr: bytes, new_tokens: int) -> list[Metric]:
+    """Decode time from llama.cpp's `eval time = X ms / N runs` (N = new_tokens - 1 decode steps)."""
+    if new_tokens <= 1:
+        return []
+    found = {m.group(1): m for m in _PERF.finditer(stderr.decode("utf-8", "replace"))}
+    ev = found.get("eval time")
+    if ev is None or ev.group(3) is None:
+        raise EngineError("llama-completion printed no `eval time` perf line after decoding", stderr)
+    if int(ev.group(3)) != new_tokens - 1:
+        raise EngineError(f"llama-completion decoded {ev.group(3)} tokens, not {new_tokens - 1} "
+                          "(stopped early: context full?)", stderr)
+    return decode_metrics(float(ev.group(2)) / 1e3, int(ev.group(3)), None,
+                          "not applicable: llama.cpp prefills and decodes on the CPU with the same weights and "
+                          "graph builder, so there is no second graph to switch to")
 
 
 def perf_metrics(stderr: bytes) -> list[Metric]:

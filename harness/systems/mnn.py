@@ -14,7 +14,8 @@ from pathlib import Path
 from harness.measure.cold import EngineError, repeat, run_once
 from harness.measure.workload import prompt_file
 from harness.models.zoo import checkpoint_dir
-from harness.systems.base import Measurement, Metric, NotRun, Prepared, System, cold_metrics, register_system
+from harness.systems.base import (Measurement, Metric, NotRun, Prepared, System, cold_metrics, decode_metrics,
+                                   register_system)
 from harness.systems.mnn_export import export
 
 DRIVER = Path(__file__).with_name("mnn_driver.py")
@@ -23,6 +24,7 @@ DRIVER = Path(__file__).with_name("mnn_driver.py")
 @register_system
 class MNNSystem(System):
     name = "mnn"
+    decodes = True
 
     def prepare(self, model, bits, device) -> Prepared:
         if device.name != "local":
@@ -38,10 +40,12 @@ class MNNSystem(System):
         prompt_ids = list(work.token_ids)
         # A file named by the ids' digest, kept: the printed command line can be run again as it is.
         ids_file = prompt_file(work, ".ids", " ".join(map(str, prompt_ids)))
-        cmd = [sys.executable, "-I", str(DRIVER), prepared.artifacts["config"], str(work.threads), str(ids_file)]
+        cmd = [sys.executable, "-I", str(DRIVER), prepared.artifacts["config"], str(work.threads), str(ids_file),
+               str(work.new_tokens)]
         runs = repeat(lambda: run_once(device, cmd, prepared.files, first_token_line, self.cfg.timeout_s, protocol),
                       protocol)
-        reps = [cold_metrics(r, device) + engine_metrics(r.stdout, r.stderr, len(prompt_ids)) for r in runs]
+        reps = [cold_metrics(r, device) + engine_metrics(r.stdout, r.stderr, len(prompt_ids), work.new_tokens)
+                for r in runs]
         return Measurement(self.name, reps, [f"weights: {prepared.weight_format}",
                                              "ttft_s includes Python start and `import MNN` (mnn_import_s)"],
                            workload=work, command=cmd,
@@ -54,15 +58,23 @@ def first_token_line(stdout: bytes) -> bool:
     return i >= 0 and b"\n" in stdout[i:]
 
 
-def engine_metrics(stdout: bytes, stderr: bytes, n_prompt: int) -> list[Metric]:
+def engine_metrics(stdout: bytes, stderr: bytes, n_prompt: int, gen_tokens: int = 1) -> list[Metric]:
     """The driver's in-process timings and MNN's own load time (secondary columns)."""
     try:
         line = next(ln for ln in stdout.decode().splitlines() if ln.startswith("{"))
         t = json.loads(line)
         if t["prompt_tokens"] != n_prompt:
             raise ValueError(f"driver saw {t['prompt_tokens']} prompt tokens, expected {n_prompt}")
-        return [Metric("mnn_import_s", t["import_s"], "s"), Metric("mnn_load_s", t["load_s"], "s"),
-                Metric("mnn_engine_load_s", t["mnn_load_us"] / 1e6, "s"), Metric("mnn_prefill_s", t["prefill_s"], "s"),
-                Metric("prompt_tokens", t["prompt_tokens"], "tokens")]
+        out = [Metric("mnn_import_s", t["import_s"], "s"), Metric("mnn_load_s", t["load_s"], "s"),
+               Metric("mnn_engine_load_s", t["mnn_load_us"] / 1e6, "s"), Metric("mnn_prefill_s", t["prefill_s"], "s"),
+               Metric("prompt_tokens", t["prompt_tokens"], "tokens")]
+        if gen_tokens > 1:
+            if t["decode_steps"] != gen_tokens - 1:
+                raise ValueError(f"driver decoded {t['decode_steps']} steps, expected {gen_tokens - 1}")
+            out += decode_metrics(t["decode_s"], t["decode_steps"], None,
+                                  "not measured: MNN.llm's Python API shows no boundary between prefill and decode "
+                                  "(both on the CPU, from the weights loaded once); whatever MNN prepares for decode "
+                                  "falls into the first decode step, counted in decode_s")
+        return out
     except (StopIteration, ValueError, KeyError) as e:
         raise EngineError(f"cannot parse the MNN driver's timings ({e}); stdout: {stdout[-300:]!r}", stderr) from None

@@ -1,11 +1,13 @@
 """Runs in the measured process for the MNN system: load an exported model with MNN.llm, prefill a prompt of token ids,
 print the first token. Imports nothing from the harness, so the process's startup is Python + MNN only.
 
-Usage: python -I mnn_driver.py CONFIG_JSON THREADS IDS_FILE   (IDS_FILE: whitespace-separated token ids)
+Usage: python -I mnn_driver.py CONFIG_JSON THREADS IDS_FILE [GEN_TOKENS]   (IDS_FILE: whitespace-separated token ids)
 Prints `first_token <id>` as soon as it is known, then one JSON line of timings measured in this process (seconds
 from its start) and MNN's own load time (`load_us` of the Llm context). The first token is the argmax of the logits
 of `Llm.forward(ids)` (MNN's prefill returns the last position's logits, shape [1, 1, vocab]): in mnn 3.6.1,
 `Llm.generate(ids)` with max_new_tokens=1 prefills but returns no token.
+With GEN_TOKENS > 1 it then decodes greedily, one `Llm.forward([token])` per step (the Llm keeps its KV cache; its
+last logits match a full forward of the extended sequence), and reports the decode time of GEN_TOKENS - 1 steps.
 """
 import json
 import sys
@@ -17,7 +19,7 @@ import MNN.llm as mnn_llm  # noqa: E402
 t_import = time.monotonic()
 
 
-def main(config: str, threads: int, ids_file: str) -> None:
+def main(config: str, threads: int, ids_file: str, gen_tokens: int = 1) -> None:
     ids = [int(t) for t in open(ids_file).read().split()]
     llm = mnn_llm.create(config)
     llm.set_config({"thread_num": threads})
@@ -27,10 +29,17 @@ def main(config: str, threads: int, ids_file: str) -> None:
     first = int(logits.reshape(-1, logits.shape[-1])[-1].argmax())
     t_first = time.monotonic()
     print(f"first_token {first}", flush=True)
+    t_decode0 = time.monotonic()
+    token = first
+    for _ in range(gen_tokens - 1):
+        logits = llm.forward([token]).read()
+        token = int(logits.reshape(-1, logits.shape[-1])[-1].argmax())
+    t_decoded = time.monotonic()
     load_us = llm.context.load_us
     print(json.dumps({"import_s": t_import - t_start, "load_s": t_load - t_import, "prefill_s": t_first - t_load,
-                      "mnn_load_us": load_us, "prompt_tokens": len(ids)}), flush=True)
+                      "mnn_load_us": load_us, "prompt_tokens": len(ids), "decode_steps": gen_tokens - 1,
+                      "decode_s": t_decoded - t_decode0}), flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), sys.argv[3])
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else 1)
