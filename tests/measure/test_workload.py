@@ -35,14 +35,24 @@ def test_settings_are_recorded_without_the_ids():
     w = Workload.for_request(list(IDS), 2)
     rec = json.loads(w.settings())
     assert rec == {"prompt_tokens": 128, "tokens_sha256_12": w.tokens_digest(), "ctx": 256, "threads": 2,
-                   "timed_event": "first_token", "cold": "evicted+verified"}
+                   "timed_event": "first_token", "cold": "evicted+verified", "new_tokens": 1}
     assert Workload.for_request(IDS, 2, ctx=2048).ctx == 2048  # one value given to every engine
+
+
+def test_decoding_requests_size_the_context_for_the_generated_tokens():
+    w = Workload.for_request(list(IDS), 2, new_tokens=512)
+    assert w.new_tokens == 512 and w.ctx == 768  # 128 + 512 positions, rounded up to 256
+    with pytest.raises(ValueError, match="cannot hold"):
+        Workload(IDS, 256, 2, new_tokens=512)
+    with pytest.raises(ValueError, match="workload.new_tokens"):
+        Workload(IDS, 256, 2, new_tokens=0)
 
 
 @pytest.mark.parametrize("other, field", [
     (Workload(IDS, 8192, 2), "ctx"),
     (Workload(IDS, 256, 1), "threads"),
     (Workload(IDS, 256, 2, timed_event="exit"), "timed_event"),
+    (Workload(IDS, 256, 2, new_tokens=8), "new_tokens"),
     (Workload(IDS[:-1] + (7,), 256, 2), "token_ids"),
 ])
 def test_a_comparison_with_different_work_fails(other, field):

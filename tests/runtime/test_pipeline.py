@@ -9,6 +9,7 @@ import subprocess
 import pytest
 import torch
 
+from harness.measure.workload import Workload
 from harness.pack import pack_artifact
 from harness.pipeline_sim import POLICIES, CostTable, build_graph, profile_order, simulate
 from harness.runtime import NativeEngine, build_runtime, engine_dir
@@ -129,7 +130,8 @@ def test_pipeline_group_reaches_the_command_and_rows():
     assert job.row("ttft_s", 1.0, "s")["pipeline"] == "llmnpu-static"
     system = get_system(cfg.system)
     system.configure(cfg)
-    cmd = system.command(Prepared("edgeflow", [], {"binary": "edgeflow-run", "model": "m.efpk"}, "", []), [1, 2])
+    cmd = system.command(Prepared("edgeflow", [], {"binary": "edgeflow-run", "model": "m.efpk"}, "", []),
+                         Workload.for_request([1, 2], 4))
     flags = dict(zip(cmd[2::2], cmd[3::2]))  # after the binary and the model: flag, value pairs
     assert flags["--policy"] == "llmnpu-static" and flags["--steal-threshold"] == "3"
     assert flags["--accel-threads"] == "1" and flags["--threads"] == "4"
