@@ -32,6 +32,9 @@ DATASETS = ("lambada-local", "hellaswag-local")
 PACKING = "weightlet"
 FP16_NAMES = ("fp", "fp16", "none")
 CONF = common.REPO / "conf" / "quantizer"
+# Rendering selects rows by model only: the FP16 reference has no quantizer and the fidelity/TTFT rows no task, and
+# every quantizer measured so far belongs in the comparison.
+FILTERS = {"model": "models"}
 
 
 def options() -> dict[str, str]:
@@ -61,11 +64,12 @@ def runtime_reason(name: str) -> str:
 
 def sweep(models=("smollm2-135m",), quantizers=None, bits=BITS, datasets=DATASETS, flash_mbps: float | None = None,
           eval_limit: int = 50, ppl_windows: int = 2, fidelity_windows: int = 6, ttft_prompt_tokens: int = 128,
-          ttft_repetitions: int = 3, wikitext2: bool | None = None) -> list[list[str]]:
+          ttft_repetitions: int = 3, wikitext2: bool | None = None, ppl_window: int = 2048,
+          fidelity_window: int = 512) -> list[list[str]]:
     """Hydra override lists. `quantizers` are registered names (default: all); `flash_mbps` adds an emulated-flash
     TTFT beside the native one; `eval_limit` items per task, `ppl_windows` 2048-token windows and `fidelity_windows`
     512-token windows keep a 4-method x 4-budget run on the 135M model within ~1 h on a busy 2-core host.
-    `wikitext2`: None = when the hub is reachable."""
+    `wikitext2`: None = when the hub is reachable. `ppl_window`/`fidelity_window` (tokens) exist for tiny test models."""
     from harness.config import ConfigError
 
     known = options()
@@ -80,21 +84,22 @@ def sweep(models=("smollm2-135m",), quantizers=None, bits=BITS, datasets=DATASET
         wikitext2 = not hub_status()
     ppl_sources = ["local", "wikitext2"] if wikitext2 else ["local"]
     exp = [f"experiment.name={NAME}"]
+    ppl = [f"experiment.ppl_max_windows={ppl_windows}", f"experiment.extra.ppl_window={ppl_window}"]
     points = []
     for model in models:
         m = [f"model={model}"]
         # The FP16 reference: perplexity and accuracy of the unquantized model.
-        points += [["experiment=perplexity", *exp, *m, f"experiment.extra.ppl_source={s}",
-                    f"experiment.ppl_max_windows={ppl_windows}"] for s in ppl_sources]
+        points += [["experiment=perplexity", *exp, *m, f"experiment.extra.ppl_source={s}", *ppl] for s in ppl_sources]
         points += [["experiment=accuracy", *exp, *m, f"dataset={d}", f"experiment.eval_limit={eval_limit}"]
                    for d in datasets]
         for name in names:
             for b in bits:
                 q = [f"quantizer={known[name]}", f"quantizer.budget_bits={float(b)}"]
                 points.append(["experiment=fidelity", *exp, *m, *q, f"packing={PACKING}",
-                               f"experiment.extra.fidelity_windows={fidelity_windows}"])
-                points += [["experiment=perplexity", *exp, *m, *q, f"experiment.extra.ppl_source={s}",
-                            f"experiment.ppl_max_windows={ppl_windows}"] for s in ppl_sources]
+                               f"experiment.extra.fidelity_windows={fidelity_windows}",
+                               f"experiment.extra.fidelity_window={fidelity_window}"])
+                points += [["experiment=perplexity", *exp, *m, *q, f"experiment.extra.ppl_source={s}", *ppl]
+                           for s in ppl_sources]
                 points += [["experiment=accuracy", *exp, *m, *q, f"dataset={d}", f"experiment.eval_limit={eval_limit}"]
                            for d in datasets]
                 if runtime_reason(name):

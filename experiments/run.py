@@ -12,7 +12,7 @@ from experiments.common import Section
 from harness.runner.store import ResultsStore
 
 RESULTS_DIR = common.REPO / "results"
-# Sweep parameters that also select rows when rendering (column -> parameter).
+# Sweep parameters that also select rows when rendering (column -> parameter); a module may declare its own FILTERS.
 FILTERS = {"model": "models", "dataset": "datasets", "system": "systems", "quantizer": "quantizers"}
 
 
@@ -43,7 +43,7 @@ def rows_of(name: str, store: ResultsStore, **params) -> pd.DataFrame:
     """The store's rows this artifact draws, narrowed by the sweep parameters that name a column."""
     module = get(name)
     rows = module.load_rows(store) if hasattr(module, "load_rows") else common.read_rows(store, module.EXPERIMENTS)
-    for column, param in FILTERS.items():
+    for column, param in getattr(module, "FILTERS", FILTERS).items():
         if params.get(param) and column in rows.columns:
             rows = rows[rows[column].isin(list(params[param]))]
     return rows
