@@ -183,16 +183,25 @@ def _pm(v, ci, scale=1.0, digits=3) -> str:
     return text
 
 
-def _ttft(r, col: str) -> str:
+def _ttft(r, col: str, short: bool = False) -> str:
     v = r.get(col)
     if v is None or not math.isfinite(v):
-        return f"not run: {r['ttft_reason']}" if r.get("ttft_reason") else "–"
+        if not r.get("ttft_reason"):
+            return "–"
+        return "not run †" if short else f"not run: {r['ttft_reason']}"
     return f"{v:.3f} [{r[col + '_min']:.3f}..{r[col + '_max']:.3f}]"
 
 
-def display(df: pd.DataFrame) -> pd.DataFrame:
-    """The table as text: one line per method and budget, intervals beside the values."""
-    ttft_cols = sorted(c for c in df.columns if c.startswith("ttft ") and not c.endswith(("_min", "_max")))
+def _ttft_columns(df: pd.DataFrame) -> list[str]:
+    """'ttft native' first, then the emulated flash rates in increasing order."""
+    cols = [c for c in df.columns if c.startswith("ttft ") and not c.endswith(("_min", "_max"))]
+    return sorted(cols, key=lambda c: (c != "ttft native", float(c.split()[1]) if c != "ttft native" else 0.0))
+
+
+def display(df: pd.DataFrame, short: bool = False) -> pd.DataFrame:
+    """The table as text: one line per method and budget, intervals beside the values (`short`: "not run †", the
+    reasons given once below the figure's table)."""
+    ttft_cols = _ttft_columns(df)
     ppl_cols = sorted(c for c in df.columns if c.startswith("ppl "))
     acc_cols = sorted(c for c in df.columns if c.startswith("acc ") and not c.endswith("_ci"))
     lines = []
@@ -209,7 +218,7 @@ def display(df: pd.DataFrame) -> pd.DataFrame:
         line["KL vs FP16"] = _pm(r.get("kl_fp16"), r.get("kl_fp16_ci"))
         line["top-1 agree %"] = _pm(r.get("top1_agreement"), r.get("top1_agreement_ci"), 100, 3)
         for c in ttft_cols:
-            line[f"cold {c.replace('ttft ', 'TTFT ')} s"] = "–" if r["quantizer"] == "fp16" else _ttft(r, c)
+            line[f"cold {c.replace('ttft ', 'TTFT ')} s"] = "–" if r["quantizer"] == "fp16" else _ttft(r, c, short)
         lines.append(line)
     return pd.DataFrame(lines)
 
@@ -234,11 +243,16 @@ def _draw(df: pd.DataFrame, model: str, name: str, figures_dir: Path, tags: str)
 
     q = df[df["quantizer"] != "fp16"]
     methods = sorted(q["quantizer"].unique())
-    ttft_cols = sorted(c for c in df.columns if c.startswith("ttft ") and not c.endswith(("_min", "_max")))
+    ttft_cols = _ttft_columns(df)
     axes_spec = [("effective_bits", "effective bits per weight (quantized linears)", None)]
     axes_spec += [(c, f"cold TTFT (s), {c.removeprefix('ttft ')}" + (" flash (emulated)" if "MB/s" in c else ""), c)
                   for c in ttft_cols]
-    text = display(df[df["model"] == model])
+    text = display(df[df["model"] == model], short=True)
+    reasons = {}
+    if "ttft_reason" in df:
+        for _, r in df[df["ttft_reason"].fillna("") != ""].iterrows():
+            if not all(math.isfinite(r.get(c, math.nan)) for c in ttft_cols):
+                reasons.setdefault(r["quantizer"], r["ttft_reason"])
     fig = plt.figure(figsize=(max(11, 4.2 * len(axes_spec)), 4.2 + 0.24 * (len(text) + 2)))
     grid = fig.add_gridspec(2, len(axes_spec), height_ratios=[4.2, 0.24 * (len(text) + 2)])
     cmap = plt.get_cmap("tab10")
@@ -268,6 +282,8 @@ def _draw(df: pd.DataFrame, model: str, name: str, figures_dir: Path, tags: str)
                     label="Pareto front", zorder=0)
         if not cloud and ttft_col:
             ax.text(0.5, 0.5, "no TTFT measured", ha="center", va="center", transform=ax.transAxes)
+        if ttft_col and reasons:
+            ax.text(0.02, 0.02, "not run: " + ", ".join(sorted(reasons)) + " †", fontsize=7, transform=ax.transAxes)
         ax.set_yscale("log")
         ax.set_xlabel(xlabel, fontsize=8)
         ax.set_ylabel("mean KL(FP16 || quantized), nats/token\n(lower is better; 95% CI)", fontsize=8)
@@ -282,6 +298,9 @@ def _draw(df: pd.DataFrame, model: str, name: str, figures_dir: Path, tags: str)
         t.auto_set_font_size(False)
         t.set_fontsize(6)
         t.auto_set_column_width(list(range(len(text.columns))))
+    if reasons:
+        tab_ax.text(0.0, 0.0, "† cold TTFT not run: " + "; ".join(f"{q}: {why}" for q, why in sorted(reasons.items())),
+                    fontsize=7, transform=tab_ax.transAxes, va="top")
     fig.suptitle(f"Quantizers compared on {model}; {tags}", fontsize=9)
     fig.tight_layout()
     return common.save_figure(fig, name, figures_dir)
