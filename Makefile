@@ -142,7 +142,8 @@ report: setup
 # quantization time and cold TTFT in our runtime (FLASH_MBPS=200 adds emulated flash); a table and Pareto plots in
 # results/figures/compare-quantizers.png and the report. COMPARE_ARGS='eval_limit=20 ppl_windows=1' sizes the run
 # (keywords of experiments/compare_quantizers.py's sweep).
-.PHONY: compare-quantizers
+.PHONY: compare-quantizers reproduce-compare-quantizers
+reproduce-compare-quantizers: compare-quantizers
 compare-quantizers: setup
 	$(PY) -m experiments run compare-quantizers $(EXP_ARGS) $(if $(QUANTIZERS),--quantizers $(QUANTIZERS)) \
 	  $(if $(BITS),--bits $(BITS)) $(if $(MODELS),--models $(MODELS)) $(if $(DATASETS),--datasets $(DATASETS)) \
