@@ -148,7 +148,8 @@ def table(rows: pd.DataFrame) -> pd.DataFrame:
             v = g[g["metric"] == metric].drop_duplicates("repetition", keep="last")["value"]
             if len(v):
                 c[metric], c[f"{metric}_ci"] = _ci(v)
-        for source, v in g[g["metric"] == "perplexity"].groupby("dataset")["value"]:
+        ppl = g[(g["metric"] == "perplexity") & g["dataset"].fillna("").str.startswith("ppl-")]  # not lm-eval's
+        for source, v in ppl.groupby("dataset")["value"]:
             c[f"ppl {str(source).removeprefix('ppl-')}"] = float(v.iloc[-1])
         acc = g[g["metric"] == "accuracy"]
         for dataset, a in acc.groupby("dataset"):
