@@ -33,6 +33,24 @@ def _bits(text: str) -> tuple[float, ...]:
         raise argparse.ArgumentTypeError(f"--bits takes comma-separated numbers, got {text!r}") from None
 
 
+def _param(text: str) -> tuple[str, object]:
+    """KEY=VALUE for a sweep keyword: a number, true/false, or a comma-separated list (a tuple)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"--param takes KEY=VALUE, got {text!r}")
+
+    def scalar(v: str):
+        if v.lower() in ("true", "false"):
+            return v.lower() == "true"
+        for kind in (int, float):
+            try:
+                return kind(v)
+            except ValueError:
+                pass
+        return v
+    return key, (tuple(scalar(v) for v in _list(value)) if "," in value else scalar(value))
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m experiments", description=__doc__.split("\n")[0])
     p.add_argument("--results", type=Path, default=None, help="results store root (default results/runs)")
@@ -52,6 +70,8 @@ def parser() -> argparse.ArgumentParser:
             c.add_argument("--device")
             c.add_argument("--flash-mbps", dest="flash_mbps", type=float)
             c.add_argument("--dry-run", action="store_true", help="print the sweep's override lists and stop")
+            c.add_argument("--param", dest="params", action="append", type=_param, default=[], metavar="KEY=VALUE",
+                           help="any other keyword of the artifact's sweep, e.g. --param eval_limit=20 (repeatable)")
             c.add_argument("--launcher", help="run the sweep through `python -m harness --multirun` with this "
                            "conf/hydra/launcher option (local_parallel, slurm, slurm_gpu)")
             c.add_argument("overrides", nargs="*", help="Hydra overrides added to every point")
@@ -72,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     params = {k: getattr(args, k) for k in ("models", "datasets", "systems", "quantizers", "bits", "device",
                                             "flash_mbps") if getattr(args, k, None) is not None}
+    params.update(dict(getattr(args, "params", None) or []))
     names = list(ARTIFACTS) if args.name == "all" else [args.name]
     for name in names:
         kwargs = run.accepted(name, params) if args.name == "all" else params

@@ -12,7 +12,7 @@ from experiments.common import Section
 from harness.runner.store import ResultsStore
 
 RESULTS_DIR = common.REPO / "results"
-# Sweep parameters that also select rows when rendering (column -> parameter).
+# Sweep parameters that also select rows when rendering (column -> parameter); a module may declare its own FILTERS.
 FILTERS = {"model": "models", "dataset": "datasets", "system": "systems", "quantizer": "quantizers"}
 
 
@@ -46,7 +46,7 @@ def rows_of(name: str, store: ResultsStore, **params) -> pd.DataFrame:
         rows = module.load_rows(store)
     else:  # only the latest successful attempt of each configuration counts (common.current)
         rows = common.current(common.read_rows(store, module.EXPERIMENTS))
-    for column, param in FILTERS.items():
+    for column, param in getattr(module, "FILTERS", FILTERS).items():
         if params.get(param) and column in rows.columns:
             rows = rows[rows[column].isin(list(params[param]))]
     return rows

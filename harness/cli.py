@@ -4,6 +4,10 @@ Examples:
   python -m harness experiment=smoke
   python -m harness --multirun system=llamacpp,mnn dataset=lambada,hellaswag experiment=ttft
   python -m harness quantizer=edgeflow quantizer.budget_bits=4.5 experiment=perplexity
+  python -m harness --multirun experiment=perplexity quantizer=rtn_clip,edgeflow,cmpq quantizer.budget_bits=4,5,6
+
+Before Hydra sees them, the overrides go through harness/overrides.py: a key of a swept group (quantizer.budget_bits=6
+beside quantizer=a,b) is applied per point, and a key that some chosen option lacks is an error naming the option.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from harness.config import ConfigError
+from harness.overrides import prepare
 
 CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 _FORK_HOOK = False
@@ -50,5 +55,15 @@ def main(cfg: DictConfig) -> None:
         sys.exit(1)
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """The console entry point: check and adjust the command line's overrides, then hand them to Hydra."""
+    try:
+        sys.argv[1:] = prepare(sys.argv[1:])
+    except ConfigError as e:
+        print(f"configuration error: {e}", file=sys.stderr)
+        sys.exit(2)
     main()
+
+
+if __name__ == "__main__":
+    run()

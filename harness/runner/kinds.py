@@ -4,6 +4,8 @@
   perplexity  perplexity of the FP model or of its fake-quant model (quantizer=...), GPTQ/AWQ protocol
   accuracy    lm-eval accuracy of the FP or fake-quant model on a dataset (a local proxy when the hub is away)
   ttft        cold-start TTFT of one system on one device (harness/measure/ttft.py), the device held exclusively
+  fidelity    a quantizer's artifact against the FP model: mean KL and top-1 agreement on held-out text, effective
+              bits per weight, artifact and packed file size, calibration and quantization time
 """
 from __future__ import annotations
 
@@ -62,8 +64,59 @@ def ttft(job) -> Iterator[dict]:
     yield job.row("device_lock_wait_s", held.waited_s, "s", notes=held.describe())
 
 
+def fidelity(job) -> Iterator[dict]:
+    """experiment.extra: fidelity_windows (default 8) windows of fidelity_window (default 512) tokens of the local
+    perplexity split (never used for calibration). One kl_fp16 and one top1_agreement row per window (repetition =
+    window), so a reader can put an interval on the mean."""
+    from harness.artifact import load_artifact
+    from harness.data.streams import local_ppl_tokens
+    from harness.eval.fidelity import fidelity as measure
+    from harness.quant.cache import quantized_artifact
+    from harness.quant.fakequant import build_fakequant_model
+    from harness.runner.store import NOT_RUN
+
+    if job.cfg.get("quantizer") is None:
+        raise ValueError("experiment=fidelity compares a quantizer with the FP model: add quantizer=<option>")
+    model, tokenizer = _fp_model(job)
+    art_dir = quantized_artifact(job.model, job.cfg.quantizer, model, tokenizer)
+    artifact = load_artifact(art_dir)
+    manifest = artifact.manifest
+    if manifest["runtime_compatible"]:
+        layout = str(job.cfg.packing.layout) if job.cfg.get("packing") is not None else "weightlet"
+        packed = _packed_file(job.model, art_dir, artifact, layout)
+        yield job.row("packed_mb", packed.stat().st_size / 1e6, "MB", notes=f"{layout} packing: {packed.name}")
+    else:
+        yield job.row("packed_mb", None, "MB", status=NOT_RUN, label="not run",
+                      error=f"the runtime cannot run it: {manifest.get('runtime_incompatible_reason', '')}")
+    yield job.row("effective_bits", manifest["effective_bits_per_weight"], "bits/weight",
+                  notes="quantized linears: codes + scales + bit-widths + any extra tensors")
+    yield job.row("artifact_mb", sum(f.stat().st_size for f in art_dir.iterdir()) / 1e6, "MB",
+                  notes="safetensors artifact (codes stored one per byte)")
+    for step, seconds in (manifest.get("timing_s") or {}).items():
+        yield job.row(f"{step}_s", seconds, "s", notes=f"when the cached artifact {art_dir.name} was made")
+    extra = job.experiment.extra
+    result = measure(model, build_fakequant_model(artifact, model), local_ppl_tokens(tokenizer).ids,
+                     window=int(extra.get("fidelity_window", 512)), windows=int(extra.get("fidelity_windows", 8)))
+    for metric, unit in (("kl_fp16", "nats/token"), ("top1_agreement", "fraction")):
+        key = "kl" if metric == "kl_fp16" else "top1"
+        for i, v in enumerate(result[key]):
+            yield job.row(metric, v, unit, repetition=i, dataset="ppl-local", notes=result["protocol"])
+
+
+def _packed_file(model_spec, art_dir, artifact, layout: str):
+    """The packed .efpk of an artifact, made once; the same cache path as the edgeflow system's prepare."""
+    from harness.cache import cache_dir, progress_note
+    from harness.pack import pack_artifact
+
+    packed = cache_dir("packed", model_spec.name) / f"{art_dir.name}-{layout}.efpk"
+    if not packed.is_file():
+        with progress_note(f"packing {art_dir.name} as {layout}"):
+            pack_artifact(artifact, packed, layout=layout)
+    return packed
+
+
 KINDS: dict[str, Callable[..., Iterator[dict]]] = {
-    "smoke": smoke, "perplexity": perplexity, "accuracy": accuracy, "ttft": ttft,
+    "smoke": smoke, "perplexity": perplexity, "accuracy": accuracy, "ttft": ttft, "fidelity": fidelity,
 }
 
 

@@ -1,0 +1,109 @@
+"""compare-quantizers: its sweep, its table and figure on synthetic rows (fast), and - in test_doc_example.py - a
+miniature run on a tiny model with the documented rtn_clip."""
+import math
+
+import pandas as pd
+import pytest
+
+from experiments import compare_quantizers as cq
+from harness.config import ConfigError
+from harness.runner.store import ResultsStore
+
+
+def test_default_sweep_covers_every_registered_quantizer_and_skips_ttft_the_runtime_cannot_run():
+    from harness.quant import REGISTRY
+
+    pts = cq.sweep(bits=(4,), wikitext2=False)
+    quantizers = {o.split("=")[1] for p in pts for o in p if o.startswith("quantizer=")}
+    assert {cq.options()[q] for q in REGISTRY} == quantizers
+    ttft = [p for p in pts if "experiment=ttft" in p]
+    assert ttft and not any("quantizer=shadow_outlier" in p for p in ttft)
+    assert all("system=edgeflow" in p for p in ttft)
+    assert any("quantizer=shadow_outlier" in p for p in pts if "experiment=fidelity" in p)
+    fp = [p for p in pts if not any(o.startswith("quantizer=") for o in p)]
+    assert {p[0] for p in fp} == {"experiment=perplexity", "experiment=accuracy"}  # the FP16 reference
+
+
+def test_flash_emulation_adds_a_ttft_point_and_wikitext2_a_perplexity_point():
+    pts = cq.sweep(quantizers=("edgeflow",), bits=(5,), flash_mbps=200, wikitext2=True)
+    ttft = [p for p in pts if "experiment=ttft" in p]
+    assert len(ttft) == 2 and sum("device.flash_read_mbps=200.0" in p for p in ttft) == 1
+    assert sum("experiment.extra.ppl_source=wikitext2" in p for p in pts) == 2  # FP16 and edgeflow
+
+
+def test_an_unknown_quantizer_is_an_error_naming_the_registered_ones():
+    with pytest.raises(ConfigError, match=r"unknown quantizer\(s\) \['mine'\].*rtn_clip"):
+        cq.sweep(quantizers=("mine",), wikitext2=False)
+
+
+def test_every_point_composes_and_validates():
+    from harness.runner.job import prepare_job
+    from harness.runner.sweep import compose_config
+
+    for p in cq.sweep(quantizers=("rtn_clip", "shadow_outlier"), bits=(4,), flash_mbps=200, wikitext2=True):
+        prepare_job(compose_config(p))
+
+
+def test_pareto_front():
+    assert cq.pareto([(4, 1.0), (5, 0.5), (6, 0.6), (7, 0.1), (4.5, 2.0)]) == [(4, 1.0), (5, 0.5), (7, 0.1)]
+
+
+def _rows():
+    """Rows as the kinds write them: two methods at two budgets, one the runtime cannot run, and FP16."""
+    rows = []
+
+    def row(q, bits, metric, value, rep=0, **kw):
+        rows.append({"model": "m", "quantizer": q, "bits": bits, "metric": metric, "value": value, "unit": "",
+                     "status": "ok", "label": "measured", "repetition": rep, "config_hash": f"{q}{bits}{metric}",
+                     "device": "local", **kw})
+
+    row("fp16", 16.0, "perplexity", 20.0, dataset="ppl-local")
+    row("fp16", 16.0, "accuracy", 0.4, dataset="lambada-local", notes="n=20, shots=0, stderr=0.1")
+    row("fp16", 16.0, "perplexity", 30.0, dataset="lambada-local")  # lm-eval's lambada perplexity: not a ppl column
+    for q, base in (("rtn_clip", 1.0), ("shadow_outlier", 0.5)):
+        for b in (4.0, 6.0):
+            scale = base / (b - 3)
+            row(q, b, "effective_bits", b + 0.3)
+            row(q, b, "quantize_s", 3.0)
+            row(q, b, "perplexity", 20 + 10 * scale, dataset="ppl-local")
+            row(q, b, "accuracy", 0.4 - scale / 10, dataset="lambada-local", notes="n=20, stderr=0.05")
+            for i, k in enumerate((0.9, 1.0, 1.1)):
+                row(q, b, "kl_fp16", scale * k, rep=i)
+                row(q, b, "top1_agreement", 1 - scale / 4 * k, rep=i)
+            if q == "rtn_clip":
+                row(q, b, "packed_mb", 50 + b)
+                for i, t in enumerate((0.30, 0.32, 0.35)):
+                    row(q, b, "ttft_s", t * b / 4, rep=i, system="edgeflow")
+                    row(q, b, "ttft_s", 2 * t * b / 4, rep=i, system="edgeflow", flash_emulated_mbps=200.0,
+                        label="emulated")
+            else:
+                rows.append({"model": "m", "quantizer": q, "bits": b, "metric": "packed_mb", "value": None,
+                             "status": "not run", "label": "not run", "error": "the runtime cannot run it: float"})
+    return rows
+
+
+def test_table_has_every_metric_with_intervals_and_not_run_reasons():
+    df = cq.table(pd.DataFrame(_rows()))
+    r = df[(df.quantizer == "rtn_clip") & (df.bits == 4.0)].iloc[0]
+    assert r.kl_fp16 == pytest.approx(1.0) and r.kl_fp16_ci > 0 and r["ttft native"] == pytest.approx(0.32)
+    assert r["ttft 200 MB/s"] == pytest.approx(0.64) and r.packed_mb == 54
+    text = cq.display(df)
+    assert list(text["method"]) == ["fp16", "rtn_clip", "rtn_clip", "shadow_outlier", "shadow_outlier"]
+    so = text[text.method == "shadow_outlier"].iloc[0]
+    assert so["cold TTFT native s"].startswith("not run: ") and "float" in so["cold TTFT native s"]
+    assert "±" in so["KL vs FP16"] and "±" in so["acc lambada-local %"]
+    fp = text[text.method == "fp16"].iloc[0]
+    assert fp["ppl local"] == "20" and fp["KL vs FP16"] == "–" and "ppl lambada-local" not in text
+
+
+def test_render_draws_a_table_and_pareto_plots(tmp_path):
+    store = ResultsStore(tmp_path / "runs")
+    store.append(cq.NAME, _rows())
+    from experiments.run import render
+
+    section = render(cq.NAME, store, tmp_path)
+    assert section.verdict == "measured" and "rtn_clip, shadow_outlier" in section.summary
+    png = tmp_path / "figures" / f"{cq.NAME}.png"
+    assert png in section.figures and png.stat().st_size > 20_000
+    assert "| shadow_outlier | 4 |" in section.body and "not run: " in section.body
+    assert not math.isnan(cq.table(store.read(cq.NAME))["kl_fp16"].iloc[-1])
