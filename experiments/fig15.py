@@ -231,13 +231,15 @@ def draw(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path, name
 
 # --- report -----------------------------------------------------------------------------------------------------------------
 
-def compare(bd: pd.DataFrame, paper: pd.DataFrame | None) -> list[dict]:
-    """Our statements beside the paper's: EdgeFlow has no graph switch; its decode speedup over llm.npu+."""
+def compare(bd: pd.DataFrame, paper: pd.DataFrame | None, cap_reasons: list[str] = ()) -> list[dict]:
+    """Our statements beside the paper's: EdgeFlow has no graph switch; its decode speedup over llm.npu+. A
+    verdict is capped at qualitative for the reasons given (common.cap_reasons: another model, device, proxy data)."""
     lines = []
     for r in bd[bd["system"] == "edgeflow"].itertuples() if len(bd) else []:
         sw, total = r.switch_median, r.total_median
         share = sw / total if sw is not None and not pd.isna(sw) and total else None
         verdict = common.NOT_RUN if share is None else (common.REPRODUCED if share < SWITCH_SHARE else common.DIFFERS)
+        verdict = common.cap(verdict, cap_reasons)
         lines.append({"model": r.model, "statement": f"{r.series} enters decoding without a graph switch",
                       "ours": "–" if share is None else f"{sw * 1e3:.3g} ms ({share * 100:.2g}% of {total:.2f} s)",
                       "paper": "none (llm.npu+: 2.9 s)", "verdict": verdict})
@@ -260,7 +262,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     if bd.empty and bad.empty:
         return common.not_run_section(NAME, TITLE, "no completion measured (every row failed)")
     figures = draw(rows, paper, figures_dir)
-    lines = compare(bd, paper)
+    lines = compare(bd, paper, common.cap_reasons(rows[rows["system"] == "edgeflow"], PAPER_MODELS))
     verdict, count = common.overall([line["verdict"] for line in lines])
     summary = count if verdict != common.NOT_RUN else "no EdgeFlow completion and no llm.npu+ run to compare"
     tags = common.labels(rows)

@@ -80,7 +80,7 @@ def test_fig15_render_says_what_did_not_run(store, tmp_path):
     assert "n/a: not applicable" in section.body  # llama.cpp's graph switch
     assert "1.19x" in section.body  # EdgeFlow's decode speedup over llama.cpp
     # EdgeFlow's switch (0.1 ms of 5.8 s) reproduces "no switch"; the decode speedups over llm.npu+ are not run
-    assert section.verdict == "partly reproduced"
+    assert section.verdict == "qualitative"  # not the paper's model: the switch statement is capped
 
 
 def test_fig16_timelines_come_back_from_the_notes(store):

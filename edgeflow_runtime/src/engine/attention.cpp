@@ -10,13 +10,7 @@
 #include "exp_approx.h"
 #include "model.h"
 #include "ops.h"
-
-// As in ops.cpp: the reference's loops auto-vectorize, with x86-64 clones for AVX2 and AVX-512 picked at load time.
-#if defined(__x86_64__) && !defined(__clang__)
-#define EF_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=haswell", "default")))
-#else
-#define EF_VECTOR_CLONES
-#endif
+#include "vector_clones.h"
 
 namespace edgeflow {
 

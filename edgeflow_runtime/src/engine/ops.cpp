@@ -6,15 +6,7 @@
 
 #include "exp_approx.h"
 #include "vec_exp.h"
-
-// The loops below are written to auto-vectorize. On x86-64 each hot function is also compiled for x86-64-v4 (AVX-512
-// F/BW/DQ/VL) and for Haswell (AVX2 + FMA), one of the three picked at load time from CPUID (GCC function
-// multi-versioning); elsewhere the baseline ISA's vectors are used (Neon on aarch64).
-#if defined(__x86_64__) && !defined(__clang__)
-#define EF_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=haswell", "default")))
-#else
-#define EF_VECTOR_CLONES
-#endif
+#include "vector_clones.h"
 
 namespace edgeflow {
 EF_VECTOR_CLONES
