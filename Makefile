@@ -25,6 +25,7 @@ help:
 	@echo "make report           results/REPORT.md and .html from the results store"
 	@echo "make baselines        build llama.cpp, convert the default model to GGUF Q8_0, export MNN INT8"
 	@echo "make bench-runtime    our engine vs llama.cpp Q8_0 and the INT8 peak; bench-unpack, bench-quant, bench-baselines"
+	@echo "make compare-quantizers  QUANTIZERS=a,b BITS=4,5,6,7: quality, size and cold TTFT of quantizers side by side"
 	@echo "make test-native      C++ tests on the host and aarch64 (qemu); test-runtime, test-sanitize, fuzz"
 	@echo "make data             fetch the offline corpus and build the local proxy tasks; eval-local: FP16 accuracy on them"
 
