@@ -67,7 +67,6 @@ def ttft(job) -> Iterator[dict]:
     from transformers import AutoTokenizer
 
     from harness.models.zoo import checkpoint_dir
-    from harness.runner.kinds import NotRunError
 
     cfg = job.cfg
     if cfg.get("system") is None:
@@ -84,12 +83,9 @@ def ttft(job) -> Iterator[dict]:
         bits = int(job.experiment.extra.get("bits", 8))
     try:
         info = json.dumps(device.info())
-        try:
-            prepared = system.prepare(job.model, bits, device)
-        except NotRun as e:
-            raise NotRunError(str(e)) from None
+        prepared = system.prepare(job.model, bits, device)
         if n_gen > 1 and not system.decodes:
-            raise NotRunError(f"{system.name} is measured here up to its first token only; it cannot decode "
+            raise NotRun(f"{system.name} is measured here up to its first token only; it cannot decode "
                               f"experiment.extra.gen_tokens={n_gen} tokens")
         dataset, prompts = ttft_prompts(job, AutoTokenizer.from_pretrained(checkpoint_dir(job.model)))
         device_notes = [f"eviction: {device.eviction_method}"] if hasattr(device, "eviction_method") else []

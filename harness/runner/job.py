@@ -80,7 +80,8 @@ def prepare_job(cfg: DictConfig) -> Job:
 
 def run_job(cfg: DictConfig, store: ResultsStore | None = None) -> str:
     """Measure one configuration; returns its status (ok / failed / not run / skipped)."""
-    from harness.runner.kinds import KINDS, NotRunError
+    from harness.runner.kinds import KINDS
+    from harness.systems.base import NotRun
 
     job = prepare_job(cfg)
     store = store or ResultsStore(cfg.run.results_dir)
@@ -94,7 +95,7 @@ def run_job(cfg: DictConfig, store: ResultsStore | None = None) -> str:
         for row in KINDS[job.experiment.kind](job):
             rows.append(row)
         status = OK
-    except NotRunError as e:
+    except NotRun as e:
         rows = [job.row("not_run", None, "", status=NOT_RUN, label="not run", error=str(e))]
         status = NOT_RUN
     except ConfigError:

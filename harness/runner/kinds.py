@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Iterator
 
-from harness.systems.base import NotRun as NotRunError  # noqa: F401  (the runner records it as a 'not run' row)
+from harness.systems.base import NotRun  # the runner records it as a 'not run' row
 
 # Online datasets whose offline stand-in is a local proxy task (harness/data/tasks.py).
 LOCAL_PROXY = {"lambada": "lambada-local", "hellaswag": "hellaswag-local"}
@@ -46,7 +46,7 @@ def accuracy(job) -> Iterator[dict]:
     reason = hub_status() if dataset.lm_eval_task else ""
     if reason and not reason.startswith("HF_"):
         if dataset.name not in LOCAL_PROXY:
-            raise NotRunError(f"{dataset.name} needs lm-eval's {dataset.lm_eval_task} from the Hugging Face hub "
+            raise NotRun(f"{dataset.name} needs lm-eval's {dataset.lm_eval_task} from the Hugging Face hub "
                               f"({reason}) and has no local proxy task")
         dataset = load_dataset_config(LOCAL_PROXY[dataset.name])
     model, tokenizer, fields = _model_under_test(job)

@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-# Every row has these columns (DESIGN.md, Conventions). `label` says what kind of number `value` is:
+# Every row has these columns (one row per measurement). `label` says what kind of number `value` is:
 # measured | emulated (flash throttled) | proxy (local stand-in dataset) | paper | not run.
 COLUMNS: dict[str, pa.DataType] = {
     "experiment": pa.string(), "system": pa.string(), "model": pa.string(), "quantizer": pa.string(),
