@@ -188,7 +188,7 @@ class AndroidProcess:
     def kill(self):
         """Kill the process on the phone (closing adb-shell's stream would not: it never sends CLSE)."""
         if self.pid and self._thread.is_alive():
-            self._device.run(["kill", "-9", str(self.pid)])
+            self._device.kill_on_device(self.pid)
             self._thread.join(10)
         self._close_stderr()
 
@@ -225,31 +225,51 @@ class AndroidDevice(Device):
 
     # --- connection ---
     def adb(self):
+        """The connection every command and run shares (opened on first use)."""
         if self._adb is None:
-            from adb_shell.adb_device import AdbDevice
-            from adb_shell.auth.keygen import keygen
-            from adb_shell.auth.sign_pythonrsa import PythonRSASigner
-
-            key = Path(os.environ.get("EDGEFLOW_ADB_KEY", Path.home() / ".android" / "adbkey"))
-            if not key.is_file():
-                key.parent.mkdir(parents=True, exist_ok=True)
-                keygen(str(key))
-            signer = PythonRSASigner(Path(f"{key}.pub").read_text(), key.read_text())
-            try:
-                if self.cfg.adb_address:
-                    host, port = self.cfg.adb_address.rsplit(":", 1)
-                    dev = AdbDevice(_transport(host, int(port)), default_transport_timeout_s=self.cfg.adb_timeout_s)
-                else:
-                    from adb_shell.adb_device import AdbDeviceUsb  # needs the libusb1 package
-
-                    dev = AdbDeviceUsb(serial=self.cfg.serial, default_transport_timeout_s=self.cfg.adb_timeout_s)
-                dev.connect(rsa_keys=[signer], auth_timeout_s=self.cfg.adb_timeout_s)
-            except Exception as e:
-                raise DeviceUnreachable(f"no device reachable at {self.address}: {type(e).__name__}: {e} (is adb "
-                                        f"over TCP enabled and this host's key {key}.pub authorized? docs/android.md)"
-                                        ) from None
-            self._adb = dev
+            self._adb = self._connect()
         return self._adb
+
+    def _connect(self):
+        """A new authenticated ADB connection to the phone."""
+        from adb_shell.adb_device import AdbDevice
+        from adb_shell.auth.keygen import keygen
+        from adb_shell.auth.sign_pythonrsa import PythonRSASigner
+
+        key = Path(os.environ.get("EDGEFLOW_ADB_KEY", Path.home() / ".android" / "adbkey"))
+        if not key.is_file():
+            key.parent.mkdir(parents=True, exist_ok=True)
+            keygen(str(key))
+        signer = PythonRSASigner(Path(f"{key}.pub").read_text(), key.read_text())
+        try:
+            if self.cfg.adb_address:
+                host, port = self.cfg.adb_address.rsplit(":", 1)
+                dev = AdbDevice(_transport(host, int(port)), default_transport_timeout_s=self.cfg.adb_timeout_s)
+            else:
+                from adb_shell.adb_device import AdbDeviceUsb  # needs the libusb1 package
+
+                dev = AdbDeviceUsb(serial=self.cfg.serial, default_transport_timeout_s=self.cfg.adb_timeout_s)
+            dev.connect(rsa_keys=[signer], auth_timeout_s=self.cfg.adb_timeout_s)
+        except Exception as e:
+            raise DeviceUnreachable(f"no device reachable at {self.address}: {type(e).__name__}: {e} (is adb "
+                                    f"over TCP enabled and this host's key {key}.pub authorized? docs/android.md)"
+                                    ) from None
+        return dev
+
+    def kill_on_device(self, pid: int) -> None:
+        """`kill -9 PID` on a connection of its own: a running engine's stream keeps reading on the shared one, and
+        adb-shell serialises reads per connection, so a kill sent there can wait behind them past its timeout."""
+        conn = self._connect()
+        try:
+            out = conn.shell(with_status(shell_command(["kill", "-9", str(int(pid))])), read_timeout_s=60)
+        except Exception as e:
+            raise DeviceUnreachable(f"the device at {self.address} went away during `kill -9 {pid}`: "
+                                    f"{type(e).__name__}: {e}") from None
+        finally:
+            conn.close()
+        code, text = split_rc(out)
+        if code not in (0, 1):  # 1: the process had already exited
+            raise RuntimeError(f"`kill -9 {pid}` failed on the device at {self.address} (status {code}): {text[-300:]}")
 
     def _call(self, what: str, fn):
         """fn(adb) with a lost connection reported as DeviceUnreachable naming what was being done."""
