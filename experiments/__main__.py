@@ -78,8 +78,20 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line. Hydra overrides may also follow the options (`run fig10 --models m experiment.x=1`, as the
+    Makefile's EXP_ARGS puts them): argparse fills a positional list only once, so later ones are added here."""
+    p = parser()
+    args, extra = p.parse_known_args(argv)
+    if extra and (not hasattr(args, "overrides") or any(a.startswith("-") for a in extra)):
+        p.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra:
+        args.overrides = [*args.overrides, *extra]
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parse(argv)
     store = ResultsStore(args.results) if args.results else ResultsStore()
     if args.command == "list":
         for name, module in ARTIFACTS.items():

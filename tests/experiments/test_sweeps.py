@@ -79,3 +79,16 @@ def test_cli_reports_a_bad_option_without_a_traceback(capsys):
 
     assert main(["run", "table4", "--flash-mbps", "200", "--dry-run"]) == 2
     assert "table4's sweep takes" in capsys.readouterr().err
+
+
+def test_overrides_may_follow_the_options():
+    """`make reproduce-X EXP_ARGS=...` puts Hydra overrides after the options; argparse alone would reject them."""
+    from experiments.__main__ import parse
+
+    args = parse(["run", "fig16", "experiment.repetitions=5", "--models", "smollm2-135m", "protocol.warmup_runs=0"])
+    assert list(args.models) == ["smollm2-135m"]
+    assert args.overrides == ["experiment.repetitions=5", "protocol.warmup_runs=0"]
+    with pytest.raises(SystemExit):
+        parse(["run", "fig16", "--models", "smollm2-135m", "--no-such-option"])
+    with pytest.raises(SystemExit):
+        parse(["report", "experiment.repetitions=5"])  # report takes no overrides
