@@ -37,7 +37,7 @@ void QueueExecutor::submit(Task* task, TaskGraph* graph) {
 void QueueExecutor::loop(int index) {
     const std::string track = name_ + "-" + std::to_string(index);
     for (;;) {
-        Item item;
+        ReadyItem item;
         {
             std::unique_lock<std::mutex> lk(mu_);
             cv_.wait(lk, [&] { return stop_ || !ready_.empty(); });
@@ -157,8 +157,8 @@ std::vector<WorkerStats> ComputeScheduler::stats() {
 //   Accelerator dispatcher: its own queue only (an NPU cannot run the CPU's operators).
 //   The single worker of threads = 1: the lower (priority, submission order) of the two heads.
 int ComputeScheduler::choose(int index, bool& stolen) const {
-    const Queue& cq = queue_[0];
-    const Queue& aq = queue_[1];
+    const ReadyQueue& cq = queue_[0];
+    const ReadyQueue& aq = queue_[1];
     int q = -1;
     stolen = false;
     switch (role_[index]) {
@@ -171,7 +171,7 @@ int ComputeScheduler::choose(int index, bool& stolen) const {
             if (!aq.empty()) q = 1;
             break;
         case DispatchBoth:
-            if (!cq.empty() && !aq.empty()) q = Later()(cq.top(), aq.top()) ? 1 : 0;
+            if (!cq.empty() && !aq.empty()) q = ReadyLater()(cq.top(), aq.top()) ? 1 : 0;
             else if (!cq.empty()) q = 0;
             else if (!aq.empty()) q = 1;
             break;
@@ -181,7 +181,7 @@ int ComputeScheduler::choose(int index, bool& stolen) const {
     return q;
 }
 
-bool ComputeScheduler::pick(int index, Item& out, bool& stolen) {
+bool ComputeScheduler::pick(int index, ReadyItem& out, bool& stolen) {
     const int q = choose(index, stolen);
     if (q < 0) return false;
     out = queue_[q].top();
@@ -213,7 +213,7 @@ bool ComputeScheduler::help(int index) {
 
 void ComputeScheduler::loop(int index) {
     for (;;) {
-        Item item;
+        ReadyItem item;
         bool stolen = false;
         {
             std::unique_lock<std::mutex> lk(mu_);

@@ -54,6 +54,20 @@ public:
     }
 };
 
+// A ready task in an executor's queue; ReadyQueue hands out the lowest Task::priority first, ties in submission
+// order (seq).
+struct ReadyItem {
+    Task* task;
+    TaskGraph* graph;
+    long seq;
+};
+struct ReadyLater {
+    bool operator()(const ReadyItem& a, const ReadyItem& b) const {
+        return a.task->priority != b.task->priority ? a.task->priority > b.task->priority : a.seq > b.seq;
+    }
+};
+using ReadyQueue = std::priority_queue<ReadyItem, std::vector<ReadyItem>, ReadyLater>;
+
 // Dispatcher threads that take ready tasks in priority order; optionally a thread pool that the tasks use for
 // data parallelism (the dispatcher thread takes part in it).
 class QueueExecutor : public Executor {
@@ -66,22 +80,12 @@ public:
 
 private:
     void loop(int index);
-    struct Item {
-        Task* task;
-        TaskGraph* graph;
-        long seq;
-    };
-    struct Later {
-        bool operator()(const Item& a, const Item& b) const {
-            return a.task->priority != b.task->priority ? a.task->priority > b.task->priority : a.seq > b.seq;
-        }
-    };
     std::string name_;
     Trace* trace_;
     std::unique_ptr<ThreadPool> pool_;
     std::mutex mu_;
     std::condition_variable cv_;
-    std::priority_queue<Item, std::vector<Item>, Later> ready_;
+    ReadyQueue ready_;
     long seq_ = 0;
     bool stop_ = false;
     std::vector<std::thread> threads_;
@@ -141,21 +145,10 @@ public:
     std::vector<WorkerStats> stats();
 
 private:
-    struct Item {
-        Task* task;
-        TaskGraph* graph;
-        long seq;
-    };
-    struct Later {
-        bool operator()(const Item& a, const Item& b) const {
-            return a.task->priority != b.task->priority ? a.task->priority > b.task->priority : a.seq > b.seq;
-        }
-    };
-    using Queue = std::priority_queue<Item, std::vector<Item>, Later>;
     enum Role { DispatchCpu, DispatchAccel, DispatchBoth, Helper };
     void loop(int index);
     int choose(int index, bool& stolen) const;      // under mu_: the queue to take from, -1 none
-    bool pick(int index, Item& out, bool& stolen);  // under mu_
+    bool pick(int index, ReadyItem& out, bool& stolen);  // under mu_
     bool help(int index);                          // not under mu_
     bool helpable(int index);
     void wake();
@@ -165,7 +158,7 @@ private:
     std::unique_ptr<ThreadPool> cpu_pool_, accel_pool_;
     std::mutex mu_;
     std::condition_variable cv_;
-    Queue queue_[2];  // 0 CPU, 1 accelerator
+    ReadyQueue queue_[2];  // 0 CPU, 1 accelerator
     long seq_ = 0;
     unsigned posted_ = 0;  // bumped when a data-parallel job is posted
     bool stop_ = false;
