@@ -18,20 +18,7 @@ import subprocess
 from pathlib import Path
 
 from harness.pipeline_sim import POLICIES
-
-
-def _smollm2_packed(bits: int) -> Path:
-    # The same recipe as harness/runtime_bench.py (owned elsewhere): random codes at SmolLM2-135M's shapes.
-    from harness.cache import cache_dir, progress_note
-    from harness.pack import pack_artifact
-    from harness.pack.synthetic import random_artifact
-    from harness.runtime_bench import DEFAULT_CONFIG
-
-    out = cache_dir("runtime-bench") / f"smollm2-135m-random-{bits}bit.efpk"
-    if not out.is_file():
-        with progress_note(f"packing a random-code SmolLM2-135M artifact at {bits} bits"):
-            pack_artifact(random_artifact(DEFAULT_CONFIG, bits, seed=bits, name="random"), out, layout="weightlet")
-    return out
+from harness.runtime_bench import synthetic_packed  # random codes at SmolLM2-135M's shapes
 
 
 def _run(binary: str, model: Path, tokens: list[int], args: list[str]) -> dict:
@@ -68,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     build_runtime()
     binary = str(engine_dir() / "edgeflow-run")
-    model = _smollm2_packed(a.bits)
+    model = synthetic_packed(a.bits)
     variants = ([("before", a.baseline, [])] if a.baseline else []) + [
         (p, binary, ["--policy", p]) for p in a.policies]
     print(f"# {os.uname().nodename} threads={a.threads} chunk={a.chunk} model={model.name} "
