@@ -56,17 +56,17 @@ test-fast: setup
 .PHONY: runtime test-runtime test-sanitize bench-runtime
 
 runtime: setup
-	$(PY) -m harness.native build --arch all
+	$(PY) -m harness.engine build --arch all
 
 # every ctest (engine, reader, unpack) on the host and, statically linked, under qemu-aarch64-static; then the
 # parity and CLI tests
 test-runtime: setup
-	$(PY) -m harness.native test --arch all
+	$(PY) -m harness.engine test --arch all
 	$(PY) -m pytest -q tests/runtime
 
 # the same C++ tests and the CLI tests (error cases included) with AddressSanitizer + UBSan; any report fails
 test-sanitize: setup
-	$(PY) -m harness.runtime sanitize
+	$(PY) -m harness.engine sanitize
 	EDGEFLOW_RUN_BINARY=$(CURDIR)/edgeflow_runtime/build-sanitize/src/engine/edgeflow-run \
 	  $(PY) -m pytest -q tests/runtime/test_cli.py
 
@@ -94,22 +94,22 @@ bench-baselines: baselines
 	$(PY) -m harness.measure.bench_baselines 5 200
 
 # --- packing format and unpack kernels (pack) ---
-# Native builds live in edgeflow_runtime/build-{host,aarch64,fuzz}; harness/native.py rebuilds them when a source
+# Native builds live in edgeflow_runtime/build-{host,aarch64,fuzz}; harness/engine/build.py rebuilds them when a source
 # changes. aarch64 needs g++-aarch64-linux-gnu and qemu-user-static; fuzz needs clang (libFuzzer); bench-unpack
 # needs valgrind (instruction counts).
 .PHONY: native native-aarch64 test-native fuzz bench-unpack fig13
 
 native: setup
-	$(PY) -m harness.native build --arch host
+	$(PY) -m harness.engine build --arch host
 
 native-aarch64: setup
-	$(PY) -m harness.native build --arch aarch64
+	$(PY) -m harness.engine build --arch aarch64
 
 test-native: setup
-	$(PY) -m harness.native test --arch all
+	$(PY) -m harness.engine test --arch all
 
 fuzz: setup
-	$(PY) -m harness.native fuzz --seconds $(or $(FUZZ_SECONDS),60)
+	$(PY) -m harness.engine fuzz --seconds $(or $(FUZZ_SECONDS),60)
 
 bench-unpack: setup
 	$(PY) -m harness.pack.bench

@@ -42,7 +42,7 @@ def _spread(xs: list[float], fmt: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from harness.runtime import build_runtime, engine_dir
+    from harness.engine.build import engine_binary
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokens", type=int, nargs="+", default=[128, 512])
@@ -53,8 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--baseline", help="another edgeflow-run build, run with its own default schedule")
     ap.add_argument("--policies", nargs="+", default=list(POLICIES))
     a = ap.parse_args(argv)
-    build_runtime()
-    binary = str(engine_dir() / "edgeflow-run")
+    binary = str(engine_binary("host"))
     model = synthetic_packed(a.bits)
     variants = ([("before", a.baseline, [])] if a.baseline else []) + [
         (p, binary, ["--policy", p]) for p in a.policies]

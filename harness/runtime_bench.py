@@ -25,7 +25,8 @@ from pathlib import Path
 from harness.cache import cache_dir, progress_note
 from harness.pack import pack_artifact
 from harness.pack.synthetic import random_artifact
-from harness.runtime import engine_dir, build_runtime, run_edgeflow
+from harness.engine.build import build as build_engine, engine_dir
+from harness.engine.run import run_edgeflow
 
 # SmolLM2-135M (the default model), as in its manifest.
 DEFAULT_CONFIG = {
@@ -156,7 +157,7 @@ def main() -> None:
                     "request's, harness.measure.workload.request_ctx)")
     ap.add_argument("--bits", default="4,5,6,7,8", help="EdgeFlow bit widths of the cold comparison")
     a = ap.parse_args()
-    build_runtime()
+    build_engine("host")
     spec = default_model()
     work = Workload.for_request(prompt_ids(spec, a.prompt_tokens), a.threads, ctx=a.ctx)
     ops_per_token = 2 * linear_params(DEFAULT_CONFIG)

@@ -8,7 +8,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from harness import native
+from harness.engine import format as native
+from harness.engine.build import build, ctest
 from harness.pack import LAYOUTS, PackedFile, PackError, pack_artifact
 from harness.pack.synthetic import random_codes
 from tests.pack.conftest import tiny_artifact  # noqa: F401  (fixture)
@@ -80,14 +81,14 @@ def test_native_errors_are_messages_not_crashes():
 
 def test_ctest_host():
     """The C++ tests (property tests on every x86 path, reader corruption cases) through ctest."""
-    out = native.ctest("host")
+    out = ctest("host")
     assert "100% tests passed" in out and "0 failures" in out
 
 
 @pytest.mark.skipif(not (shutil.which("aarch64-linux-gnu-g++") and shutil.which("qemu-aarch64-static")),
                     reason="needs the Debian packages g++-aarch64-linux-gnu and qemu-user-static")
 def test_ctest_aarch64_neon_under_qemu():
-    out = native.ctest("aarch64")
+    out = ctest("aarch64")
     assert "100% tests passed" in out and "paths scalar neon, 0 failures" in out
 
 
@@ -106,7 +107,7 @@ def _dump_matches(cmd_prefix, build_dir, packed, artifact, tmp_path, path):
 @pytest.mark.parametrize("layout", ["weightlet", "kquant", "mixed48"])
 def test_python_packed_file_unpacks_bit_exact_on_host_paths(tiny_artifact, tmp_path, layout):
     packed = pack_artifact(tiny_artifact, tmp_path / f"{layout}.efpk", layout=layout)
-    build_dir = native.build("host")
+    build_dir = build("host")
     for path in native.supported_paths():
         _dump_matches([], build_dir, packed, tiny_artifact, tmp_path, path)
 
@@ -117,4 +118,4 @@ def test_python_packed_file_unpacks_bit_exact_on_host_paths(tiny_artifact, tmp_p
 def test_python_packed_file_unpacks_bit_exact_on_neon_under_qemu(tiny_artifact, tmp_path, layout):
     packed = pack_artifact(tiny_artifact, tmp_path / f"{layout}.efpk", layout=layout)
     for path in ("neon", "scalar"):
-        _dump_matches(["qemu-aarch64-static"], native.build("aarch64"), packed, tiny_artifact, tmp_path, path)
+        _dump_matches(["qemu-aarch64-static"], build("aarch64"), packed, tiny_artifact, tmp_path, path)

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness import native
+from harness.engine.format import supported_paths
+from harness.engine.build import build as build_engine
 from harness.artifact import load_artifact
 from harness.cache import cache_dir
 from harness.pack import LAYOUTS, PackedFile, pack_artifact
@@ -46,7 +47,7 @@ OUT = Path("results/runs/bench")
 
 
 def bench_binary() -> Path:
-    return native.build("host", "bench_unpack") / "bench_unpack"
+    return build_engine("host", "bench_unpack") / "bench_unpack"
 
 
 def run_bench(file: Path, mode: str, **opts) -> dict:
@@ -76,7 +77,7 @@ def neon_loop_instructions(bits: int) -> float:
     from its disassembly (one loop iteration unpacks one 128-weight group). This is the measure closest to the
     paper's 0.48 SIMD instructions per weight on Neon: it leaves out the tail group and per-channel overhead, which
     callgrind counts on x86 but cannot run for aarch64."""
-    binary = native.build("aarch64", "unpack_dump") / "unpack_dump"
+    binary = build_engine("aarch64", "unpack_dump") / "unpack_dump"
     dis = subprocess.run(["aarch64-linux-gnu-objdump", "-d", "--no-show-raw-insn", "-C", str(binary)],
                          capture_output=True, text=True, check=True).stdout
     head = f"<void edgeflow::simd::channel<edgeflow::simd::Neon, {bits}>("
@@ -154,14 +155,14 @@ def measure_bits(bits: int, args, workdir: Path, artifact=None) -> tuple[list[di
 
 
 def unpack_paths(layout: str, args) -> list[str]:
-    return [p for p in args.paths if p in native.supported_paths()] if layout == "weightlet" else [BASELINE_PATH]
+    return [p for p in args.paths if p in supported_paths()] if layout == "weightlet" else [BASELINE_PATH]
 
 
 def path_label(layout: str, path: str) -> str:
     """The weightlet rows name the SIMD path ("auto" resolved); the baselines have one kernel, labelled "native"."""
     if layout != "weightlet":
         return "native"
-    return next(p for p in ("avx2", "neon", "sse") if p in native.supported_paths()) if path == "auto" else path
+    return next(p for p in ("avx2", "neon", "sse") if p in supported_paths()) if path == "auto" else path
 
 
 def _mean_bits(artifact) -> float:

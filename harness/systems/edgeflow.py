@@ -17,12 +17,11 @@ its name is recorded in every row's `pipeline` column, its thread counts as metr
 """
 from __future__ import annotations
 
-import json
 import os
-import re
 from dataclasses import dataclass
 
 from harness.cache import cache_dir, progress_note
+from harness.engine.run import ReportError, command, first_token_seen, parse_report
 from harness.measure.cold import EngineError, repeat, run_once
 from harness.measure.workload import Workload
 from harness.systems.base import (Measurement, Metric, Prepared, System, cold_metrics, decode_metrics,
@@ -98,7 +97,6 @@ class EdgeFlowSystem(System):
             self.layout = str(cfg.packing.layout)
 
     def prepare(self, model, bits, device) -> Prepared:
-        from harness import native
         from harness.artifact import load_artifact
         from harness.pack import pack_artifact
         from harness.quant.cache import quantized_artifact
@@ -110,8 +108,9 @@ class EdgeFlowSystem(System):
         if not packed.is_file():
             with progress_note(f"packing {art_dir.name} as {self.layout}"):
                 pack_artifact(artifact, packed, layout=self.layout)
-        build = "host" if device.name == "local" else "aarch64"
-        binary = native.build(build, target="edgeflow-run") / "src" / "engine" / "edgeflow-run"
+        from harness.engine.build import engine_binary
+
+        binary = engine_binary("host" if device.name == "local" else "aarch64")
         if device.name != "local":
             remote = device.cfg.remote_dir
             binary = device.push(str(binary), f"{remote}/bin/edgeflow-run")
@@ -123,12 +122,11 @@ class EdgeFlowSystem(System):
                         f"efpk {self.layout} {float(bits):g} bits", notes)
 
     def command(self, prepared: Prepared, work: Workload) -> list[str]:
-        # --threads is the whole engine's compute budget (the pipeline group splits it between the CPU and accelerator
-        # lanes); --ctx sizes the KV cache as the workload says (the same for every engine compared).
-        cmd = [prepared.artifacts["binary"], prepared.artifacts["model"], "--tokens",
-               ",".join(map(str, work.token_ids)), "--threads", str(work.threads),
-               *self.pipeline.args(int(work.threads)), "--ctx", str(work.ctx), "--json"]
-        return cmd + (["--new-tokens", str(work.new_tokens - 1)] if work.new_tokens > 1 else [])
+        # The pipeline group splits the thread budget between the CPU and accelerator lanes; --ctx is the workload's
+        # (the same for every engine compared); the first new token is the prefill's.
+        return command(prepared.artifacts["binary"], prepared.artifacts["model"], work.token_ids,
+                       threads=int(work.threads), ctx=work.ctx, new_tokens=max(work.new_tokens - 1, 0),
+                       extra_args=self.pipeline.args(int(work.threads)))
 
     def run_cold(self, prepared, work, device, protocol) -> Measurement:
         self.check_workload(work)
@@ -136,7 +134,7 @@ class EdgeFlowSystem(System):
         runs = repeat(lambda: run_once(device, cmd, prepared.files, first_token_seen,
                                        self.cfg.timeout_s, protocol), protocol)
         reps = [cold_metrics(run, device) + engine_metrics(run) for run in runs]  # parses (or rejects) the reports
-        report = json.loads(runs[0].stdout)
+        report = parse_report(runs[0].stdout).raw
         engine = {"isa": report.get("gemm_kernel", "not reported"), "unpack_path": report.get("unpack_path"),
                   "threads": report.get("threads"), "policy": report.get("policy"),
                   "cpu_threads": report.get("cpu_threads"), "accel_threads": report.get("accel_threads"),
@@ -146,18 +144,12 @@ class EdgeFlowSystem(System):
         return Measurement(self.name, reps, workload=work, command=cmd, engine=engine)
 
 
-def first_token_seen(out: bytes) -> bool:
-    """The report's first line, `{"first_token": N,`, is flushed the moment the first token is known."""
-    return re.search(rb'"first_token": -?\d+,', out) is not None
-
-
 def engine_metrics(run) -> list[Metric]:
     """edgeflow-run's own report: its TTFT (clock started after argument parsing) and the TTFT breakdown."""
     try:
-        report = json.loads(run.stdout)
-    except json.JSONDecodeError:
-        raise EngineError(f"edgeflow-run printed something that is not its JSON report: {run.stdout[-300:]!r}",
-                          run.stderr) from None
+        report = parse_report(run.stdout).raw
+    except ReportError as e:
+        raise EngineError(str(e), run.stderr) from None
     metrics = [Metric("edgeflow_ttft_s", report["ttft_s"], "s"),
                Metric("edgeflow_bytes_read_mb", report["bytes_read"] / 1e6, "MB")]
     metrics += [Metric(f"edgeflow_{part}_s", seconds, "s") for part, seconds in report["ttft_breakdown_s"].items()]

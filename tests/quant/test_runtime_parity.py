@@ -12,7 +12,7 @@ pytestmark = pytest.mark.native
 
 @pytest.mark.parametrize("name,bits", [("edgeflow", 4.5), ("smoothquant", 6)])
 def test_runtime_matches_fakequant_on_quantizer_artifacts(name, bits):
-    from harness.runtime import NativeEngine
+    from harness.engine.capi import NativeEngine
 
     model = tiny_llama(tie=True, seed=3)
     q = make_quantizer({"name": name, "budget_bits": bits, "alpha_grid": [0.0, 0.5]})

@@ -11,9 +11,10 @@ import subprocess
 import pytest
 import torch
 
-from harness import native
 from harness.pack import PackedFile, pack_artifact
-from harness.runtime import NativeEngine, RuntimeRunError, engine_dir, build_runtime, run_edgeflow
+from harness.engine.build import engine_binary
+from harness.engine.capi import NativeEngine
+from harness.engine.run import RuntimeRunError, run_edgeflow
 from tests.runtime.conftest import make_artifact, tiny_llama
 
 pytestmark = pytest.mark.native
@@ -25,8 +26,7 @@ PROMPT = [3, 17, 99, 4, 250, 8, 8, 1, 42, 77, 5]
 def binary():
     if os.environ.get("EDGEFLOW_RUN_BINARY"):
         return os.environ["EDGEFLOW_RUN_BINARY"]
-    build_runtime()
-    return str(engine_dir() / "edgeflow-run")
+    return str(engine_binary("host"))
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +145,7 @@ def test_run_edgeflow_raises_with_code(packed, binary):
 def test_static_aarch64_binary_gives_the_same_tokens(packed, binary):
     """The static aarch64 edgeflow-run (Neon/sdot kernels) under qemu: same greedy tokens as the host build."""
     _, _, path = packed
-    arm = native.build("aarch64") / "src" / "engine" / "edgeflow-run"
+    arm = engine_binary("aarch64")
     host = run(binary, path, "--new-tokens", "4", "--chunk", "4", stdin=" ".join(map(str, PROMPT)))
     res = subprocess.run(["qemu-aarch64-static", str(arm), str(path), "--new-tokens", "4", "--chunk", "4"],
                          input=" ".join(map(str, PROMPT)), capture_output=True, text=True, timeout=300)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from harness.quant.fakequant import build_fakequant_model
-from harness.runtime import NativeEngine
+from harness.engine.capi import NativeEngine
 from tests.runtime.conftest import make_artifact, tiny_llama
 
 pytestmark = pytest.mark.native

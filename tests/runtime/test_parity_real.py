@@ -8,7 +8,7 @@ import torch
 from harness.models.zoo import load_model
 from harness.quant import make_quantizer
 from harness.quant.fakequant import build_fakequant_model
-from harness.runtime import NativeEngine
+from harness.engine.capi import NativeEngine
 
 pytestmark = [pytest.mark.real_model, pytest.mark.native]
 

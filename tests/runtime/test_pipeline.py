@@ -12,7 +12,8 @@ import torch
 from harness.measure.workload import Workload
 from harness.pack import pack_artifact
 from harness.pipeline_sim import POLICIES, CostTable, build_graph, profile_order, simulate
-from harness.runtime import NativeEngine, build_runtime, engine_dir
+from harness.engine.build import engine_binary
+from harness.engine.capi import NativeEngine
 from tests.runtime.conftest import make_artifact, tiny_llama
 
 PROMPT = [3, 17, 99, 4, 250, 8, 8, 1, 42, 77, 5]
@@ -26,8 +27,7 @@ def packed(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def binary():
-    build_runtime()
-    return str(engine_dir() / "edgeflow-run")
+    return str(engine_binary("host"))
 
 
 def run(binary, packed, *args):
@@ -145,7 +145,8 @@ def test_pipeline_group_reaches_the_command_and_rows():
 def test_engine_metrics_map_lanes_and_operators():
     from harness.systems.edgeflow import engine_metrics
 
-    report = {"ttft_s": 1.0, "bytes_read": 2e6, "ttft_breakdown_s": {"io": 0.1}, "threads": 2, "io_threads": 1,
+    report = {"ttft_s": 1.0, "bytes_read": 2e6, "peak_rss_bytes": 9e6, "tokens": [5], "ttft_breakdown_s": {"io": 0.1},
+              "threads": 2, "io_threads": 1,
               "unpack_threads": 1, "cpu_threads": 1, "accel_threads": 1,
               "lanes": {"cpu": {"busy_s": 0.5, "idle_s": 0.5, "bubble_rate": 0.5, "stolen": 3},
                         "accel": {"busy_s": 0.9, "idle_s": 0.1, "bubble_rate": 0.1, "stolen": 0}, "span_s": 1.0},

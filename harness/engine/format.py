@@ -1,23 +1,15 @@
-"""The native library (edgeflow_runtime, libedgeflow.so) from Python: built with CMake into
-edgeflow_runtime/build-host when missing or older than its sources, loaded with ctypes (C ABI: include/edgeflow/c_api.h).
+"""The packed-file reader and unpack kernels of edgeflow_runtime (libedgeflow.so, C ABI include/edgeflow/c_api.h)
+through ctypes: open and validate a .efpk file, list and read its tensors, unpack quantized weights to int8.
 """
 from __future__ import annotations
 
 import ctypes
-import fcntl
-import subprocess
-from pathlib import Path
 
 import numpy as np
 
-RUNTIME = Path(__file__).resolve().parent.parent / "edgeflow_runtime"
-BUILD = RUNTIME / "build-host"
-LIBRARY = BUILD / "libedgeflow.so"
-PATHS = ("scalar", "sse", "avx2", "neon")
+from harness.engine.build import NativeError, build
 
-
-class NativeError(RuntimeError):
-    """The native library reported an error (its message is passed on as is)."""
+PATHS = ("scalar", "sse", "avx2", "neon")  # unpack kernels (edgeflow_runtime/src/unpack/)
 
 
 class TensorInfo(ctypes.Structure):
@@ -26,52 +18,13 @@ class TensorInfo(ctypes.Structure):
                 ("offset", ctypes.c_uint64), ("size", ctypes.c_uint64)]
 
 
-BUILDS = {  # name -> (build dir, extra CMake arguments)
-    "host": (BUILD, []),
-    "aarch64": (RUNTIME / "build-aarch64", [f"-DCMAKE_TOOLCHAIN_FILE={RUNTIME / 'cmake/aarch64-linux-gnu.cmake'}",
-                                            "-DEDGEFLOW_SHARED=OFF"]),
-    "fuzz": (RUNTIME / "build-fuzz", ["-DCMAKE_CXX_COMPILER=clang++", "-DEDGEFLOW_FUZZ=ON", "-DEDGEFLOW_SHARED=OFF",
-                                      "-DEDGEFLOW_TESTS=OFF", "-DEDGEFLOW_BENCH=OFF"]),
-}
-
-
-def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
-    run = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if run.returncode:
-        raise NativeError(f"{' '.join(map(str, cmd))} failed:\n{run.stdout[-3000:]}{run.stderr[-3000:]}")
-    return run
-
-
-def build(name: str = "host", target: str | None = None) -> Path:
-    """Configure and build one of BUILDS (all targets, or `target`) if any source is newer than its last build; a
-    file lock serialises parallel callers. Returns the build directory."""
-    build_dir, args = BUILDS[name]
-    build_dir.mkdir(parents=True, exist_ok=True)
-    stamp = build_dir / f".built-{target or 'all'}"
-    with open(build_dir / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        sources = [RUNTIME / "CMakeLists.txt", *RUNTIME.glob("cmake/*"),
-                   *(p for d in ("include", "src", "tests", "bench", "fuzz") for p in RUNTIME.glob(f"{d}/**/*"))]
-        newest = max(p.stat().st_mtime for p in sources if p.is_file())
-        if not stamp.exists() or stamp.stat().st_mtime < newest:
-            _run(["cmake", "-S", str(RUNTIME), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release", *args])
-            _run(["nice", "-n", "10", "cmake", "--build", str(build_dir), "-j2", *(["--target", target] if target else [])])
-            stamp.touch()
-    return build_dir
-
-
-def ctest(name: str = "host") -> str:
-    """Builds and runs the C++ tests (on aarch64 through qemu-aarch64-static); returns ctest's verbose output."""
-    return _run(["ctest", "--output-on-failure", "-V"], cwd=build(name)).stdout
-
-
 _lib = None
 
 
 def lib() -> ctypes.CDLL:
     global _lib
     if _lib is None:
-        c = ctypes.CDLL(str(build("host", "edgeflow") / LIBRARY.name))
+        c = ctypes.CDLL(str(build("host", "edgeflow") / "libedgeflow.so"))
         P, U32, U64, I64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int64
         sig = {
             "ef_last_error": (ctypes.c_char_p, []), "ef_open": (P, [ctypes.c_char_p]), "ef_open_memory": (P, [P, U64]),
@@ -167,35 +120,3 @@ class NativeFile:
         out = np.empty((max(c1 - c0, 0), d), np.int8)
         _check(lib().ef_unpack_tensor(self._h, i, payload.ctypes.data, c0, c1, out.ctypes.data))
         return out
-
-
-def _main() -> None:
-    import argparse
-    import shutil
-    import sys
-
-    ap = argparse.ArgumentParser(description="build and test edgeflow_runtime")
-    ap.add_argument("command", choices=["build", "test", "fuzz"])
-    ap.add_argument("--arch", choices=["host", "aarch64", "all"], default="host")
-    ap.add_argument("--seconds", type=int, default=60, help="fuzz: libFuzzer -max_total_time")
-    a = ap.parse_args()
-    if a.command == "fuzz":
-        from harness.pack.fuzz_corpus import write_corpus
-        out = build("fuzz", "fuzz_reader")
-        corpus = write_corpus(out / "corpus")
-        cmd = [str(out / "fuzz_reader"), "-max_total_time=%d" % a.seconds, "-max_len=65536", "-print_final_stats=1",
-               f"-artifact_prefix={out}/crash-", str(corpus)]
-        print(" ".join(cmd), flush=True)
-        sys.exit(subprocess.run(cmd).returncode)
-    arches = ["host", "aarch64"] if a.arch == "all" else [a.arch]
-    for arch in arches:
-        if arch == "aarch64" and not (shutil.which("aarch64-linux-gnu-g++") and shutil.which("qemu-aarch64-static")):
-            sys.exit("aarch64 needs the Debian packages g++-aarch64-linux-gnu and qemu-user-static")
-        if a.command == "build":
-            print(f"{arch}: built in {build(arch)}")
-        else:
-            print(ctest(arch))
-
-
-if __name__ == "__main__":
-    _main()

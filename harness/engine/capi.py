@@ -1,99 +1,20 @@
-"""The native runtime (edgeflow_runtime/) from Python: build it, run `edgeflow-run` cold on a packed file and read
-its JSON report, and score token sequences on the runtime's own numerics through its C ABI (ctypes).
+"""The engine's forward pass in process, through its C ABI (libedgeflow_engine.so, include/edgeflow/engine.h):
+score token sequences on exactly the runtime's numerics.
 
-    build_runtime()                           incremental build (harness.native), returns the build dir
-    run_edgeflow(packed, tokens, ...)         one edgeflow-run process -> RunReport (TTFT and its breakdown, ...)
+    NativeEngine.open(packed)                 an engine over a packed .efpk file
     NativeEngine.from_artifact(artifact)      an engine over an in-memory quantized artifact
-    NativeEngine.open(packed)                 an engine over a packed file
     engine.logits(tokens) / .logprobs(tokens) float32 [T, V] for every position
-
-Exit codes of edgeflow-run are documented in `edgeflow-run --help` and mapped to messages in EXIT_CODES.
 """
 from __future__ import annotations
 
 import ctypes
-import json
 import os
-import subprocess
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import torch
 
-from harness import native
 from harness.artifact import Artifact
-
-REPO = Path(__file__).resolve().parent.parent
-RUNTIME_SRC = REPO / "edgeflow_runtime"
-
-EXIT_CODES = {
-    1: "internal error",
-    2: "bad command line or option value",
-    3: "a file cannot be opened or read",
-    4: "the model file is invalid or corrupt",
-    5: "the request does not fit the model",
-}
-
-
-class RuntimeRunError(RuntimeError):
-    """edgeflow-run failed; .code is its exit code (EXIT_CODES), the message is its stderr."""
-
-    def __init__(self, code: int, message: str):
-        super().__init__(f"edgeflow-run exited with {code} ({EXIT_CODES.get(code, 'unknown')}): {message.strip()}")
-        self.code = code
-
-
-# AddressSanitizer + UndefinedBehaviorSanitizer build (make test-sanitize), beside harness.native's host/aarch64/fuzz.
-native.BUILDS.setdefault("sanitize", (RUNTIME_SRC / "build-sanitize", [
-    "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DEDGEFLOW_SHARED=OFF", "-DEDGEFLOW_BENCH=OFF",
-    "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"]))
-
-
-def build_runtime(name: str = "host") -> Path:
-    """Builds edgeflow_runtime (harness.native.build: incremental, locked); returns the build directory."""
-    if name not in native.BUILDS:
-        raise ValueError(f"unknown runtime build {name!r}; choose one of {sorted(native.BUILDS)}")
-    return native.build(name)
-
-
-def engine_dir(name: str = "host") -> Path:
-    """Where a build's engine binaries are (edgeflow-run, edgeflow-bench-int8, libedgeflow_engine.so)."""
-    return native.BUILDS[name][0] / "src" / "engine"
-
-
-@dataclass
-class RunReport:
-    """edgeflow-run --json, as parsed. Times in seconds; `raw` keeps every field."""
-
-    ttft_s: float
-    breakdown_s: dict[str, float]  # setup, io, unpack, compute, idle (they add up to ttft_s)
-    bytes_read: int
-    peak_rss_bytes: int
-    tokens: list[int]
-    raw: dict = field(repr=False)
-
-
-def run_edgeflow(packed: str | os.PathLike, tokens: list[int], *, threads: int = 2, chunk: int = 128,
-                 new_tokens: int = 0, evict_cache: bool = False, trace: str | os.PathLike | None = None,
-                 extra_args: tuple[str, ...] = (), binary: str | os.PathLike | None = None,
-                 timeout: float | None = 600) -> RunReport:
-    """Runs one cold inference: edgeflow-run --json with the prompt ids on stdin."""
-    exe = Path(binary) if binary else engine_dir() / "edgeflow-run"
-    if binary is None:
-        build_runtime()
-    args = [str(exe), str(packed), "--json", "--threads", str(threads), "--chunk", str(chunk),
-            "--new-tokens", str(new_tokens), *extra_args]
-    if evict_cache:
-        args.append("--evict-cache")
-    if trace is not None:
-        args += ["--trace", str(trace)]
-    proc = subprocess.run(args, input=" ".join(map(str, tokens)), capture_output=True, text=True, timeout=timeout)
-    if proc.returncode != 0:
-        raise RuntimeRunError(proc.returncode, proc.stderr)
-    raw = json.loads(proc.stdout)
-    return RunReport(ttft_s=raw["ttft_s"], breakdown_s=raw["ttft_breakdown_s"], bytes_read=raw["bytes_read"],
-                     peak_rss_bytes=raw["peak_rss_bytes"], tokens=raw["tokens"], raw=raw)
+from harness.engine.build import build, engine_dir
 
 
 class _Config(ctypes.Structure):
@@ -108,7 +29,7 @@ _DTYPES = {torch.int8: "int8", torch.uint8: "uint8", torch.float32: "float32"}
 
 
 def _load_library() -> ctypes.CDLL:
-    build_runtime()
+    build("host", target="edgeflow_engine")
     lib = ctypes.CDLL(str(engine_dir() / "libedgeflow_engine.so"))
     vp, i32, cp = ctypes.c_void_p, ctypes.c_int32, ctypes.c_char_p
     lib.ef_engine_open.argtypes = [cp, i32, i32, i32, cp, ctypes.c_size_t]
@@ -228,10 +149,3 @@ def gemm_kernel() -> str:
     """The INT8 GEMM kernel the runtime uses on this CPU ("avx2", "neon-sdot", ...)."""
     return _library().ef_engine_gemm_kernel().decode()
 
-
-if __name__ == "__main__":  # python -m harness.runtime sanitize: build with ASan/UBSan and run the C++ tests
-    import sys
-
-    if sys.argv[1:] != ["sanitize"]:
-        sys.exit("usage: python -m harness.runtime sanitize")
-    print(native.ctest("sanitize")[-3000:])

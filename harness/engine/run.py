@@ -1,0 +1,90 @@
+"""edgeflow-run, the engine's command line: the one place that builds its arguments and reads its JSON report.
+
+    command(binary, packed, tokens, threads=2, ...)   the argument list (systems/edgeflow.py runs it on a device)
+    run_edgeflow(packed, tokens, ...)                 one local process -> RunReport
+    parse_report(stdout)                              RunReport, or ReportError naming what is wrong
+    first_token_seen(stdout_so_far)                   True once the report's first line is out (the TTFT event)
+
+Exit codes of edgeflow-run are documented in `edgeflow-run --help` and mapped to messages in EXIT_CODES.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.engine.build import engine_binary
+
+EXIT_CODES = {
+    1: "internal error",
+    2: "bad command line or option value",
+    3: "a file cannot be opened or read",
+    4: "the model file is invalid or corrupt",
+    5: "the request does not fit the model",
+}
+
+
+class RuntimeRunError(RuntimeError):
+    """edgeflow-run failed; .code is its exit code (EXIT_CODES), the message is its stderr."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(f"edgeflow-run exited with {code} ({EXIT_CODES.get(code, 'unknown')}): {message.strip()}")
+        self.code = code
+
+
+class ReportError(ValueError):
+    """edgeflow-run's stdout is not a complete JSON report."""
+
+
+@dataclass
+class RunReport:
+    """edgeflow-run --json, as parsed. Times in seconds; `raw` keeps every field (lanes, op_s, decode_s, ...)."""
+
+    ttft_s: float
+    breakdown_s: dict[str, float]  # setup, io, unpack, compute, idle (they add up to ttft_s)
+    bytes_read: int
+    peak_rss_bytes: int
+    tokens: list[int]
+    raw: dict = field(repr=False)
+
+
+def parse_report(stdout: str | bytes) -> RunReport:
+    try:
+        raw = json.loads(stdout)
+        return RunReport(ttft_s=raw["ttft_s"], breakdown_s=raw["ttft_breakdown_s"], bytes_read=raw["bytes_read"],
+                         peak_rss_bytes=raw["peak_rss_bytes"], tokens=raw["tokens"], raw=raw)
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        tail = stdout[-300:] if stdout else stdout
+        raise ReportError(f"edgeflow-run printed something that is not its JSON report ({e}): {tail!r}") from None
+
+
+def first_token_seen(out: bytes) -> bool:
+    """The report's first line, `{"first_token": N,`, is flushed the moment the first token is known."""
+    return re.search(rb'"first_token": -?\d+,', out) is not None
+
+
+def command(binary: str | os.PathLike, packed: str | os.PathLike, tokens: list[int], *, threads: int = 2,
+            ctx: int | None = None, new_tokens: int = 0, extra_args: tuple[str, ...] | list[str] = ()) -> list[str]:
+    """edgeflow-run's arguments for one prompt. --threads is the engine's whole compute budget; --ctx sizes the KV
+    cache (None: the prompt plus the new tokens); extra_args carry the pipeline's flags (PipelineConfig.args)."""
+    return [str(binary), str(packed), "--tokens", ",".join(map(str, tokens)), "--threads", str(threads),
+            *extra_args, *(["--ctx", str(ctx)] if ctx is not None else []), "--json",
+            *(["--new-tokens", str(new_tokens)] if new_tokens else [])]
+
+
+def run_edgeflow(packed: str | os.PathLike, tokens: list[int], *, threads: int = 2, chunk: int = 128,
+                 new_tokens: int = 0, evict_cache: bool = False, trace: str | os.PathLike | None = None,
+                 extra_args: tuple[str, ...] = (), binary: str | os.PathLike | None = None,
+                 timeout: float | None = 600) -> RunReport:
+    """Runs one inference in a local process (cold if evict_cache) and returns its report."""
+    exe = Path(binary) if binary else engine_binary("host")
+    extra = ["--chunk", str(chunk), *extra_args, *(["--evict-cache"] if evict_cache else []),
+             *(["--trace", str(trace)] if trace is not None else [])]
+    proc = subprocess.run(command(exe, packed, tokens, threads=threads, new_tokens=new_tokens, extra_args=extra),
+                          capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeRunError(proc.returncode, proc.stderr)
+    return parse_report(proc.stdout)
