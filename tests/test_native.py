@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from harness.engine import format as native
-from harness.engine.build import build, ctest
+from harness.engine.build import NativeError, build, ctest
 from harness.pack import LAYOUTS, PackedFile, PackError, pack_artifact
 from harness.pack.synthetic import random_codes
 from tests.pack.conftest import tiny_artifact  # noqa: F401  (fixture)
@@ -58,7 +58,7 @@ def test_native_rejects_what_python_rejects(tiny_artifact, tmp_path):
     for label, bad, match in corruptions(good):
         path = tmp_path / "bad.efpk"
         path.write_bytes(bad)
-        with pytest.raises(native.NativeError, match=match):
+        with pytest.raises(NativeError, match=match):
             with native.NativeFile(path) as f:
                 for t in f.tensors():
                     name = t.name.decode()
@@ -71,11 +71,11 @@ def test_native_rejects_what_python_rejects(tiny_artifact, tmp_path):
 
 
 def test_native_errors_are_messages_not_crashes():
-    with pytest.raises(native.NativeError, match="cannot open"):
+    with pytest.raises(NativeError, match="cannot open"):
         native.NativeFile("/nonexistent.efpk")
-    with pytest.raises(native.NativeError, match="shorter than its bit-width section"):
+    with pytest.raises(NativeError, match="shorter than its bit-width section"):
         native.unpack_payload(16, 4, 128, b"\0" * 10)
-    with pytest.raises(native.NativeError, match="not supported|unknown"):
+    with pytest.raises(NativeError, match="not supported|unknown"):
         native.set_unpack_path("neon" if "neon" not in native.supported_paths() else "avx2")
 
 

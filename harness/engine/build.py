@@ -59,7 +59,7 @@ def build(name: str = "host", target: str | None = None) -> Path:
 
 
 def engine_dir(name: str = "host") -> Path:
-    """Where a build's engine binaries are (edgeflow-run, edgeflow-bench-int8, libedgeflow_engine.so)."""
+    """Where a build's engine binaries are (edgeflow-run, edgeflow-bench-int8)."""
     return BUILDS[name][0] / "src" / "engine"
 
 

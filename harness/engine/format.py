@@ -7,47 +7,9 @@ import ctypes
 
 import numpy as np
 
-from harness.engine.build import NativeError, build
+from harness.engine.library import TensorInfo, check, lib
 
 PATHS = ("scalar", "sse", "avx2", "neon")  # unpack kernels (edgeflow_runtime/src/unpack/)
-
-
-class TensorInfo(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_uint32), ("ndim", ctypes.c_uint32),
-                ("shape", ctypes.c_uint32 * 4), ("region", ctypes.c_uint32), ("crc32", ctypes.c_uint32),
-                ("offset", ctypes.c_uint64), ("size", ctypes.c_uint64)]
-
-
-_lib = None
-
-
-def lib() -> ctypes.CDLL:
-    global _lib
-    if _lib is None:
-        c = ctypes.CDLL(str(build("host", "edgeflow") / "libedgeflow.so"))
-        P, U32, U64, I64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int64
-        sig = {
-            "ef_last_error": (ctypes.c_char_p, []), "ef_open": (P, [ctypes.c_char_p]), "ef_open_memory": (P, [P, U64]),
-            "ef_close": (None, [P]), "ef_num_tensors": (U32, [P]), "ef_num_regions": (U32, [P]),
-            "ef_tensor_info_at": (ctypes.c_int, [P, U32, ctypes.POINTER(TensorInfo)]),
-            "ef_find_tensor": (I64, [P, ctypes.c_char_p]),
-            "ef_read_tensor": (ctypes.c_int, [P, U32, P, U64, ctypes.c_int]),
-            "ef_read_region": (ctypes.c_int, [P, U32, P, U64, ctypes.c_int]),
-            "ef_unpack_tensor": (ctypes.c_int, [P, U32, P, U32, U32, P]),
-            "ef_unpack_payload": (ctypes.c_int, [U32, U32, U32, P, U64, U32, U32, P]),
-            "ef_set_unpack_path": (ctypes.c_int, [ctypes.c_char_p]), "ef_unpack_path": (ctypes.c_char_p, []),
-            "ef_unpack_path_supported": (ctypes.c_int, [ctypes.c_char_p]),
-        }
-        for name, (res, args) in sig.items():
-            fn = getattr(c, name)
-            fn.restype, fn.argtypes = res, args
-        _lib = c
-    return _lib
-
-
-def _check(rc: int) -> None:
-    if rc != 0:
-        raise NativeError(lib().ef_last_error().decode())
 
 
 def supported_paths() -> list[str]:
@@ -55,7 +17,7 @@ def supported_paths() -> list[str]:
 
 
 def set_unpack_path(name: str) -> None:
-    _check(lib().ef_set_unpack_path(name.encode()))
+    check(lib().ef_set_unpack_path(name.encode()))
 
 
 def unpack_payload(dtype: int, channels: int, dim: int, payload: bytes, c0: int = 0, c1: int | None = None) -> np.ndarray:
@@ -63,7 +25,7 @@ def unpack_payload(dtype: int, channels: int, dim: int, payload: bytes, c0: int 
     c1 = channels if c1 is None else c1
     out = np.empty((max(c1 - c0, 0), dim), np.int8)
     buf = np.frombuffer(payload, np.uint8)
-    _check(lib().ef_unpack_payload(dtype, channels, dim, buf.ctypes.data, buf.size, c0, c1, out.ctypes.data))
+    check(lib().ef_unpack_payload(dtype, channels, dim, buf.ctypes.data, buf.size, c0, c1, out.ctypes.data))
     return out
 
 
@@ -71,9 +33,8 @@ class NativeFile:
     """A packed model file opened by the native reader (validation happens in ef_open)."""
 
     def __init__(self, path):
-        self._h = lib().ef_open(str(path).encode())
-        if not self._h:
-            raise NativeError(lib().ef_last_error().decode())
+        self._h = None  # __del__ runs even when the open fails
+        self._h = check(lib().ef_open(str(path).encode()))
 
     def close(self) -> None:
         if self._h:
@@ -93,7 +54,7 @@ class NativeFile:
         out = []
         for i in range(lib().ef_num_tensors(self._h)):
             info = TensorInfo()
-            _check(lib().ef_tensor_info_at(self._h, i, ctypes.byref(info)))
+            check(lib().ef_tensor_info_at(self._h, i, ctypes.byref(info)))
             out.append(info)
         return out
 
@@ -107,7 +68,7 @@ class NativeFile:
         i = self.index(name)
         size = self.tensors()[i].size
         buf = ctypes.create_string_buffer(max(size, 1))
-        _check(lib().ef_read_tensor(self._h, i, buf, size, int(verify_crc)))
+        check(lib().ef_read_tensor(self._h, i, buf, size, int(verify_crc)))
         return buf.raw[:size]
 
     def unpack(self, name: str, c0: int = 0, c1: int | None = None) -> np.ndarray:
@@ -118,5 +79,5 @@ class NativeFile:
         c1 = c if c1 is None else c1
         payload = np.frombuffer(self.read(name), np.uint8)
         out = np.empty((max(c1 - c0, 0), d), np.int8)
-        _check(lib().ef_unpack_tensor(self._h, i, payload.ctypes.data, c0, c1, out.ctypes.data))
+        check(lib().ef_unpack_tensor(self._h, i, payload.ctypes.data, c0, c1, out.ctypes.data))
         return out

@@ -1,5 +1,7 @@
-/* C ABI of libedgeflow.so (used by the Python harness through ctypes). Functions returning int give 0 on success and
- * -1 on error; ef_last_error() then describes the error (thread-local, valid until the next call on that thread). */
+/* C ABI of libedgeflow.so (used by the Python harness through ctypes): the packed-file reader and unpack kernels here,
+ * the inference engine in engine.h. Functions returning int give 0 on success and -1 on error, functions returning a
+ * handle give NULL on error; ef_last_error() then describes the error (thread-local, valid until the next call on
+ * that thread). No exception or abort crosses the ABI on bad input. */
 #pragma once
 
 #include <stddef.h>

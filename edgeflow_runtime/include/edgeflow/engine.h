@@ -1,11 +1,12 @@
-/* C ABI of the EdgeFlow inference engine (libedgeflow_engine.so), for the Python harness (ctypes).
- *
- * Every function that can fail returns 0 on success or -1 and writes a message naming the problem into err
- * (err_len bytes, NUL-terminated); no function throws or aborts on bad input. */
-#ifndef EDGEFLOW_ENGINE_H
-#define EDGEFLOW_ENGINE_H
+/* C ABI of the EdgeFlow inference engine, in libedgeflow.so beside the file reader (c_api.h), for the Python harness
+ * (ctypes). Same error convention: functions that can fail return 0, or -1 (NULL for a handle), and ef_last_error()
+ * then names the problem; no function throws or aborts on bad input. */
+#pragma once
+
 #include <stddef.h>
 #include <stdint.h>
+
+#include "edgeflow/c_api.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -14,30 +15,30 @@ extern "C" {
 typedef struct ef_engine ef_engine;
 
 typedef struct {
-    int32_t hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim;
-    int32_t vocab_size, max_position_embeddings, tie_word_embeddings;
-    float rms_norm_eps, rope_theta;
+  int32_t hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim;
+  int32_t vocab_size, max_position_embeddings, tie_word_embeddings;
+  float rms_norm_eps, rope_theta;
 } ef_config;
 
 /* An engine over a packed model file (docs/format.md); weights load during the first prefill. */
-ef_engine* ef_engine_open(const char* path, int32_t threads, int32_t ctx, int32_t chunk, char* err, size_t err_len);
+ef_engine* ef_engine_open(const char* path, int32_t threads, int32_t ctx, int32_t chunk);
 
 /* An engine with an empty model whose tensors the caller sets one by one with ef_engine_set_tensor, named and
  * shaped as in the quantized artifact (docs/quantized-artifact.md), e.g. "model.layers.0.self_attn.q_proj.codes". */
-ef_engine* ef_engine_new(const ef_config* cfg, int32_t threads, int32_t ctx, int32_t chunk, char* err, size_t err_len);
+ef_engine* ef_engine_new(const ef_config* cfg, int32_t threads, int32_t ctx, int32_t chunk);
 
 /* The pipeline's scheduling (edgeflow-run --policy etc.): policy "llmnpu-static" | "place" | "place+priority" |
  * "place+priority+steal" (NULL: the default, the last), accel_threads = the accelerator lane's share of the engine's
  * threads (0: threads / 2), steal_threshold >= 0, lane_help 0/1. Call before a score or between scores. */
-int32_t ef_engine_set_schedule(ef_engine* e, const char* policy, int32_t accel_threads, int32_t steal_threshold,
-                               int32_t lane_help, char* err, size_t err_len);
+int ef_engine_set_schedule(ef_engine* e, const char* policy, int32_t accel_threads, int32_t steal_threshold,
+                           int32_t lane_help);
 
 /* dtype: "int8", "uint8" or "float32"; data is C-contiguous with the given shape (ndim 0 for a scalar). */
-int32_t ef_engine_set_tensor(ef_engine* e, const char* name, const char* dtype, const int64_t* shape, int32_t ndim,
-                             const void* data, char* err, size_t err_len);
+int ef_engine_set_tensor(ef_engine* e, const char* name, const char* dtype, const int64_t* shape, int32_t ndim,
+                         const void* data);
 
 /* Logits of every position of a fresh sequence: logits_out [n, vocab_size] float32. */
-int32_t ef_engine_score(ef_engine* e, const int32_t* tokens, int32_t n, float* logits_out, char* err, size_t err_len);
+int ef_engine_score(ef_engine* e, const int32_t* tokens, int32_t n, float* logits_out);
 
 int32_t ef_engine_vocab_size(const ef_engine* e);
 const char* ef_engine_gemm_kernel(void); /* "avx2", "neon-sdot", ... */
@@ -45,5 +46,4 @@ void ef_engine_free(ef_engine* e);
 
 #ifdef __cplusplus
 }
-#endif
 #endif

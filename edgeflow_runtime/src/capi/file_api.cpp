@@ -1,31 +1,20 @@
-// The C ABI (include/edgeflow/c_api.h): exceptions become -1/NULL plus a thread-local message.
-#include "edgeflow/c_api.h"
-
+// The C ABI of the packed-file reader and the unpack kernels (include/edgeflow/c_api.h); errors: guarded.h.
 #include <cstring>
-#include <exception>
+#include <stdexcept>
 #include <string>
 
+#include "edgeflow/c_api.h"
 #include "edgeflow/format.h"
 #include "edgeflow/unpack.h"
+#include "guarded.h"
+
+using edgeflow::capi::guarded;
 
 struct ef_file {
   edgeflow::PackedFile file;
 };
 
 namespace {
-
-thread_local std::string g_error;
-
-template <class F>
-int guarded(F&& f) {
-  try {
-    f();
-    return 0;
-  } catch (const std::exception& e) {
-    g_error = e.what();
-    return -1;
-  }
-}
 
 edgeflow::UnpackPath path_from(const char* name) {
   for (auto p : {edgeflow::UnpackPath::Auto, edgeflow::UnpackPath::Scalar, edgeflow::UnpackPath::SSE,
@@ -43,7 +32,7 @@ const edgeflow::TensorInfo& tensor(const ef_file* f, uint32_t i) {
 
 extern "C" {
 
-const char* ef_last_error(void) { return g_error.c_str(); }
+const char* ef_last_error(void) { return edgeflow::capi::last_error().c_str(); }
 
 ef_file* ef_open(const char* path) {
   ef_file* out = nullptr;

@@ -1,0 +1,131 @@
+// The C ABI of the inference engine (include/edgeflow/engine.h) over edgeflow::Engine; errors: guarded.h.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "edgeflow/engine.h"
+#include "engine.h"
+#include "guarded.h"
+#include "loader.h"
+#include "tensor_names.h"
+
+using edgeflow::capi::guarded;
+using namespace edgeflow;
+
+struct ef_engine {
+  std::unique_ptr<Engine> engine;
+  Model staged;         // tensors set before the first score (in-memory engines)
+  ScaleStaging scales;  // per-linear scales waiting until all of a linear's tensors are set
+  bool in_memory = false;
+  EngineOptions opt;
+};
+
+namespace {
+
+EngineOptions options(int32_t threads, int32_t ctx, int32_t chunk) {
+  EngineOptions o;
+  o.threads = threads;
+  o.ctx = ctx;
+  o.chunk = chunk;
+  o.validate();
+  return o;
+}
+
+ef_engine& checked(ef_engine* e) {
+  if (!e) throw EngineError("engine is NULL");
+  return *e;
+}
+
+}  // namespace
+
+extern "C" {
+
+ef_engine* ef_engine_open(const char* path, int32_t threads, int32_t ctx, int32_t chunk) {
+  auto h = std::make_unique<ef_engine>();
+  if (guarded([&] {
+        h->opt = options(threads, ctx, chunk);
+        h->engine = std::make_unique<Engine>(open_packed_model(path ? path : ""), h->opt);
+      }) != 0)
+    return nullptr;
+  return h.release();
+}
+
+ef_engine* ef_engine_new(const ef_config* c, int32_t threads, int32_t ctx, int32_t chunk) {
+  auto h = std::make_unique<ef_engine>();
+  if (guarded([&] {
+        if (!c) throw EngineError("config is NULL");
+        h->opt = options(threads, ctx, chunk);
+        LlamaConfig& m = h->staged.cfg;
+        m.hidden = c->hidden_size;
+        m.intermediate = c->intermediate_size;
+        m.n_layers = c->num_hidden_layers;
+        m.n_heads = c->num_attention_heads;
+        m.n_kv_heads = c->num_key_value_heads;
+        m.head_dim = c->head_dim;
+        m.vocab = c->vocab_size;
+        m.max_positions = c->max_position_embeddings;
+        m.tied_embeddings = c->tie_word_embeddings != 0;
+        m.rms_eps = c->rms_norm_eps;
+        m.rope_theta = c->rope_theta;
+        m.validate();
+        h->staged.layers.resize(m.n_layers);
+        h->in_memory = true;
+      }) != 0)
+    return nullptr;
+  return h.release();
+}
+
+int ef_engine_set_tensor(ef_engine* e, const char* name, const char* dtype, const int64_t* shape, int32_t ndim,
+                         const void* data) {
+  return guarded([&] {
+    ef_engine& h = checked(e);
+    if (!h.in_memory || h.engine) throw EngineError("set_tensor needs a new in-memory engine before scoring");
+    if (!name || !dtype || (ndim > 0 && !shape) || !data) throw EngineError("set_tensor: NULL argument");
+    TensorView t{name, dtype, std::vector<int64_t>(shape, shape + ndim), data};
+    set_named_tensor(h.staged, h.scales, t);
+  });
+}
+
+int ef_engine_score(ef_engine* e, const int32_t* tokens, int32_t n, float* logits_out) {
+  return guarded([&] {
+    ef_engine& h = checked(e);
+    if (n <= 0 || !tokens || !logits_out) throw EngineError("score needs at least one token and an output buffer");
+    if (!h.engine) {
+      h.scales.finish(h.staged);
+      h.engine = std::make_unique<Engine>(std::move(h.staged), h.opt);
+    }
+    const auto logits = h.engine->prefill(std::vector<int32_t>(tokens, tokens + n), true, 0);
+    std::memcpy(logits_out, logits.data(), logits.size() * sizeof(float));
+  });
+}
+
+int ef_engine_set_schedule(ef_engine* e, const char* policy, int32_t accel_threads, int32_t steal_threshold,
+                           int32_t lane_help) {
+  return guarded([&] {
+    ef_engine& h = checked(e);
+    EngineOptions o = h.opt;
+    o.policy = policy ? policy : EngineOptions().policy;
+    o.accel_threads = accel_threads;
+    o.steal_threshold = steal_threshold;
+    o.lane_help = lane_help != 0;
+    o.validate();
+    h.opt = o;  // an in-memory engine is built at its first score with these options
+    if (h.engine) h.engine->set_schedule(o.policy, o.accel_threads, o.steal_threshold, o.lane_help);
+  });
+}
+
+int32_t ef_engine_vocab_size(const ef_engine* e) {
+  if (!e) return 0;
+  return e->engine ? e->engine->config().vocab : e->staged.cfg.vocab;
+}
+
+const char* ef_engine_gemm_kernel(void) {
+  const char* name = "invalid EDGEFLOW_GEMM";
+  guarded([&] { name = best_gemm_kernel().name; });
+  return name;
+}
+
+void ef_engine_free(ef_engine* e) { delete e; }
+
+}  // extern "C"
