@@ -24,23 +24,13 @@ from pathlib import Path
 
 from harness.cache import cache_dir, progress_note
 from harness.pack import pack_artifact
+from harness.models.arch import linear_params
+from harness.models.zoo import DEFAULT_MODEL, load_model_spec
 from harness.pack.synthetic import random_artifact
 from harness.engine.build import build as build_engine, engine_dir
 from harness.engine.run import run_edgeflow
 
-# SmolLM2-135M (the default model), as in its manifest.
-DEFAULT_CONFIG = {
-    "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9,
-    "num_key_value_heads": 3, "head_dim": 64, "vocab_size": 49152, "rms_norm_eps": 1e-5, "rope_theta": 100000.0,
-    "max_position_embeddings": 8192, "tie_word_embeddings": True,
-}
-
-
-def linear_params(c: dict) -> int:
-    """Weights of the quantized linears: prefill does 2 ops (multiply + add) per weight per token on them."""
-    h, i, q, kv = c["hidden_size"], c["intermediate_size"], c["num_attention_heads"] * c["head_dim"], \
-        c["num_key_value_heads"] * c["head_dim"]
-    return c["num_hidden_layers"] * (h * q + 2 * h * kv + q * h + 3 * h * i)
+DEFAULT_CONFIG = load_model_spec(DEFAULT_MODEL).architecture  # SmolLM2-135M's shape
 
 
 def synthetic_packed(bits: int) -> Path:
@@ -55,16 +45,6 @@ def int8_peak(threads: int) -> dict:
     exe = engine_dir() / "edgeflow-bench-int8"
     res = subprocess.run([str(exe), str(threads), "0.5"], capture_output=True, text=True, check=True)
     return json.loads(res.stdout)
-
-
-def default_model():
-    from omegaconf import OmegaConf
-
-    from harness.cli import CONF_DIR
-    from harness.config import build
-    from harness.models.zoo import ModelSpec
-
-    return build(ModelSpec, OmegaConf.load(f"{CONF_DIR}/model/smollm2-135m.yaml"), "model")
 
 
 def prompt_ids(spec, n_tokens: int) -> list[int]:
@@ -158,7 +138,7 @@ def main() -> None:
     ap.add_argument("--bits", default="4,5,6,7,8", help="EdgeFlow bit widths of the cold comparison")
     a = ap.parse_args()
     build_engine("host")
-    spec = default_model()
+    spec = load_model_spec(DEFAULT_MODEL)
     work = Workload.for_request(prompt_ids(spec, a.prompt_tokens), a.threads, ctx=a.ctx)
     ops_per_token = 2 * linear_params(DEFAULT_CONFIG)
     bits = [int(b) for b in a.bits.split(",")]

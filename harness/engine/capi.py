@@ -16,6 +16,7 @@ import torch
 from harness.artifact import Artifact
 from harness.engine.build import NativeError
 from harness.engine.library import EngineConfig, check, last_error, lib
+from harness.models import arch
 
 
 _DTYPES = {torch.int8: "int8", torch.uint8: "uint8", torch.float32: "float32"}
@@ -40,15 +41,7 @@ class NativeEngine:
         if artifact.manifest.get("runtime_compatible") is False:
             raise RuntimeError("artifact is not runtime-compatible: "
                                + str(artifact.manifest.get("runtime_incompatible_reason", "no reason given")))
-        c = artifact.config
-        cfg = EngineConfig(
-            hidden_size=c["hidden_size"], intermediate_size=c["intermediate_size"],
-            num_hidden_layers=c["num_hidden_layers"], num_attention_heads=c["num_attention_heads"],
-            num_key_value_heads=c["num_key_value_heads"],
-            head_dim=c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"],
-            vocab_size=c["vocab_size"], max_position_embeddings=c.get("max_position_embeddings", 2048),
-            tie_word_embeddings=int(bool(c.get("tie_word_embeddings", False))),
-            rms_norm_eps=c.get("rms_norm_eps", 1e-6), rope_theta=c.get("rope_theta", 10000.0))
+        cfg = EngineConfig(**arch.complete(artifact.config, "artifact config"))
         engine = cls(check(lib().ef_engine_new(ctypes.byref(cfg), threads, ctx, chunk)))
         for name, t in artifact.tensors().items():
             t = t.detach().contiguous()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 
 from harness.engine.build import NativeError, build
+from harness.models import arch
 
 
 class TensorInfo(ctypes.Structure):  # ef_tensor_info
@@ -15,10 +16,7 @@ class TensorInfo(ctypes.Structure):  # ef_tensor_info
 
 
 class EngineConfig(ctypes.Structure):  # ef_config: the Llama hyper-parameters of an in-memory engine
-    _fields_ = [(name, ctypes.c_int32) for name in (
-        "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-        "head_dim", "vocab_size", "max_position_embeddings", "tie_word_embeddings")] + [
-        ("rms_norm_eps", ctypes.c_float), ("rope_theta", ctypes.c_float)]
+    _fields_ = [(f.name, ctypes.c_float if f.kind is float else ctypes.c_int32) for f in arch.FIELDS]
 
 
 _P, _I, _I32, _U32, _U64, _I64, _S = (ctypes.c_void_p, ctypes.c_int, ctypes.c_int32, ctypes.c_uint32, ctypes.c_uint64,
@@ -39,6 +37,7 @@ _SIGNATURES = {  # name -> (restype, argtypes)
     "ef_engine_set_tensor": (_I, [_P, _S, _S, ctypes.POINTER(ctypes.c_int64), _I32, _P]),
     "ef_engine_score": (_I, [_P, ctypes.POINTER(ctypes.c_int32), _I32, ctypes.POINTER(ctypes.c_float)]),
     "ef_engine_set_schedule": (_I, [_P, _S, _I32, _I32, _I32]),
+    "ef_config_size": (_U64, []), "ef_config_offset": (_I64, [_S]),
     "ef_engine_vocab_size": (_I32, [_P]), "ef_engine_gemm_kernel": (_S, []), "ef_engine_free": (None, [_P]),
 }
 

@@ -89,24 +89,19 @@ def main(argv: list[str] | None = None) -> None:
     import argparse
     import json
     import time
-    from pathlib import Path
 
-    from omegaconf import OmegaConf
-
-    from harness.config import build
     from harness.data.config import load_dataset_config
-    from harness.models.zoo import ModelSpec, load_model
+    from harness.models.zoo import DEFAULT_MODEL, load_model, load_model_spec
 
     parser = argparse.ArgumentParser(description="FP16-reference accuracy of a zoo model (one JSON row per metric)")
-    parser.add_argument("--model", default="smollm2-135m", help="a conf/model/<name>.yaml")
+    parser.add_argument("--model", default=DEFAULT_MODEL, help="a conf/model/<name>.yaml")
     parser.add_argument("--dataset", nargs="+", default=["lambada-local", "hellaswag-local"])
     parser.add_argument("--limit", type=int, default=None, help="documents per task (default: all)")
     parser.add_argument("--batch-size", type=int, default=8)
     args = parser.parse_args(argv)
 
     datasets = [load_dataset_config(name) for name in args.dataset]  # validate every config before loading a model
-    conf = Path(__file__).resolve().parents[2] / "conf" / "model" / f"{args.model}.yaml"
-    spec = build(ModelSpec, OmegaConf.load(conf), "model")
+    spec = load_model_spec(args.model)
     model, tokenizer = load_model(spec)
     for dataset in datasets:
         start = time.monotonic()

@@ -10,24 +10,21 @@ from __future__ import annotations
 
 import sys
 
-from omegaconf import OmegaConf
 from transformers import AutoTokenizer
 
-from harness.cli import CONF_DIR
-from harness.config import build
 from harness.devices import get_device
 from harness.measure.cold import ProtocolConfig
 from harness.measure.compare import Entry, paired_ratios, print_comparison, run_interleaved, spread
 from harness.measure.workload import Workload
 from harness.data.prompts import fixed_length_prompts
-from harness.models.zoo import ModelSpec, checkpoint_dir
+from harness.models.zoo import DEFAULT_MODEL, checkpoint_dir, load_model_spec
 from harness.systems import SystemConfig, get_system
 
 THREADS = 2
 
 
 def main(reps: int = 5, mbps: float = 200.0) -> None:
-    model = build(ModelSpec, OmegaConf.load(f"{CONF_DIR}/model/smollm2-135m.yaml"), "model")
+    model = load_model_spec(DEFAULT_MODEL)
     ids = list(fixed_length_prompts(AutoTokenizer.from_pretrained(checkpoint_dir(model)), 128, 1)[0].ids)
     work = Workload.for_request(ids, THREADS)  # one workload for every system and flash speed
     devices = {"native": get_device({"name": "local"}), f"{mbps:g} MB/s": get_device({"name": "local", "flash_read_mbps": mbps})}

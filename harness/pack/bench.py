@@ -31,12 +31,10 @@ from harness.engine.build import build as build_engine
 from harness.artifact import load_artifact
 from harness.cache import cache_dir
 from harness.pack import LAYOUTS, PackedFile, pack_artifact
+from harness.models.zoo import DEFAULT_MODEL, load_model_spec
 from harness.pack.synthetic import random_artifact
 
-# SmolLM2-135M-Instruct (docs/quantized-artifact.md)
-DEFAULT_CONFIG = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
-                      num_key_value_heads=3, head_dim=64, vocab_size=49152, rms_norm_eps=1e-5, rope_theta=100000.0,
-                      max_position_embeddings=8192, tie_word_embeddings=True)
+DEFAULT_CONFIG = load_model_spec(DEFAULT_MODEL).architecture  # SmolLM2-135M's shape
 BASELINE_PATH = "auto"  # the baselines have one kernel each (labelled "native" in the rows)
 PAPER = {  # section 5.4.2 and Figure 4 (Llama3-8B on a Snapdragon 8 Elite), paper-values.md
     "load_speedup_vs_mixed48": 1.42, "unpack_speedup_vs_kquant": 6.17, "e2e_speedup_vs_kquant": 3.05,

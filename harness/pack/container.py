@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.artifact import Artifact
+from harness.models.arch import PACKED_INT_FIELDS
 from harness.pack import LAYOUT_BY_DTYPE, get_layout
 from harness.pack.base import PackError
 
@@ -35,8 +36,6 @@ RAW_DTYPES = {F32: np.float32, F16: np.float16, I8: np.int8, U8: np.uint8}
 DTYPE_OF_NUMPY = {np.dtype(v): k for k, v in RAW_DTYPES.items()}
 REGION_EMBEDDING, REGION_LAYER, REGION_FINAL = 0, 1, 2
 
-CONFIG_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-               "head_dim", "vocab_size", "max_position_embeddings")
 # order of a layer's tensors on disk: the order the forward pass needs them
 MODULE_ORDER = ("input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
                 "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
@@ -117,7 +116,7 @@ def write_packed(path, config: dict, entries, provenance: dict, packing: int) ->
     file_size = cursor
 
     flags = 1 if config.get("tie_word_embeddings", False) else 0
-    cfg = CONFIG.pack(*(int(config.get(k) or 0) for k in CONFIG_KEYS), float(config.get("rms_norm_eps", 1e-5)),
+    cfg = CONFIG.pack(*(int(config.get(k) or 0) for k in PACKED_INT_FIELDS), float(config.get("rms_norm_eps", 1e-5)),
                       float(config.get("rope_theta", 10000.0)), flags, len(strings), len(js), 0, 0, 0)
     meta = cfg + b"".join(region_rows) + b"".join(tensor_rows) + bytes(strings) + js
     assert len(meta) == meta_size
@@ -218,7 +217,7 @@ class PackedFile:
             self.provenance = json.loads(meta[pos + strings_size :])
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise PackError(f"{self.path}: provenance JSON is invalid ({e})") from None
-        self.config = dict(zip(CONFIG_KEYS, cfg[:8]), rms_norm_eps=cfg[8], rope_theta=cfg[9],
+        self.config = dict(zip(PACKED_INT_FIELDS, cfg[:8]), rms_norm_eps=cfg[8], rope_theta=cfg[9],
                            tie_word_embeddings=bool(cfg[10] & 1))
 
         self.regions: list[RegionInfo] = []

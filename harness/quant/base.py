@@ -33,6 +33,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from harness.artifact import Artifact, QuantLinear
+from harness.models.arch import runtime_config
 from harness.quant.calibrate import LinearStats, collect_stats, target_linears
 from harness.quant.config import ConfigError, QuantizerConfig
 from harness.quant.numerics import quantize_per_channel
@@ -162,21 +163,6 @@ def select_layers(targets: dict[str, nn.Linear], patterns: list[str]) -> list[st
             raise ValueError(f"quantizer.layers pattern {pattern!r} matches no quantizable linear layer "
                              f"(names look like: {examples}; embeddings and lm_head are set by embedding_bits)")
     return [n for n in targets if any(fnmatchcase(n, p) for p in patterns)]
-
-
-def runtime_config(config) -> dict:
-    """The model facts the runtime needs (docs/quantized-artifact.md), from a Hugging Face LlamaConfig."""
-    rope = getattr(config, "rope_parameters", None) or {}
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    return {
-        "hidden_size": config.hidden_size, "intermediate_size": config.intermediate_size,
-        "num_hidden_layers": config.num_hidden_layers, "num_attention_heads": config.num_attention_heads,
-        "num_key_value_heads": config.num_key_value_heads, "head_dim": head_dim, "vocab_size": config.vocab_size,
-        "rms_norm_eps": float(config.rms_norm_eps),
-        "rope_theta": float(rope.get("rope_theta", getattr(config, "rope_theta", 10000.0))),
-        "max_position_embeddings": config.max_position_embeddings,
-        "tie_word_embeddings": bool(config.tie_word_embeddings),
-    }
 
 
 def effective_bits(linears: dict[str, QuantLinear], others: dict[str, torch.Tensor]) -> float:

@@ -10,12 +10,12 @@ from omegaconf import OmegaConf
 from harness.cli import CONF_DIR
 from harness.config import build
 from harness.devices import get_device
-from harness.models.zoo import ModelSpec
+from harness.models.zoo import DEFAULT_MODEL, load_model_spec
 from harness.systems import SystemConfig, get_system
 
 
-def main(model_name: str = "smollm2-135m") -> None:
-    model = build(ModelSpec, OmegaConf.load(f"{CONF_DIR}/model/{model_name}.yaml"), "model")
+def main(model_name: str = DEFAULT_MODEL) -> None:
+    model = load_model_spec(model_name)
     device = get_device({"name": "local"})
     for name in ("llamacpp", "mnn"):
         cfg = build(SystemConfig, OmegaConf.load(f"{CONF_DIR}/system/{name}.yaml"), "system")

@@ -4,7 +4,9 @@ import pytest
 import torch
 
 from harness.models import zoo
-from harness.models.zoo import COMPLETE, ModelSpec, ModelUnavailable, checkpoint_dir
+from harness.config import ConfigError
+from harness.models.arch import runtime_config
+from harness.models.zoo import COMPLETE, ModelSpec, ModelUnavailable, checkpoint_dir, load_model_spec
 
 
 def _gguf_spec(name="tiny"):
@@ -53,6 +55,8 @@ def test_default_model_conversion_matches_the_gguf(default_model_spec):
     assert config["tie_word_embeddings"] is True
     model, tok = zoo.load_model(default_model_spec)
     assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()  # tied, one tensor
+    # The shape in conf/model/smollm2-135m.yaml (random-code benchmarks use it) is the checkpoint's.
+    assert runtime_config(model.config) == pytest.approx(default_model_spec.architecture)
 
     gguf = zoo._fetch_gguf(default_model_spec)
     ref = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32).eval()
@@ -62,3 +66,14 @@ def test_default_model_conversion_matches_the_gguf(default_model_spec):
     assert torch.equal(ours.argmax(-1), theirs.argmax(-1))
     # The cache stores FP16: the GGUF's dequantised fp32 values round once more.
     assert (ours - theirs).abs().max() < 0.05 * theirs.abs().max()
+
+
+def test_load_model_spec_validates_and_names_unknown_models():
+    spec = load_model_spec("smollm2-135m")
+    assert spec.architecture["head_dim"] == 64 and spec.architecture["tie_word_embeddings"] is True
+    with pytest.raises(ConfigError, match=r"unknown model 'smollm3'.*known models: .*smollm2-135m"):
+        load_model_spec("smollm3")
+    with pytest.raises(ValueError, match="architecture: vocab_size is missing"):
+        ModelSpec("m", "hf", hf_id="x/y", architecture={"hidden_size": 8, "intermediate_size": 8,
+                                                        "num_hidden_layers": 1, "num_attention_heads": 1,
+                                                        "num_key_value_heads": 1})

@@ -6,7 +6,7 @@ import torch
 from transformers import LlamaForCausalLM
 
 from harness.artifact import LINEAR_SUFFIXES, Artifact, QuantLinear
-from harness.quant.base import runtime_config
+from harness.models.arch import runtime_config
 from harness.quant.numerics import act_scale_for, quantize_per_channel
 from tests.tiny_llama import tiny_llama as shared_tiny_llama
 

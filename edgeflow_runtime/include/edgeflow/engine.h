@@ -14,11 +14,16 @@ extern "C" {
 
 typedef struct ef_engine ef_engine;
 
+/* The model's hyper-parameters, field for field as harness/models/arch.py FIELDS (Hugging Face LlamaConfig names). */
 typedef struct {
   int32_t hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim;
   int32_t vocab_size, max_position_embeddings, tie_word_embeddings;
   float rms_norm_eps, rope_theta;
 } ef_config;
+
+/* sizeof(ef_config), and offsetof(ef_config, field) or -1 for an unknown field: the harness checks its ctypes mirror. */
+uint64_t ef_config_size(void);
+int64_t ef_config_offset(const char* field);
 
 /* An engine over a packed model file (docs/format.md); weights load during the first prefill. */
 ef_engine* ef_engine_open(const char* path, int32_t threads, int32_t ctx, int32_t chunk);

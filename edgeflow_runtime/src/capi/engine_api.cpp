@@ -1,7 +1,9 @@
 // The C ABI of the inference engine (include/edgeflow/engine.h) over edgeflow::Engine; errors: guarded.h.
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "edgeflow/engine.h"
@@ -40,6 +42,21 @@ ef_engine& checked(ef_engine* e) {
 }  // namespace
 
 extern "C" {
+
+uint64_t ef_config_size(void) { return sizeof(ef_config); }
+
+int64_t ef_config_offset(const char* field) {
+#define EF_FIELD(f) {#f, offsetof(ef_config, f)}
+  static const std::pair<const char*, size_t> fields[] = {
+      EF_FIELD(hidden_size),         EF_FIELD(intermediate_size), EF_FIELD(num_hidden_layers),
+      EF_FIELD(num_attention_heads), EF_FIELD(num_key_value_heads), EF_FIELD(head_dim),
+      EF_FIELD(vocab_size),          EF_FIELD(max_position_embeddings), EF_FIELD(tie_word_embeddings),
+      EF_FIELD(rms_norm_eps),        EF_FIELD(rope_theta)};
+#undef EF_FIELD
+  for (const auto& [name, offset] : fields)
+    if (field && std::strcmp(field, name) == 0) return static_cast<int64_t>(offset);
+  return -1;
+}
 
 ef_engine* ef_engine_open(const char* path, int32_t threads, int32_t ctx, int32_t chunk) {
   auto h = std::make_unique<ef_engine>();
