@@ -13,10 +13,8 @@ import argparse
 import json
 import os
 import time
-from pathlib import Path
 
 import torch
-import yaml
 
 from harness.quant.base import make_quantizer
 from harness.quant.calibrate import target_linears
@@ -65,11 +63,10 @@ def main(argv=None) -> None:
         print(json.dumps(row), flush=True)
         return row
 
-    from harness.models.zoo import ModelSpec, load_model
+    from harness.models.zoo import DEFAULT_MODEL, load_model, load_model_spec
 
-    conf = Path(__file__).resolve().parents[2] / "conf" / "model" / "smollm2-135m.yaml"
-    model, _ = load_model(ModelSpec(**yaml.safe_load(conf.read_text())))
-    report("smollm2-135m", model)
+    model, _ = load_model(load_model_spec(DEFAULT_MODEL))
+    report(DEFAULT_MODEL, model)
     c = model.config
     shape = dict(layers=args.random_layers, heads=c.num_attention_heads, kv_heads=c.num_key_value_heads, vocab=4096)
     base = report(f"random-{c.hidden_size}x{c.intermediate_size}",

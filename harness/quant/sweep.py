@@ -77,9 +77,7 @@ def main(argv=None) -> None:
     import argparse
     import json
 
-    import yaml
-
-    from harness.models.zoo import ModelSpec, load_model
+    from harness.models.zoo import DEFAULT_MODEL, load_model, load_model_spec
 
     ap = argparse.ArgumentParser(description="perplexity of the default model quantized by several quantizers")
     ap.add_argument("--calib-text", required=True, help="text file for calibration (32 x 256 random windows)")
@@ -93,8 +91,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    conf = Path(__file__).resolve().parents[2] / "conf" / "model" / "smollm2-135m.yaml"
-    spec = ModelSpec(**yaml.safe_load(conf.read_text()))
+    spec = load_model_spec(DEFAULT_MODEL)
     model, tokenizer = load_model(spec)
     encode = lambda text: torch.tensor(tokenizer(text)["input_ids"])
     calibration = calibration_sequences(encode(Path(args.calib_text).read_text()))
