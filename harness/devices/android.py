@@ -413,6 +413,9 @@ class AndroidDevice(Device):
     def resident_fraction(self, paths) -> float:
         return self._pagecache("resident", paths)
 
+    def preload(self, paths, fraction: float) -> float:
+        return self._pagecache("preload", [f"{float(fraction):.6f}", *paths])
+
     # --- sensors and facts ---
     def sample_memory(self, pid):
         res = self.run(["cat", f"/proc/{int(pid)}/status"])

@@ -154,6 +154,18 @@ class Device(ABC):
     def resident_fraction(self, paths: list[str]) -> float:
         """Fraction of the files' pages in the page cache."""
 
+    def preload(self, paths: list[str], fraction: float) -> float:
+        """Read the first `fraction` of each file's bytes into the page cache (Figure 2's prefetching); returns the
+        resident fraction measured afterwards."""
+        raise NotImplementedError(f"device {self.name} cannot preload files into its page cache")
+
+    def file_bytes(self, paths: list[str]) -> int:
+        """Total size of the files in bytes."""
+        res = self.run(["stat", "-c", "%s", *paths])
+        if res.returncode != 0:
+            raise RuntimeError(f"stat failed on device {self.name}: {res.stdout.strip()[:200]}")
+        return sum(int(line) for line in res.stdout.split())
+
     @abstractmethod
     def sample_memory(self, pid: int) -> dict | None:
         """{"rss_kb", "hwm_kb"} of a running process, None once it has exited."""

@@ -147,6 +147,12 @@ class LocalDevice(Device):
     def resident_fraction(self, paths) -> float:
         return pagecache.resident_fraction(paths)
 
+    def preload(self, paths, fraction: float) -> float:
+        return pagecache.preload(paths, fraction)
+
+    def file_bytes(self, paths) -> int:
+        return sum(f.stat().st_size for f in pagecache.expand_files(paths))
+
     def sample_memory(self, pid):
         try:
             return parse_proc_status(Path(f"/proc/{pid}/status").read_text())

@@ -69,6 +69,19 @@ def evict(paths) -> float:
     return resident_fraction(paths)
 
 
+def preload(paths, fraction: float, chunk: int = 1 << 20) -> float:
+    """Read the first `fraction` of every file's bytes into the page cache (an app prefetching its model before the
+    user asks, Figure 2); returns the resident fraction measured afterwards. Reads happen in this process, outside any
+    flash throttle: preloading is not part of the measured cold start."""
+    for f in expand_files(paths):
+        todo = int(os.path.getsize(f) * fraction)
+        with open(f, "rb", buffering=0) as fh:
+            os.posix_fadvise(fh.fileno(), 0, 0, os.POSIX_FADV_RANDOM)  # no readahead past the prefix
+            while todo > 0 and (got := len(fh.read(min(chunk, todo)))):
+                todo -= got
+    return resident_fraction(paths)
+
+
 def expand_files(paths) -> list[Path]:
     """Files named by `paths`; directories are expanded to the regular files below them. A missing path is an error."""
     out: list[Path] = []

@@ -2,6 +2,7 @@
  *
  *   pagecache_tool evict FILE...     posix_fadvise(DONTNEED) each file, then print residency as below
  *   pagecache_tool resident FILE...  print "<resident pages> <total pages>" summed over the files
+ *   pagecache_tool preload F FILE... read the first fraction F (0..1) of each file's bytes, then print residency
  *
  * Residency is mincore(2) over a PROT_READ shared mapping (bit 0 of each page's byte). No root needed. Built static
  * for aarch64 with Debian's cross compiler so it runs on Android as well as Linux. Exit status 2 on any error. */
@@ -48,14 +49,44 @@ static int evict(const char *path) {
     return 0;
 }
 
+static int preload(const char *path, double fraction) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) { perror(path); return -1; }
+    struct stat st;
+    if (fstat(fd, &st) != 0) { perror(path); close(fd); return -1; }
+    posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);  /* no readahead past the prefix */
+    static char buf[1 << 20];
+    long long todo = (long long)(st.st_size * fraction);
+    while (todo > 0) {
+        ssize_t got = read(fd, buf, todo < (long long)sizeof buf ? (size_t)todo : sizeof buf);
+        if (got < 0) { perror(path); close(fd); return -1; }
+        if (got == 0) break;
+        todo -= got;
+    }
+    close(fd);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    if (argc < 3 || (strcmp(argv[1], "evict") != 0 && strcmp(argv[1], "resident") != 0)) {
-        fprintf(stderr, "usage: %s evict|resident FILE...\n", argv[0]);
+    int is_evict = argc >= 3 && strcmp(argv[1], "evict") == 0;
+    int is_preload = argc >= 4 && strcmp(argv[1], "preload") == 0;
+    if (!is_evict && !is_preload && !(argc >= 3 && strcmp(argv[1], "resident") == 0)) {
+        fprintf(stderr, "usage: %s evict|resident FILE... | preload FRACTION FILE...\n", argv[0]);
         return 2;
     }
+    double fraction = 0;
+    if (is_preload) {
+        char *end;
+        fraction = strtod(argv[2], &end);
+        if (*end || !(fraction >= 0 && fraction <= 1)) {
+            fprintf(stderr, "preload: fraction must be a number in [0, 1], got %s\n", argv[2]);
+            return 2;
+        }
+    }
     unsigned long long resident = 0, total = 0;
-    for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[1], "evict") == 0 && evict(argv[i]) != 0) return 2;
+    for (int i = is_preload ? 3 : 2; i < argc; i++) {
+        if (is_evict && evict(argv[i]) != 0) return 2;
+        if (is_preload && preload(argv[i], fraction) != 0) return 2;
         if (residency(argv[i], &resident, &total) != 0) return 2;
     }
     printf("%llu %llu\n", resident, total);

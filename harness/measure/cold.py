@@ -4,7 +4,9 @@ One repetition:
   1. load gate: the device's 1-minute load average against `protocol.max_load` (refuse, wait, or flag the row);
      thermal gate: wait until the hottest CPU zone is at most `device.max_temp_c` (up to `device.thermal_wait_s`,
      then refuse), where the device reads temperatures (a phone: 40 C by default; this host: off);
-  2. evict every model file from the page cache and verify residency (<= `protocol.max_resident_fraction`);
+  2. evict every model file from the page cache and verify residency (<= `protocol.max_resident_fraction`); with
+     `protocol.preload_fraction` > 0 (Figure 2: an app that prefetches its model), then read the first fraction of
+     every model file back into the cache, outside any flash throttle, and verify that fraction is resident;
   3. spawn a fresh process (under flash emulation when the device has it) and start the clock at spawn;
   4. read its stdout unbuffered; the system's `first_token(buffer)` says when the first generated token is there, and
      the wall-clock time of the read that completed it is TTFT (primary metric);
@@ -40,6 +42,7 @@ class ProtocolConfig:
     busy_wait_s: float = 120.0
     max_resident_fraction: float = 0.01  # of the model files' pages, after eviction
     rss_sample_ms: float = 10.0
+    preload_fraction: float = 0.0  # of each model file's bytes (a prefix) cached again after eviction (Figure 2)
 
     def __post_init__(self):
         checks = [
@@ -50,6 +53,7 @@ class ProtocolConfig:
             ("busy_wait_s", self.busy_wait_s >= 0, ">= 0"),
             ("max_resident_fraction", 0 <= self.max_resident_fraction <= 1, "within [0, 1]"),
             ("rss_sample_ms", 1 <= self.rss_sample_ms <= 1000, "within [1, 1000] ms"),
+            ("preload_fraction", 0 <= self.preload_fraction <= 1, "within [0, 1]"),
         ]
         for key, ok, allowed in checks:
             if not ok:
@@ -97,6 +101,7 @@ class ColdRun:
     temp_peak_c: float | None = None  # hottest reading during the run
     sample_rate_hz: float | None = None  # of the device's sampler
     thermal_reason: str | None = None
+    preloaded_bytes: int | None = None  # with protocol.preload_fraction > 0: model bytes in the cache at spawn
 
 
 def gate_load(device, protocol: ProtocolConfig) -> tuple[float, bool]:
@@ -150,12 +155,26 @@ def evict_verified(device, files: list[str], protocol: ProtocolConfig, tries: in
                        f"mapped or is reading them (see `fuser {files[0]}`); files: {files}")
 
 
+def preload_verified(device, files: list[str], fraction: float, slack: float = 0.01) -> float:
+    """After eviction: the first `fraction` of every file read back into the page cache; returns the resident
+    fraction, which must lie within `slack` of the request (readahead is off for the prefix reads)."""
+    resident = device.preload(files, fraction)
+    if abs(resident - fraction) > slack:
+        raise RuntimeError(f"preloading {fraction:.0%} of the model files left {resident:.1%} of their pages cached "
+                           f"(allowed +-{slack:.0%}); another process may be reading them; files: {files}")
+    return resident
+
+
 def run_once(device, cmd: list[str], files: list[str], first_token: Callable[[bytes], bool], timeout_s: float,
              protocol: ProtocolConfig, env: dict | None = None, cwd: str | None = None) -> ColdRun:
     """One cold repetition of `cmd` (see the module docstring)."""
     load, busy = gate_load(device, protocol)
     temp_before, thermal_reason = gate_thermal(device)
     resident = evict_verified(device, files, protocol)
+    preloaded = None
+    if protocol.preload_fraction > 0:
+        resident = preload_verified(device, files, protocol.preload_fraction)
+        preloaded = round(resident * device.file_bytes(files))
     read_energy, energy_reason = device.power_source()
     e0 = read_energy() if read_energy else None
 
@@ -218,7 +237,7 @@ def run_once(device, cmd: list[str], files: list[str], first_token: Callable[[by
                   peak_rss_kb=hwm["kb"] or proc.peak_rss_kb() or max((r for _, r in timeline), default=None),
                   rss_timeline=timeline, bytes_read=proc.bytes_read(), resident_before=resident, load_avg=load,
                   host_busy=busy, energy_j=energy, energy_reason=energy_reason, temp_before_c=temp_before,
-                  thermal_reason=thermal_reason)
+                  thermal_reason=thermal_reason, preloaded_bytes=preloaded)
     if energy is not None and run.ttft_s > 0:
         run.avg_power_w = energy / run.ttft_s
         # Mean power between consecutive counter readings (a counter updates every ~1 ms; readings ~10 ms apart).

@@ -132,7 +132,8 @@ def cold_metrics(run: ColdRun, device) -> list[Metric]:
         return None if v is None else v / 1e6
     energy_reason = None if run.energy_j is not None else run.energy_reason
     pss_kb = max((p for _, p in run.pss_timeline), default=None)
-    return [
+    preload = [] if run.preloaded_bytes is None else [Metric("preloaded_mb", run.preloaded_bytes / 1e6, "MB")]
+    return preload + [
         Metric("ttft_s", run.ttft_s, "s"),
         Metric("exit_s", run.exit_s, "s"),
         Metric("peak_rss_mb", None if run.peak_rss_kb is None else run.peak_rss_kb / 1024, "MiB",

@@ -50,6 +50,9 @@ def test_pagecache_tool_for_the_phone_evicts_under_qemu(tmp_path):
     assert run("evict", str(f)).stdout == "0 10\n"
     bad = run("evict", str(tmp_path / "missing"))
     assert bad.returncode == 2 and "missing" in bad.stderr
+    assert run("preload", "0.5", str(f)).stdout == "5 10\n"  # the first half, no readahead past it
+    bad = run("preload", "1.5", str(f))
+    assert bad.returncode == 2 and "fraction must be a number in [0, 1]" in bad.stderr
 
 
 @pytest.mark.parametrize("key,value,allowed", [("sample_interval_ms", 500, "10 Hz"), ("root", "maybe", "auto, su"),

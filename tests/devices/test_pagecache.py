@@ -14,6 +14,14 @@ def test_evict_drops_a_cached_file_and_residency_sees_it(tmp_path):
     assert pagecache.resident_fraction([f]) == 0.0
 
 
+def test_preload_caches_exactly_the_requested_prefix(tmp_path):
+    f = tmp_path / "weights.bin"
+    f.write_bytes(os.urandom(64 * pagecache.PAGE))
+    pagecache.evict([f])
+    assert pagecache.preload([f], 0.25) == pytest.approx(0.25)  # no readahead past the prefix
+    assert pagecache.preload([f], 1.0) == 1.0
+
+
 def test_directories_expand_to_their_files_and_missing_paths_are_errors(tmp_path):
     (tmp_path / "a").write_bytes(b"x" * 100)
     (tmp_path / "sub").mkdir()

@@ -36,6 +36,17 @@ def test_ttft_is_spawn_to_first_token_bytes(device, weights):
     assert (run.energy_j is None) == (run.energy_reason is not None)
 
 
+def test_preloading_caches_the_prefix_before_the_spawn(device, tmp_path):
+    f = tmp_path / "model.bin"
+    f.write_bytes(b"\1" * (400 * 4096))
+    protocol = ProtocolConfig(repetitions=1, warmup_runs=0, busy_policy="flag", preload_fraction=0.5)
+    run = run_once(device, engine("print('tok')"), [str(f)], lambda out: b"tok" in out, 10, protocol)
+    assert run.resident_before == pytest.approx(0.5, abs=0.01)
+    assert run.preloaded_bytes == pytest.approx(200 * 4096, rel=0.02)
+    with pytest.raises(ValueError, match=r"protocol.preload_fraction must be within \[0, 1\]"):
+        ProtocolConfig(preload_fraction=1.5)
+
+
 def test_warmup_runs_are_discarded(device, weights):
     calls = []
     runs = repeat(lambda: calls.append(1) or len(calls), ProtocolConfig(repetitions=3, warmup_runs=2))
