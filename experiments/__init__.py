@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from experiments import (compare_quantizers, fig2, fig4, fig10, fig12, fig13, fig15, fig16, table3, table4,
+from experiments import (compare_quantizers, fig1, fig2, fig4, fig10, fig12, fig13, fig15, fig16, table3, table4,
                          table5)
 
-ARTIFACTS: dict[str, ModuleType] = {m.NAME: m for m in (fig2, fig10, table3, table4, table5, fig12, fig13, fig4,
+ARTIFACTS: dict[str, ModuleType] = {m.NAME: m for m in (fig1, fig2, fig10, table3, table4, table5, fig12, fig13, fig4,
                                                         fig15, fig16, compare_quantizers)}
 
 

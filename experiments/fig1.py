@@ -1,0 +1,161 @@
+"""Figure 1 (section 3.1): where a cold start's time goes, per system, for a 128-token prompt.
+
+The paper's (llm.npu on Llama3-8B): online graph construction 51.2 s, materialised graphs 10.5 s, and overlapped
+per-layer graphs 9.1 s of which 7.4 s are a pipeline bubble waiting for weights: loading, not compute, is the
+bottleneck. Ours: the cold (nothing preloaded) `preload` rows of Figure 2's sweep, i.e. the same 128-token cold
+starts, for llama.cpp, MNN and EdgeFlow, each split by the engine's own clock (secondary columns of the TTFT rows):
+
+- EdgeFlow (edgeflow-run's trace): setup, exposed load (I/O with no compute running), exposed weight preparation
+  (unpack with no compute running), prefill (any compute running), bubble (nothing running); process start is the
+  wall-clock TTFT minus the engine's own.
+- llama.cpp (its perf lines): load, prompt eval; setup (with process start) is the rest of the wall-clock TTFT. It maps
+  the file, so page faults during prompt eval count as prefill: its exposed loading is under-counted.
+- MNN (our driver's timers): Python start-up + `import MNN` (setup), load, prefill; the rest is process start.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from experiments import common, fig2, fig15
+from experiments.common import Section, fmt, md_table
+
+NAME = "fig1"
+TITLE = "Figure 1 - cold-start breakdown per system (128-token prompt)"
+EXPERIMENTS = fig2.EXPERIMENTS
+SYSTEMS = ("llamacpp", "mnn", "edgeflow")
+PAPER_MODELS = fig2.PAPER_MODELS
+PARTS = ("process start", "setup", "load", "weight preparation", "prefill", "bubble")
+COLORS = dict(zip(PARTS, ("#bbbbbb", "#8172b3", "#dd8452", "#937860", "#4c72b0", "#c44e52")))
+NOT_PREFILL = ("process start", "setup", "load", "weight preparation", "bubble")
+
+
+def sweep(models=("smollm2-135m",), systems=SYSTEMS, bits=fig2.EDGEFLOW_BITS, device="local",
+          flash_mbps: float | None = None, prompt_tokens: int = 128, rounds: int = 3) -> list[list[str]]:
+    """Figure 2's sweep without preloading (the same configurations: measured once, drawn by both)."""
+    return fig2.sweep(models, systems, bits, device, flash_mbps, prompt_tokens, (0.0,), rounds)
+
+
+def split(system: str, m: dict) -> dict | None:
+    """The parts (seconds) of one cold start from its metrics, or None when the engine's timings are missing."""
+    ttft = m.get("ttft_s")
+    if system == "edgeflow" and "edgeflow_ttft_s" in m:
+        parts = {"process start": ttft - m["edgeflow_ttft_s"], "setup": m.get("edgeflow_setup_s", 0.0),
+                 "load": m.get("edgeflow_io_s", 0.0), "weight preparation": m.get("edgeflow_unpack_s", 0.0),
+                 "prefill": m.get("edgeflow_compute_s", 0.0), "bubble": m.get("edgeflow_idle_s", 0.0)}
+    elif system == "llamacpp" and "llamacpp_load_s" in m:
+        load, prefill = m["llamacpp_load_s"], m["llamacpp_prompt_eval_s"]
+        parts = {"setup": ttft - load - prefill, "load": load, "prefill": prefill}  # setup: incl. process start
+    elif system == "mnn" and "mnn_load_s" in m:
+        setup, load, prefill = m["mnn_import_s"], m["mnn_load_s"], m["mnn_prefill_s"]
+        parts = {"process start": ttft - setup - load - prefill, "setup": setup, "load": load, "prefill": prefill}
+    else:
+        return None
+    return {p: max(0.0, parts.get(p, 0.0)) for p in PARTS}  # a clock mismatch of a few ms never goes negative
+
+
+def breakdown(rows: pd.DataFrame) -> pd.DataFrame:
+    """Median of each part and of the wall-clock TTFT per condition, model and series over cold repetitions."""
+    rows = common.with_conditions(fig15._own(common.current(rows)))
+    rows = rows[rows["status"] == "ok"]
+    keys = ["model", "device", "flash", "series", "system"]
+    reps = []
+    for key, g in rows.groupby([*keys, "config_hash", "repetition"]):
+        m = dict(zip(g["metric"], g["value"]))
+        if m.get("resident_before", 1.0) > 0.01 or "ttft_s" not in m:
+            continue  # preloaded (Figure 2's other steps), or no TTFT
+        parts = split(key[4], m)
+        if parts is not None:
+            reps.append({**dict(zip(keys, key[:5])), "ttft_s": m["ttft_s"], **parts})
+    if not reps:
+        return pd.DataFrame(columns=[*keys, "ttft_s", *PARTS, "n"])
+    r = pd.DataFrame(reps)
+    out = r.groupby(keys)[["ttft_s", *PARTS]].median().reset_index()
+    return out.merge(r.groupby(keys).size().rename("n").reset_index(), on=keys)
+
+
+# --- figure ---------------------------------------------------------------------------------------------------------------
+
+def _stacked(ax, names: list[str], parts: list[dict], title: str, xlabel: str) -> None:
+    for y, p in enumerate(parts):
+        left = 0.0
+        for part in PARTS:
+            if p.get(part):
+                ax.barh(y, p[part], left=left, color=COLORS[part], edgecolor="black", linewidth=0.4)
+                left += p[part]
+        ax.text(left, y, f"  {left:.3g} s" + (f" (n={p['n']})" if "n" in p else ""), va="center", fontsize=7.5)
+    ax.set_yticks(range(len(names)), names, fontsize=8)
+    ax.set_ylim(len(names) - 0.4, -0.6)
+    ax.set_xlim(0, max([sum(p.get(k, 0) for k in PARTS) for p in parts] + [1e-3]) * 1.35)
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=8)
+
+
+def draw(bd: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    groups = list(bd.groupby(["model", "device", "flash"]))
+    fig, axes = plt.subplots(len(groups) + 1, 1, figsize=(9, 2.2 + 1.6 * (len(groups) + 1)), squeeze=False)
+    for ax, ((model, device, flash), g) in zip(axes[:, 0], groups):
+        _stacked(ax, list(g["series"]), g.to_dict("records"),
+                 common.condition_text(model=model, device=device, flash=flash) + " · medians over cold runs",
+                 "seconds from spawn to the first token")
+    ax = axes[-1, 0]
+    if paper is None:
+        ax.set_axis_off()
+    else:
+        bars = [{part: v for part, v in zip(g["part"], g["value"])} for _, g in paper.groupby("approach", sort=False)]
+        _stacked(ax, list(dict.fromkeys(paper["approach"])), bars,
+                 "paper's values: llm.npu on Llama3-8B, 128 tokens (Snapdragon 8 Elite)", "seconds")
+    fig.legend(handles=[Patch(color=COLORS[p], label=p) for p in PARTS], loc="upper center", ncol=6, fontsize=7.5)
+    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    return common.save_figure(fig, NAME, figures_dir)
+
+
+# --- report -----------------------------------------------------------------------------------------------------------------
+
+def compare(bd: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None) -> list[dict]:
+    """Per condition and baseline: the share of the cold start that is not prefill, beside the paper's bubble share of
+    llm.npu's overlapped cold start (7.4 of 9.1 s). EdgeFlow's own split is in the table, not compared: the paper's
+    Figure 1 is about the baselines."""
+    share = None
+    if paper is not None:
+        over = paper[paper["approach"] == "overlapping"].set_index("part")["value"]
+        share = float(over.get("bubble", float("nan")) / over.sum())
+    lines = []
+    for r in bd[bd["system"] != "edgeflow"].to_dict("records"):
+        ours = sum(r[p] for p in NOT_PREFILL) / r["ttft_s"]
+        caps = common.cap_reasons(rows[rows["model"] == r["model"]], PAPER_MODELS)
+        lines.append({"condition": common.condition_text(model=r["model"], device=r["device"], flash=r["flash"]),
+                      "statement": f"{r['series']}: share of the cold start outside prefill",
+                      "ours": f"{ours:.0%}", "paper": f"{share:.0%} (llm.npu, overlapped: bubble)" if share else "–",
+                      "verdict": common.ratio_verdict(ours, share, caps=caps) if share else common.NOT_RUN})
+    return lines
+
+
+def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
+    if rows.empty:
+        return common.not_run_section(NAME, TITLE, "no rows in the store")
+    bd = breakdown(rows)
+    if bd.empty:
+        return common.not_run_section(NAME, TITLE, "no cold start with the engine's own timings in the store")
+    figures = draw(bd, paper, figures_dir)
+    lines = compare(bd, rows, paper)
+    verdict, count = common.overall([line["verdict"] for line in lines])
+    table = bd.assign(**{p: bd[p].map(lambda v: fmt(v)) for p in ["ttft_s", *PARTS]})
+    bad = fig15.unrun(rows)
+    tags = common.labels(rows)
+    body = [f"![{TITLE}](figures/{figures[0].name})\n", "Labels: " + "; ".join(tags) + ".\n" if tags else "",
+            common.spans_note(rows), common.models_differ_note(set(bd["model"]), PAPER_MODELS),
+            "**Share of the cold start outside prefill**, ours beside the paper's (ratio rule; medians, no "
+            "interval, so at best qualitative; llama.cpp's loading hides in its prefill through page faults):\n",
+            md_table(pd.DataFrame(lines)), "\n**Breakdown** (seconds, medians over cold repetitions):\n",
+            md_table(table)]
+    if len(bad):
+        body += ["\n**Did not run:**\n", md_table(bad[["model", "series", "reason"]])]
+    return Section(NAME, TITLE, verdict, count, "\n".join(b for b in body if b), figures)

@@ -1,0 +1,54 @@
+"""Figure 1 on synthetic rows (test fixtures, not measurements): each engine's own timings split its cold start,
+preloaded runs stay out, and the share outside prefill is compared with the paper's bubble."""
+import pytest
+
+from experiments import common, fig1, run
+from harness.runner.store import ResultsStore
+
+ENGINE_METRICS = {  # per system: wall-clock TTFT and the engine's own timings of one cold start (seconds)
+    "edgeflow": {"ttft_s": 0.30, "edgeflow_ttft_s": 0.25, "edgeflow_setup_s": 0.01, "edgeflow_io_s": 0.04,
+                 "edgeflow_unpack_s": 0.0, "edgeflow_compute_s": 0.19, "edgeflow_idle_s": 0.01},
+    "llamacpp": {"ttft_s": 0.50, "llamacpp_load_s": 0.10, "llamacpp_prompt_eval_s": 0.30},
+    "mnn": {"ttft_s": 1.00, "mnn_import_s": 0.30, "mnn_load_s": 0.20, "mnn_prefill_s": 0.40},
+}
+
+
+def _rows(system, metrics, rep, resident=0.0):
+    base = {"experiment": "preload", "model": "smollm2-135m", "system": system, "device": "local",
+            "dataset": "fixed-128", "prompt_tokens": 128, "status": "ok", "label": "measured", "repetition": rep,
+            "config_hash": f"{system}-{resident}-{rep}", "notes": "prompt 0", "host": "test", "flash_emulated_mbps": None}
+    if system == "edgeflow":
+        base.update(quantizer="edgeflow", bits=5.0, packing="weightlet")
+    return [{**base, "metric": m, "value": v, "unit": "s"} for m, v in {**metrics, "resident_before": resident}.items()]
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = ResultsStore(tmp_path / "runs")
+    rows = [r for system, m in ENGINE_METRICS.items() for rep in range(3) for r in _rows(system, m, rep)]
+    rows += _rows("llamacpp", {**ENGINE_METRICS["llamacpp"], "ttft_s": 0.1}, 0, resident=1.0)  # preloaded: not cold
+    s.append("preload", rows)
+    return s
+
+
+def test_breakdown_splits_each_engine_by_its_own_clock(store):
+    bd = fig1.breakdown(common.read_rows(store, fig1.EXPERIMENTS)).set_index("series")
+    assert bd.loc["EdgeFlow 5b", "process start"] == pytest.approx(0.05)
+    assert bd.loc["EdgeFlow 5b", "load"] == pytest.approx(0.04) and bd.loc["EdgeFlow 5b", "bubble"] == pytest.approx(0.01)
+    assert bd.loc["llama.cpp", "setup"] == pytest.approx(0.10) and bd.loc["llama.cpp", "ttft_s"] == 0.5
+    assert bd.loc["MNN", "setup"] == pytest.approx(0.30) and bd.loc["MNN", "process start"] == pytest.approx(0.10)
+    assert set(bd["n"]) == {3}  # the preloaded llama.cpp run is not a cold start
+
+
+def test_render_compares_the_share_outside_prefill(store, tmp_path):
+    section = run.render("fig1", store, tmp_path / "out")
+    assert [p.name for p in section.figures] == ["fig1.png", "fig1.pdf"]
+    assert "| llama.cpp: share of the cold start outside prefill | 40% | 81% (llm.npu, overlapped: bubble) |" in \
+        section.body
+    assert section.verdict in ("differs", "qualitative")
+    assert "EdgeFlow 5b: share" not in section.body  # EdgeFlow's split is shown, not compared with llm.npu's
+
+
+def test_sweep_is_figure_2s_cold_step():
+    pts = fig1.sweep(rounds=1)
+    assert len(pts) == 3 and all("protocol.preload_fraction=0" in p for p in pts)
