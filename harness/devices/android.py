@@ -29,10 +29,11 @@ import subprocess
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.cache import cache_dir
-from harness.devices.base import Completed, Device, parse_proc_status, register_device
+from harness.devices.base import Completed, Device, DeviceConfig, parse_proc_status, register_device
 from harness.devices.sampling import Samples, celsius, parse_samples
 
 TOOLS_DIR = Path(__file__).parent
@@ -203,9 +204,47 @@ class AndroidProcess:
         return None
 
 
+@dataclass
+class AndroidConfig(DeviceConfig):
+    """conf/device/android.yaml (docs/android.md): how to reach the phone, eviction, and its on-device sampler."""
+
+    adb_address: str | None = None  # over TCP: "host:port"
+    serial: str | None = None  # over USB: the device serial (None = the first one found)
+    remote_dir: str = "/data/local/tmp/edgeflow-bench"
+    adb_timeout_s: float = 10.0
+    root: str = "auto"  # auto (use su when it works) | su | none: drop_caches needs root, posix_fadvise does not
+    sample_interval_ms: float = 20.0  # the sampler's period: within [1, 100] ms, i.e. at least 10 Hz
+    pss_every: int = 5  # PSS (smaps_rollup, costlier) every N samples; 0 = never
+    power_supply: str = "/sys/class/power_supply/battery"
+    current_unit: str = "auto"  # auto | uA | mA (harness/devices/sampling.py explains the heuristics)
+    voltage_unit: str = "auto"  # auto | uV | mV | V
+    current_sign: str = "auto"  # auto | discharge_positive | discharge_negative
+    cpu_thermal_types: str = "cpu|tsens|soc|cluster|apc|big|little|mid"  # regex on thermal_zone*/type
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.adb_address is not None and not re.fullmatch(r"[\w.\-]+:\d{1,5}", self.adb_address):
+            raise ValueError(f"device.adb_address must be 'host:port', got {self.adb_address!r}")
+        self.check([
+            ("adb_timeout_s", float(self.adb_timeout_s) > 0, "> 0"),
+            ("root", self.root in ("auto", "su", "none"), "one of auto, su, none"),
+            ("sample_interval_ms", 1 <= float(self.sample_interval_ms) <= 100, "within [1, 100] ms (>= 10 Hz)"),
+            ("pss_every", 0 <= int(self.pss_every) <= 1000, "an integer in [0, 1000]"),
+            ("current_unit", self.current_unit in ("auto", "uA", "mA", "A"), "one of auto, uA, mA, A"),
+            ("voltage_unit", self.voltage_unit in ("auto", "uV", "mV", "V"), "one of auto, uV, mV, V"),
+            ("current_sign", self.current_sign in ("auto", "discharge_positive", "discharge_negative"),
+             "one of auto, discharge_positive, discharge_negative"),
+            ("remote_dir", self.remote_dir.startswith("/") and "'" not in self.remote_dir, "an absolute path")])
+        try:
+            re.compile(self.cpu_thermal_types)
+        except re.error as e:
+            raise ValueError(f"device.cpu_thermal_types must be a regular expression: {e}") from None
+
+
 @register_device
 class AndroidDevice(Device):
     name = "android"
+    config_type = AndroidConfig
     samples_on_device = True  # one sampler process per run (harness/measure/cold.py uses its samples)
 
     def __init__(self, cfg):

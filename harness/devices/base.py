@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from harness.registry import Registry
@@ -32,59 +32,36 @@ from harness.registry import Registry
 
 @dataclass
 class DeviceConfig:
-    """conf/device/*.yaml. `flash_read_mbps`: null = native storage speed, else an emulated read rate in MB/s."""
+    """The keys of conf/device/*.yaml every device has; a device with more declares its own subclass as its
+    `config_type` (android: AndroidConfig). `flash_read_mbps`: null = native storage speed, else an emulated read
+    rate in MB/s."""
 
     name: str = "local"
     # Which device of its type this is (+device.id=phone-a): the key of its exclusive-use lock (harness/devices/
     # lock.py) and the `device` column of its rows. null: the type name in rows, the host or adb address as the key.
     id: str | None = None
     flash_read_mbps: float | None = None
-    adb_address: str | None = None  # android over TCP: "host:port"
-    serial: str | None = None  # android over USB: the device serial (None = the first one found)
-    remote_dir: str = "/data/local/tmp/edgeflow-bench"
-    adb_timeout_s: float = 10.0
     max_temp_c: float | None = None  # thermal gate before each timed run (null: off; conf/device/android.yaml: 40)
     thermal_wait_s: float = 300.0  # how long the gate waits for the device to cool, then the run fails
-    # android only (docs/android.md): eviction, the on-device sampler, and how its raw readings are read
-    root: str = "auto"  # auto (use su when it works) | su | none: drop_caches needs root, posix_fadvise does not
-    sample_interval_ms: float = 20.0  # the sampler's period: within [1, 100] ms, i.e. at least 10 Hz
-    pss_every: int = 5  # PSS (smaps_rollup, costlier) every N samples; 0 = never
-    power_supply: str = "/sys/class/power_supply/battery"
-    current_unit: str = "auto"  # auto | uA | mA (harness/devices/sampling.py explains the heuristics)
-    voltage_unit: str = "auto"  # auto | uV | mV | V
-    current_sign: str = "auto"  # auto | discharge_positive | discharge_negative
-    cpu_thermal_types: str = "cpu|tsens|soc|cluster|apc|big|little|mid"  # regex on thermal_zone*/type
 
     def __post_init__(self):
+        import harness.devices  # noqa: F401  (registers every device)
+
         if self.name not in DEVICES:
             raise ValueError(f"device.name must be one of {sorted(DEVICES)}, got {self.name!r}")
         if self.id is not None and not re.fullmatch(r"[\w.@:+-]{1,100}", str(self.id)):
             raise ValueError(f"device.id must be 1-100 letters, digits or . _ @ : + -, got {self.id!r}")
         if self.flash_read_mbps is not None and not (1 <= float(self.flash_read_mbps) <= 100_000):
             raise ValueError(f"device.flash_read_mbps must be null or within [1, 100000] MB/s, got {self.flash_read_mbps}")
-        if self.adb_address is not None and not re.fullmatch(r"[\w.\-]+:\d{1,5}", self.adb_address):
-            raise ValueError(f"device.adb_address must be 'host:port', got {self.adb_address!r}")
-        if not self.adb_timeout_s > 0:
-            raise ValueError(f"device.adb_timeout_s must be > 0, got {self.adb_timeout_s}")
-        checks = [
+        self.check([
             ("max_temp_c", self.max_temp_c is None or 0 < float(self.max_temp_c) < 150, "null or within (0, 150) C"),
-            ("thermal_wait_s", float(self.thermal_wait_s) >= 0, ">= 0 s"),
-            ("root", self.root in ("auto", "su", "none"), "one of auto, su, none"),
-            ("sample_interval_ms", 1 <= float(self.sample_interval_ms) <= 100, "within [1, 100] ms (>= 10 Hz)"),
-            ("pss_every", 0 <= int(self.pss_every) <= 1000, "an integer in [0, 1000]"),
-            ("current_unit", self.current_unit in ("auto", "uA", "mA", "A"), "one of auto, uA, mA, A"),
-            ("voltage_unit", self.voltage_unit in ("auto", "uV", "mV", "V"), "one of auto, uV, mV, V"),
-            ("current_sign", self.current_sign in ("auto", "discharge_positive", "discharge_negative"),
-             "one of auto, discharge_positive, discharge_negative"),
-            ("remote_dir", self.remote_dir.startswith("/") and "'" not in self.remote_dir, "an absolute path"),
-        ]
+            ("thermal_wait_s", float(self.thermal_wait_s) >= 0, ">= 0 s")])
+
+    def check(self, checks: list[tuple[str, bool, str]]) -> None:
+        """(key, ok, allowed) triples: the first failing one is a ValueError naming device.<key>."""
         for key, ok, allowed in checks:
             if not ok:
                 raise ValueError(f"device.{key} must be {allowed}, got {getattr(self, key)!r}")
-        try:
-            re.compile(self.cpu_thermal_types)
-        except re.error as e:
-            raise ValueError(f"device.cpu_thermal_types must be a regular expression: {e}") from None
 
 
 class Spawned(Protocol):

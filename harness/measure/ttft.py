@@ -27,10 +27,10 @@ from dataclasses import replace
 from typing import Iterator
 
 from harness.config import build
-from harness.devices import DeviceConfig, get_device
+from harness.devices import get_device
 from harness.measure.cold import ProtocolConfig
 from harness.measure.workload import Workload
-from harness.systems import NotRun, SystemConfig, get_system
+from harness.systems import NotRun, get_system
 
 
 # Metrics read from the device's sensors: a loopback phone scripts them, so their label is the device's sensor_label.
@@ -71,16 +71,12 @@ def ttft(job) -> Iterator[dict]:
     cfg = job.cfg
     if cfg.get("system") is None:
         raise ValueError("experiment ttft needs a system: add system=llamacpp|mnn|llmnpu")
-    system = get_system(build(SystemConfig, cfg.system, "system"))
-    device = get_device(build(DeviceConfig, cfg.device, "device"))
+    system = get_system(cfg.system)
+    device = get_device(cfg.device)
     protocol = build(ProtocolConfig, cfg.protocol, "protocol")
     system.configure(cfg)
     n_gen = gen_tokens(job)
-    # EdgeFlow's weight bits are its quantizer's average budget (fractions allowed); the baselines' are whole.
-    if cfg.get("quantizer") is not None and system.name == "edgeflow":
-        bits = float(cfg.quantizer.budget_bits)
-    else:
-        bits = int(job.experiment.extra.get("bits", 8))
+    bits = system.weight_bits(job.experiment.extra.get("bits", 8))
     try:
         info = json.dumps(device.info())
         prepared = system.prepare(job.model, bits, device)

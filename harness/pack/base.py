@@ -10,11 +10,36 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from harness.registry import Registry, RegistryError
+
 BITS_SECTION_ALIGN = 64
 
 
 class PackError(ValueError):
     """A payload or file does not follow docs/format.md, or the input cannot be packed."""
+
+
+LAYOUTS = Registry("packing layout")  # name -> the layout (one stateless instance each)
+
+
+def register_layout(cls):
+    """Class decorator of a Layout subclass: registers one instance under its name; its dtype id must be its own."""
+    owner = next((name for name, lay in LAYOUTS.items() if lay.dtype == cls.dtype and name != cls.name), None)
+    if owner is not None:
+        raise RegistryError(f"packing layout {cls.name!r}: dtype {cls.dtype} is already {owner!r}'s")
+    LAYOUTS.register(cls())
+    return cls
+
+
+def get_layout(name: str) -> "Layout":
+    if name not in LAYOUTS:
+        raise PackError(f"unknown packing layout {name!r}; choose one of {sorted(LAYOUTS)}")
+    return LAYOUTS[name]
+
+
+def layout_of_dtype(dtype: int) -> "Layout | None":
+    """The layout whose payloads carry this tensor dtype id, or None (a raw tensor)."""
+    return next((lay for lay in LAYOUTS.values() if lay.dtype == dtype), None)
 
 
 class Layout(ABC):

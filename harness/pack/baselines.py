@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.pack.base import Layout, _check_codes
+from harness.pack.base import Layout, _check_codes, register_layout
 from harness.pack.weightlet import pieces_with_shifts
 
 
+@register_layout
 class Int8Layout(Layout):
     name = "int8"
     dtype = 17
@@ -35,6 +36,7 @@ class Int8Layout(Layout):
         return (raw.view(np.int8).astype(np.int16) + 128).astype(np.uint8)  # bits is 8 here
 
 
+@register_layout
 class Mixed48Layout(Layout):
     name = "mixed48"
     dtype = 18
@@ -61,6 +63,7 @@ class Mixed48Layout(Layout):
         return (q + (1 << (bits - 1))).astype(np.uint8)
 
 
+@register_layout
 class KQuantLayout(Layout):
     name = "kquant"
     dtype = 19

@@ -18,8 +18,7 @@ import numpy as np
 
 from harness.artifact import Artifact
 from harness.models.arch import PACKED_INT_FIELDS
-from harness.pack import LAYOUT_BY_DTYPE, get_layout
-from harness.pack.base import PackError
+from harness.pack.base import PackError, get_layout, layout_of_dtype
 
 MAGIC = b"EFPK\r\n\x1a\n"
 VERSION = 1
@@ -266,10 +265,10 @@ class PackedFile:
         if t.dtype in RAW_DTYPES:
             expect = count * np.dtype(RAW_DTYPES[t.dtype]).itemsize
             self._check(t.size == expect, f"{t.name}: {t.size} bytes, its dtype and shape {t.shape} need {expect}")
-        elif t.dtype in LAYOUT_BY_DTYPE:
+        elif (layout := layout_of_dtype(t.dtype)) is not None:
             self._check(len(t.shape) == 2 and all(1 <= n < 2**31 for n in t.shape),
                         f"{t.name}: a quantized weight must be 2-D with 1 <= C, D < 2^31, got shape {t.shape}")
-            if not LAYOUT_BY_DTYPE[t.dtype].has_bits_section:
+            if not layout.has_bits_section:
                 self._check(t.size == count, f"{t.name}: {t.size} bytes, raw INT8 codes {t.shape} need {count}")
         else:
             raise PackError(f"{self.path}: {t.name}: unknown dtype {t.dtype}")
@@ -303,10 +302,11 @@ class PackedFile:
     def quant_codes(self, module: str) -> tuple[np.ndarray, np.ndarray]:
         """(codes int8 [C, D], bits uint8 [C]) of the quantized linear `module`, unpacked by the reference decoder."""
         t = self.info(f"{module}.weight")
-        if t.dtype not in LAYOUT_BY_DTYPE:
+        layout = layout_of_dtype(t.dtype)
+        if layout is None:
             raise PackError(f"{t.name} is not a packed quantized weight")
         try:
-            return LAYOUT_BY_DTYPE[t.dtype].decode(self.payload(t.name), *t.shape)
+            return layout.decode(self.payload(t.name), *t.shape)
         except PackError as e:
             raise PackError(f"{self.path}: {t.name}: {e}") from None
 
@@ -314,7 +314,7 @@ class PackedFile:
         """Bytes the quantized linears occupy (packed weights with their bit-width section, plus float32 w_scale)."""
         weights = payload = scales = 0
         for t in self.tensors:
-            if t.dtype in LAYOUT_BY_DTYPE:
+            if layout_of_dtype(t.dtype) is not None:
                 weights += t.shape[0] * t.shape[1]
                 payload += t.size
                 scales += self.info(t.name[: -len(".weight")] + ".w_scale").size

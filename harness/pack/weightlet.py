@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.pack.base import Layout
+from harness.pack.base import Layout, register_layout
 
 GROUP = 128  # weights per group
 STRIPE = 16  # consecutive weights one 128-bit register unpacks at once
@@ -41,6 +41,7 @@ def _split(dim: int) -> tuple[int, int]:
     return dim // GROUP, -(-(dim % GROUP) // STRIPE)
 
 
+@register_layout
 class WeightletLayout(Layout):
     name = "weightlet"
     dtype = 16

@@ -37,17 +37,10 @@ from harness.models.arch import runtime_config
 from harness.quant.calibrate import LinearStats, collect_stats, target_linears
 from harness.quant.config import ConfigError, QuantizerConfig
 from harness.quant.numerics import quantize_per_channel
+from harness.registry import Registry, RegistryError
 
-REGISTRY: dict[str, type["Quantizer"]] = {}
-
-
-def register(cls: type["Quantizer"]) -> type["Quantizer"]:
-    if not getattr(cls, "name", None):
-        raise TypeError(f"{cls.__name__} must set a class attribute `name` to be registered")
-    if cls.name in REGISTRY and REGISTRY[cls.name] is not cls:
-        raise ValueError(f"quantizer name {cls.name!r} is already registered by {REGISTRY[cls.name].__name__}")
-    REGISTRY[cls.name] = cls
-    return cls
+REGISTRY = Registry("quantizer")  # name -> Quantizer subclass
+register = REGISTRY.register
 
 
 def make_quantizer(config: Mapping | QuantizerConfig) -> "Quantizer":
@@ -75,9 +68,10 @@ def quantizer_config(config: Mapping | QuantizerConfig) -> QuantizerConfig:
 
 
 def _lookup(name: str) -> type["Quantizer"]:
-    if name not in REGISTRY:
-        raise ConfigError(f"unknown quantizer {name!r}; registered: {sorted(REGISTRY)}")
-    return REGISTRY[name]
+    try:
+        return REGISTRY.lookup(name)
+    except RegistryError as e:
+        raise ConfigError(str(e)) from None
 
 
 @dataclass

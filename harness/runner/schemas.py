@@ -29,15 +29,15 @@ def _packing(node):
 def _validators() -> dict[str, Callable]:
     # Imported lazily: each area's schema lives beside its code.
     from harness.data.config import DatasetConfig
-    from harness.devices.base import DeviceConfig
+    from harness.devices import DEVICES
     from harness.measure.cold import ProtocolConfig
-    from harness.systems.base import SystemConfig
+    from harness.systems import SYSTEMS
     from harness.systems.edgeflow import PipelineConfig
 
-    schemas = {"system": SystemConfig, "device": DeviceConfig, "protocol": ProtocolConfig, "dataset": DatasetConfig,
+    schemas = {"protocol": ProtocolConfig, "dataset": DatasetConfig,
                "pipeline": PipelineConfig}
     validators = {group: (lambda node, g=group, s=schema: build(s, node, g)) for group, schema in schemas.items()}
-    return {**validators, "quantizer": _quantizer, "packing": _packing}
+    return {**validators, "system": SYSTEMS.config, "device": DEVICES.config, "quantizer": _quantizer, "packing": _packing}
 
 
 def validate_groups(cfg: DictConfig) -> dict[str, object]:

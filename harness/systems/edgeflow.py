@@ -96,6 +96,10 @@ class EdgeFlowSystem(System):
         if cfg.get("packing") is not None:
             self.layout = str(cfg.packing.layout)
 
+    def weight_bits(self, requested: float) -> float:
+        """The quantizer's average budget when the job has a quantizer group (fractions allowed), else `requested`."""
+        return float((self.quantizer or {}).get("budget_bits", requested))
+
     def prepare(self, model, bits, device) -> Prepared:
         from harness.artifact import load_artifact
         from harness.pack import pack_artifact

@@ -26,14 +26,15 @@ import json
 import re
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.measure.cold import EngineError, repeat, run_once
 from harness.models.zoo import checkpoint_dir
 from harness.systems import llamacpp_build as build
 from harness.measure.workload import CTX_ALIGN, CTX_SPARE, Workload, prompt_file
-from harness.systems.base import (Measurement, Metric, NotRun, Prepared, System, cold_metrics, decode_metrics,
-                                  register_system)
+from harness.systems.base import (Measurement, Metric, NotRun, Prepared, System, SystemConfig, cold_metrics,
+                                  decode_metrics, register_system)
 
 BITS_TO_TYPE = {8: "Q8_0", 4: "Q4_0", 16: "F16"}
 # `common_perf_print` (this version's completion tool) or `llama_perf_context_print` (older ones), after a log prefix.
@@ -44,9 +45,18 @@ _GENERATE = re.compile(r"generate: n_ctx = (\d+), n_batch = (\d+)")
 DEFAULT_BATCH, DEFAULT_UBATCH = 2048, 512  # llama.cpp's common_params defaults
 
 
+@dataclass
+class LlamaCppConfig(SystemConfig):
+    """conf/system/llamacpp.yaml."""
+
+    gguf_type: str = "Q8_0"  # llama-quantize type for bits=8 (any type llama-quantize knows may be configured)
+    llamacpp_version: str = "0.3.36"  # llama-cpp-python sdist that vendors the llama.cpp source
+
+
 @register_system
 class LlamaCppSystem(System):
     name = "llamacpp"
+    config_type = LlamaCppConfig
     decodes = True
 
     def gguf_type(self, bits: int) -> str:

@@ -17,19 +17,31 @@ from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.measure.cold import repeat, run_once
-from harness.systems.base import Measurement, Metric, NotRun, Prepared, System, cold_metrics, register_system
+from harness.systems.base import (Measurement, Metric, NotRun, Prepared, System, SystemConfig, cold_metrics,
+                                  register_system)
 
 _PREFILL_DONE = re.compile(rb"(?:QNN|CPU) prefill completed: seq_len=(\d+), time=([\d.]+)s")
 _DECODE_STEP = re.compile(rb"\[Decode step\s+\d+\] time: ([\d.]+)ms")
 _SUMMARY = re.compile(r"(Prefill time|Decode time|TTFT)\s*:\s*([\d.]+)\s*μs")
 
 
+@dataclass
+class LlmNpuConfig(SystemConfig):
+    """conf/system/llmnpu.yaml."""
+
+    binary: str | None = None  # local path of the mllm NPU demo binary, pushed to the device
+    model_files: list[str] = field(default_factory=list)  # its model files (local paths)
+    extra_args: list[str] = field(default_factory=list)  # arguments for the demo
+
+
 @register_system
 class LlmNpuSystem(System):
     name = "llmnpu"
+    config_type = LlmNpuConfig
 
     def prepare(self, model, bits, device) -> Prepared:
         if device.name != "android":

@@ -9,21 +9,35 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.measure.cold import EngineError, repeat, run_once
 from harness.measure.workload import prompt_file
 from harness.models.zoo import checkpoint_dir
-from harness.systems.base import (Measurement, Metric, NotRun, Prepared, System, cold_metrics, decode_metrics,
-                                   register_system)
+from harness.systems.base import (Measurement, Metric, NotRun, Prepared, System, SystemConfig, cold_metrics,
+                                  decode_metrics, register_system)
 from harness.systems.mnn_export import export
 
 DRIVER = Path(__file__).with_name("mnn_driver.py")
 
 
+@dataclass
+class MNNConfig(SystemConfig):
+    """conf/system/mnn.yaml."""
+
+    mnn_quant_block: int = 0  # 0 = per-output-channel weight scales; 32/64/128 = blockwise
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.mnn_quant_block < 0:
+            raise ValueError(f"system.mnn_quant_block must be >= 0 (0 = per-channel), got {self.mnn_quant_block}")
+
+
 @register_system
 class MNNSystem(System):
     name = "mnn"
+    config_type = MNNConfig
     decodes = True
 
     def prepare(self, model, bits, device) -> Prepared:

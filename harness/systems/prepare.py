@@ -8,18 +8,16 @@ import sys
 from omegaconf import OmegaConf
 
 from harness.cli import CONF_DIR
-from harness.config import build
 from harness.devices import get_device
 from harness.models.zoo import DEFAULT_MODEL, load_model_spec
-from harness.systems import SystemConfig, get_system
+from harness.systems import get_system
 
 
 def main(model_name: str = DEFAULT_MODEL) -> None:
     model = load_model_spec(model_name)
     device = get_device({"name": "local"})
     for name in ("llamacpp", "mnn"):
-        cfg = build(SystemConfig, OmegaConf.load(f"{CONF_DIR}/system/{name}.yaml"), "system")
-        prepared = get_system(cfg).prepare(model, 8, device)
+        prepared = get_system(OmegaConf.load(f"{CONF_DIR}/system/{name}.yaml")).prepare(model, 8, device)
         print(f"{name}: {prepared.weight_format}: {', '.join(prepared.files)}")
 
 

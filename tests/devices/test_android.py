@@ -6,6 +6,7 @@ import subprocess
 import pytest
 
 from harness.devices import DeviceConfig, get_device
+from harness.devices.android import AndroidConfig
 from harness.devices.android import (DeviceUnreachable, pagecache_tool_binary, parse_residency, shell_command,
                                      split_rc, with_status)
 
@@ -35,7 +36,7 @@ def test_no_phone_gives_a_clear_error():
 
 def test_flash_emulation_is_refused_on_a_phone():
     with pytest.raises(ValueError, match="flash_read_mbps must be null for android"):
-        get_device(DeviceConfig(name="android", adb_address="127.0.0.1:5555", flash_read_mbps=200))
+        get_device(AndroidConfig(name="android", adb_address="127.0.0.1:5555", flash_read_mbps=200))
 
 
 @pytest.mark.skipif(not shutil.which("aarch64-linux-gnu-gcc") or not shutil.which("qemu-aarch64-static"),
@@ -59,4 +60,4 @@ def test_pagecache_tool_for_the_phone_evicts_under_qemu(tmp_path):
                                                ("current_unit", "nA", "uA"), ("max_temp_c", 400, "150")])
 def test_bad_android_settings_name_the_key(key, value, allowed):
     with pytest.raises(ValueError, match=f"device.{key} must be .*{allowed}"):
-        DeviceConfig(name="android", adb_address="127.0.0.1:5555", **{key: value})
+        AndroidConfig(name="android", adb_address="127.0.0.1:5555", **{key: value})

@@ -3,6 +3,7 @@ import sys
 import pytest
 
 from harness.devices import DeviceConfig, get_device
+from harness.devices.android import AndroidConfig
 from harness.devices.base import parse_proc_status
 
 STATUS = """Name:\tllama-completion
@@ -26,7 +27,9 @@ def test_config_validation_names_the_key():
     with pytest.raises(ValueError, match="device.flash_read_mbps"):
         DeviceConfig(name="local", flash_read_mbps=0)
     with pytest.raises(ValueError, match="device.adb_address"):
-        DeviceConfig(name="android", adb_address="no-port")
+        AndroidConfig(name="android", adb_address="no-port")
+    with pytest.raises(ValueError, match=r"device: unknown key\(s\) \['adb_address'\]"):
+        get_device({"name": "local", "adb_address": "10.0.0.7:5555"})  # a phone's key is no host key
 
 
 def test_spawned_process_is_sampled_and_reaped_with_its_peak_rss():

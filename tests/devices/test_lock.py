@@ -10,6 +10,7 @@ import time
 import pytest
 
 from harness.devices import DeviceConfig
+from harness.devices.android import AndroidConfig
 from harness.devices.lock import DeviceBusy, device_key, device_lock
 from harness.runner.job import run_job
 from harness.runner.store import ResultsStore
@@ -56,7 +57,7 @@ def test_same_device_waits_other_device_does_not_and_a_killed_holder_releases(tm
 def test_device_keys():
     assert device_key(DeviceConfig(name="local")).startswith("local@")
     assert device_key(DeviceConfig(name="local", id="pseudo-a")) == "pseudo-a"
-    assert device_key(DeviceConfig(name="android", adb_address="10.0.0.7:5555")) == "android@10.0.0.7:5555"
+    assert device_key(AndroidConfig(name="android", adb_address="10.0.0.7:5555")) == "android@10.0.0.7:5555"
     with pytest.raises(ValueError, match="device.id must be"):
         DeviceConfig(name="local", id="two words")
 

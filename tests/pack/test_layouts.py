@@ -113,10 +113,20 @@ def test_packing_config_group_is_validated():
     from omegaconf import OmegaConf
 
     from harness.cli import CONF_DIR
-    from harness.config import ConfigError, build
-    from harness.pack import PackingSpec
+    from harness.config import ConfigError
+    from harness.runner.schemas import validate_groups
 
     for name in LAYOUTS:
-        assert build(PackingSpec, OmegaConf.load(f"{CONF_DIR}/packing/{name}.yaml"), "packing").layout == name
-    with pytest.raises(ConfigError, match="packing: layout must be one of"):
-        build(PackingSpec, {"layout": "gguf"}, "packing")
+        node = OmegaConf.create({"packing": OmegaConf.load(f"{CONF_DIR}/packing/{name}.yaml")})
+        assert validate_groups(node)["packing"].layout == name
+    with pytest.raises(ConfigError, match="packing: packing.layout must be one of"):
+        validate_groups(OmegaConf.create({"packing": {"layout": "gguf"}}))
+
+
+def test_layout_names_and_dtype_ids_are_each_owned_once():
+    from harness.pack.base import register_layout
+    from harness.registry import RegistryError
+
+    with pytest.raises(RegistryError, match="dtype 16 is already 'weightlet'"):
+        register_layout(type("Copy", (type(LAYOUTS["weightlet"]),), {"name": "copy"}))
+    assert "copy" not in LAYOUTS
