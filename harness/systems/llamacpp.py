@@ -22,7 +22,6 @@ decode time. It prefills and decodes on the CPU with the same weights and graph 
 """
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import tempfile
@@ -199,37 +198,3 @@ def perf_metrics(stderr: bytes) -> list[Metric]:
     return [Metric("llamacpp_load_s", float(found["load time"].group(2)) / 1e3, "s"),
             Metric("llamacpp_prompt_eval_s", float(pe.group(2)) / 1e3, "s"),
             Metric("prompt_tokens", int(pe.group(3)), "tokens")]
-
-
-def bench_throughput(prepared: Prepared, n_prompt: int, n_gen: int, threads: int, timeout_s: float,
-                     repetitions: int = 3) -> list[Metric]:
-    """Warm throughput from `llama-bench -o json` (prompt processing and generation tokens/s)."""
-    cmd = [prepared.artifacts["llama-bench"], "-m", prepared.artifacts["gguf"], "-p", str(n_prompt), "-n", str(n_gen),
-           "-t", str(threads), "-r", str(repetitions), "-o", "json"]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    if res.returncode != 0:
-        raise EngineError(f"llama-bench exited with status {res.returncode}", res.stderr)
-    try:
-        rows = json.loads(res.stdout)
-        out = []
-        for row in rows:
-            kind = "pp" if row["n_prompt"] > 0 and row["n_gen"] == 0 else "tg"
-            out.append(Metric(f"llamacpp_{kind}_tokens_per_s", float(row["avg_ts"]), "tokens/s"))
-        return out
-    except (ValueError, KeyError, TypeError) as e:
-        raise EngineError(f"cannot parse llama-bench JSON ({e}): {res.stdout[:300]!r}", res.stderr) from None
-
-
-def perplexity(llama_perplexity: str, gguf: str, text_file: str, ctx: int, threads: int, timeout_s: float,
-               chunks: int | None = None) -> float:
-    """`llama-perplexity -f text -c ctx [--chunks N]`: llama.cpp's final estimate over non-overlapping ctx-token windows
-    of the text (each window scored on its second half). Give it the harness's perplexity text
-    (harness.data.corpus.load_corpus().split_text("perplexity")) so its accuracy sits on the same scale."""
-    cmd = [llama_perplexity, "-m", gguf, "-f", text_file, "-c", str(ctx), "-b", str(ctx), "-t", str(threads)]
-    if chunks:
-        cmd += ["--chunks", str(chunks)]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    m = re.search(r"Final estimate: PPL = ([\d.]+)", res.stdout + res.stderr)
-    if res.returncode != 0 or not m:
-        raise EngineError(f"llama-perplexity failed (status {res.returncode}) or printed no final estimate", res.stderr)
-    return float(m.group(1))

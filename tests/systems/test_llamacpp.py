@@ -93,24 +93,3 @@ def test_cold_run_of_the_default_model(default_model_spec):
     assert rep["resident_before"].value == 0.0
     assert 0 < rep["ttft_s"].value <= rep["exit_s"].value
     assert rep["peak_rss_mb"].value > 100  # the Q8_0 model alone is ~145 MB, mapped and touched
-
-
-@pytest.mark.real_model
-def test_throughput_and_perplexity_of_the_default_model(default_model_spec, tmp_path):
-    """llama-bench JSON is parsed; Q8_0 perplexity stays within 2% of the F16 GGUF's on the same text."""
-    from pathlib import Path
-
-    from harness.data.corpus import load_corpus
-    from harness.systems.llamacpp import bench_throughput, perplexity
-
-    device = get_device({"name": "local"})
-    prepared = get_system({"name": "llamacpp"}).prepare(default_model_spec, 8, device)
-    rates = {m.name: m.value for m in bench_throughput(prepared, 16, 2, 2, 300, repetitions=1)}
-    assert rates["llamacpp_pp_tokens_per_s"] > 0 and rates["llamacpp_tg_tokens_per_s"] > 0
-    text = tmp_path / "docs.txt"
-    text.write_text(load_corpus().split_text("perplexity"))  # the harness's perplexity text
-    f16 = str(Path(prepared.artifacts["gguf"]).with_name("f16.gguf"))
-    ppl = {g: perplexity(prepared.artifacts["llama-perplexity"], g, str(text), 128, 2, 300, chunks=3)
-           for g in (f16, prepared.artifacts["gguf"])}
-    assert 1 < ppl[f16] < 200
-    assert abs(ppl[prepared.artifacts["gguf"]] / ppl[f16] - 1) < 0.02, ppl
