@@ -1,29 +1,24 @@
-"""One module per paper artifact, and the registry that names them.
+"""One module per paper artifact (experiments/base.py: the contract, and the registry that names them).
 
-Each module declares:
-  NAME, TITLE          the artifact's id (`make reproduce-<NAME>`) and heading
-  EXPERIMENTS          the results-store folders (experiment names) its rows come from
-  sweep(**params)      the Hydra override lists that measure it; keyword parameters (models, datasets, systems,
-                       bits, quantizers, ...) narrow or widen it, so a miniature run is the same code path
-  render(rows, paper, figures_dir) -> Section
-                       figures (results/figures/<NAME>.png and .pdf) and a Markdown section with our numbers beside
-                       the paper's (results/paper/<NAME>.csv, passed as `paper`, None when absent) and a verdict
-An artifact whose measurement is not a Hydra sweep (the packing benchmark of fig13/fig4) defines instead
-  measure(store)       runs its benchmark into the store (skipping it when already measured), and
-  load_rows(store)     reads what that benchmark wrote.
+Importing the package imports every artifact module (so each registers itself; ARTIFACTS lists figures then tables
+in the paper's order); the other modules here are the machinery: base, common (rows, verdicts, figures), run (measure and draw one
+artifact), report (REPORT.md / .html), multirun (Hydra launchers) and __main__ (the CLI).
 """
 from __future__ import annotations
 
-from types import ModuleType
+import importlib
+import pkgutil
 
-from experiments import (compare_quantizers, fig1, fig2, fig4, fig10, fig12, fig13, fig15, fig16, table3, table4,
-                         table5)
+from experiments.base import ARTIFACTS, Artifact, paper_order
 
-ARTIFACTS: dict[str, ModuleType] = {m.NAME: m for m in (fig1, fig2, fig10, table3, table4, table5, fig12, fig13, fig4,
-                                                        fig15, fig16, compare_quantizers)}
+MACHINERY = {"__main__", "base", "common", "run", "report", "multirun"}
+
+for _module in (m.name for m in pkgutil.iter_modules(__path__) if m.name not in MACHINERY):
+    importlib.import_module(f"experiments.{_module}")
+_registered = sorted(ARTIFACTS.items(), key=lambda item: paper_order(item[0]))  # modules import each other
+ARTIFACTS.clear()
+ARTIFACTS.update(_registered)
 
 
-def get(name: str) -> ModuleType:
-    if name not in ARTIFACTS:
-        raise KeyError(f"unknown artifact {name!r}; known: {', '.join(ARTIFACTS)}")
-    return ARTIFACTS[name]
+def get(name: str) -> Artifact:
+    return ARTIFACTS.lookup(name)

@@ -18,6 +18,7 @@ from pathlib import Path
 from hydra.errors import HydraException
 
 from experiments import ARTIFACTS, multirun, report, run
+from experiments.base import BenchmarkArtifact
 from harness.config import ConfigError
 from harness.runner.store import ResultsStore
 
@@ -94,9 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     store = ResultsStore(args.results) if args.results else ResultsStore()
     if args.command == "list":
-        for name, module in ARTIFACTS.items():
-            size = "benchmark" if hasattr(module, "measure") else f"{len(module.sweep())} points"
-            print(f"{name:8s} {size:>12s}  {module.TITLE}")
+        for name, artifact in ARTIFACTS.items():
+            size = "benchmark" if isinstance(artifact, BenchmarkArtifact) else f"{len(artifact.sweep())} points"
+            print(f"{name:8s} {size:>12s}  {artifact.TITLE}")
         return 0
     if args.command == "report":
         for path in report.write(store, args.out):
@@ -112,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.command == "render":
                 section = run.render(name, store, args.out, **kwargs)
             elif args.dry_run:
-                pts = [] if hasattr(ARTIFACTS[name], "measure") else run.points(name, args.overrides, **kwargs)
+                pts = [] if isinstance(ARTIFACTS[name], BenchmarkArtifact) else run.points(name, args.overrides,
+                                                                                           **kwargs)
                 lines = multirun.commands(pts, args.launcher, store.root) if args.launcher else pts
                 for line in lines:
                     print(" ".join(line))

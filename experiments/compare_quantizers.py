@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments import common
+from experiments.base import SweepArtifact, register_artifact
 from experiments.common import Section, md_table
 
 NAME = "compare-quantizers"
@@ -329,3 +330,10 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     methods = sorted(set(df["quantizer"]) - {"fp16"})
     summary = f"{len(methods)} quantizers ({', '.join(methods)}) on {', '.join(models)}"
     return Section(NAME, TITLE, "measured", summary, body, figures)
+
+
+@register_artifact
+class CompareQuantizers(SweepArtifact):
+    NAME, TITLE, EXPERIMENTS = NAME, TITLE, EXPERIMENTS
+    FILTERS = FILTERS
+    sweep, render = staticmethod(sweep), staticmethod(render)

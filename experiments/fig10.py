@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from experiments import common
+from experiments.base import SweepArtifact, register_artifact
 from experiments.common import Section, fmt, md_table
 from harness.measure.workload import check_rows
 
@@ -562,3 +563,9 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         u = t["unrun"].groupby(["series", "reason"]).size().reset_index(name="configurations")
         body += ["\n**Did not run:**\n", md_table(u)]
     return Section(NAME, TITLE, verdict, summary, "\n".join(b for b in body if b), figures)
+
+
+@register_artifact
+class Fig10(SweepArtifact):
+    NAME, TITLE, EXPERIMENTS = NAME, TITLE, EXPERIMENTS
+    sweep, render = staticmethod(sweep), staticmethod(render)

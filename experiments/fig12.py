@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments import common, fig10, table4
+from experiments.base import SweepArtifact, register_artifact
 from experiments.common import Section, md_table
 
 NAME = "fig12"
@@ -178,3 +179,9 @@ def _acc_cell(value: float, items) -> str:
         return f"{100 * value:.1f}"
     lo, hi = common.wilson(value * items, int(items))
     return f"{100 * value:.1f} [{100 * lo:.1f}–{100 * hi:.1f}]"
+
+
+@register_artifact
+class Fig12(SweepArtifact):
+    NAME, TITLE, EXPERIMENTS = NAME, TITLE, EXPERIMENTS
+    sweep, render = staticmethod(sweep), staticmethod(render)

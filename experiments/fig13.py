@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from experiments import common, packbench
+from experiments.base import BenchmarkArtifact, register_artifact
 from experiments.common import Section, fmt, md_table
 
 NAME = "fig13"
@@ -97,3 +98,9 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             + md_table(pd.DataFrame(lines)) + "\n**Our medians** (seconds; unpack path in brackets):\n\n"
             + md_table(wide))
     return Section(NAME, TITLE, verdict, count, body, figures)
+
+
+@register_artifact
+class Fig13(BenchmarkArtifact):
+    NAME, TITLE, EXPERIMENTS = NAME, TITLE, EXPERIMENTS
+    measure, load_rows, render = staticmethod(measure), staticmethod(load_rows), staticmethod(render)

@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments import common, fig15
+from experiments.base import SweepArtifact, register_artifact
 from experiments.common import Section, fmt, md_table
 
 NAME = "fig16"
@@ -300,3 +301,9 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     if len(bad):
         body += ["\n**Did not run:**\n", md_table(bad[["model", "series", "reason"]])]
     return Section(NAME, TITLE, verdict, summary_line, "\n".join(b for b in body if b), figures)
+
+
+@register_artifact
+class Fig16(SweepArtifact):
+    NAME, TITLE, EXPERIMENTS = NAME, TITLE, EXPERIMENTS
+    sweep, render = staticmethod(sweep), staticmethod(render)

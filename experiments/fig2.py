@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from experiments import common, fig15
+from experiments.base import SweepArtifact, register_artifact
 from experiments.common import Section, fmt, md_table
 
 NAME = "fig2"
@@ -207,3 +208,9 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     if len(bad):
         body += ["\n**Did not run:**\n", md_table(bad[["model", "series", "reason"]])]
     return Section(NAME, TITLE, verdict, count, "\n".join(b for b in body if b), figures)
+
+
+@register_artifact
+class Fig2(SweepArtifact):
+    NAME, TITLE, EXPERIMENTS = NAME, TITLE, EXPERIMENTS
+    sweep, render = staticmethod(sweep), staticmethod(render)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments import common, packbench
+from experiments.base import BenchmarkArtifact, register_artifact
 from experiments.common import Section, fmt, md_table
 
 NAME = "fig4"
@@ -92,3 +93,9 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             + md_table(pd.DataFrame(lines)) + "\n**Our times** (s; load: first start to last end over 2 threads; "
             "unpack: summed over layers, 1 thread; done: last block's end):\n\n" + md_table(tab))
     return Section(NAME, TITLE, verdict, count, body, figures)
+
+
+@register_artifact
+class Fig4(BenchmarkArtifact):
+    NAME, TITLE, EXPERIMENTS = NAME, TITLE, EXPERIMENTS
+    measure, load_rows, render = staticmethod(measure), staticmethod(load_rows), staticmethod(render)

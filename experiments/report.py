@@ -23,12 +23,12 @@ from harness.runner.store import ResultsStore
 def sections(store: ResultsStore, out_dir: Path) -> list[Section]:
     """Render every artifact; a renderer that crashes becomes a section saying so (the others still render)."""
     out = []
-    for name, module in ARTIFACTS.items():
+    for name, artifact in ARTIFACTS.items():
         try:
             out.append(run.render(name, store, out_dir))
         except Exception as e:  # a bug in one renderer must not hide the other artifacts' results
             tail = traceback.format_exc(limit=2)
-            out.append(Section(name, module.TITLE, "render failed", f"{type(e).__name__}: {e}",
+            out.append(Section(name, artifact.TITLE, "render failed", f"{type(e).__name__}: {e}",
                                f"```\n{tail}\n```\n"))
     return out
 

@@ -8,12 +8,11 @@ from pathlib import Path
 import pandas as pd
 
 from experiments import common, get, multirun
+from experiments.base import BenchmarkArtifact
 from experiments.common import Section
 from harness.runner.store import ResultsStore
 
 RESULTS_DIR = common.REPO / "results"
-# Sweep parameters that also select rows when rendering (column -> parameter); a module may declare its own FILTERS.
-FILTERS = {"model": "models", "dataset": "datasets", "system": "systems", "quantizer": "quantizers"}
 
 
 class SweepParameterError(ValueError):
@@ -22,41 +21,43 @@ class SweepParameterError(ValueError):
 
 def accepted(name: str, params: dict) -> dict:
     """The subset of `params` that `name`'s sweep takes (for `run all`, where options are shared)."""
-    module = get(name)
-    if hasattr(module, "measure"):
-        takes = set(inspect.signature(module.measure).parameters) - {"store"}
+    artifact = get(name)
+    if isinstance(artifact, BenchmarkArtifact):
+        takes = set(inspect.signature(artifact.measure).parameters) - {"store"}
         return {k: v for k, v in params.items() if k in takes}
-    return {k: v for k, v in params.items() if k in inspect.signature(module.sweep).parameters}
+    return {k: v for k, v in params.items() if k in inspect.signature(artifact.sweep).parameters}
 
 
 def points(name: str, overrides: list[str] = (), **params) -> list[list[str]]:
     """The artifact's sweep with `params` (checked against its signature) and `overrides` appended to every point."""
-    module = get(name)
-    accepted = inspect.signature(module.sweep).parameters
+    artifact = get(name)
+    if isinstance(artifact, BenchmarkArtifact):
+        raise SweepParameterError(f"{name} is measured by a benchmark, not a sweep")
+    accepted = inspect.signature(artifact.sweep).parameters
     unknown = sorted(set(params) - set(accepted))
     if unknown:
         raise SweepParameterError(f"{name}'s sweep takes {', '.join(accepted)}; not {', '.join(unknown)}")
-    return [p + list(overrides) for p in module.sweep(**params)]
+    return [p + list(overrides) for p in artifact.sweep(**params)]
 
 
 def rows_of(name: str, store: ResultsStore, **params) -> pd.DataFrame:
     """The store's rows this artifact draws, narrowed by the sweep parameters that name a column."""
-    module = get(name)
-    if hasattr(module, "load_rows"):
-        rows = module.load_rows(store)
+    artifact = get(name)
+    if isinstance(artifact, BenchmarkArtifact):
+        rows = artifact.load_rows(store)
     else:  # only the latest successful attempt of each configuration counts (common.current)
-        rows = common.current(common.read_rows(store, module.EXPERIMENTS))
-    for column, param in getattr(module, "FILTERS", FILTERS).items():
+        rows = common.current(common.read_rows(store, artifact.EXPERIMENTS))
+    for column, param in artifact.FILTERS.items():
         if params.get(param) and column in rows.columns:
             rows = rows[rows[column].isin(list(params[param]))]
     return rows
 
 
 def render(name: str, store: ResultsStore | None = None, out_dir: Path = RESULTS_DIR, **params) -> Section:
-    module = get(name)
+    artifact = get(name)
     store = store or ResultsStore()
     rows = rows_of(name, store, **params)
-    section = module.render(rows, common.load_paper(name), Path(out_dir) / "figures")
+    section = artifact.render(rows, common.load_paper(name), Path(out_dir) / "figures")
     section.context = section.context or "; ".join(common.labels(rows))
     return section
 
@@ -67,14 +68,14 @@ def run(name: str, store: ResultsStore | None = None, out_dir: Path = RESULTS_DI
     With `launcher` (a conf/hydra/launcher option) the sweep runs through `python -m harness --multirun`."""
     from harness.runner.sweep import run_sweep
 
-    module = get(name)
+    artifact = get(name)
     store = store or ResultsStore()
-    if hasattr(module, "measure"):
+    if isinstance(artifact, BenchmarkArtifact):
         unknown = sorted(set(params) - set(accepted(name, params)))
         if unknown:
             raise SweepParameterError(f"{name} is measured by a benchmark that takes no {', '.join(unknown)}")
         try:
-            module.measure(store, **params)
+            artifact.measure(store, **params)
         except common.NotAvailable as e:  # rendered as "not run" with this reason
             print(f"[experiments] {name}: not run: {e}", file=sys.stderr)
     elif launcher:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments import common, fig10
+from experiments.base import SweepArtifact, register_artifact
 from experiments.common import Section, md_table
 
 NAME = "table3"
@@ -55,3 +56,9 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             "lengths are counted by each model's own tokenizer; the paper's by Llama3-8B's and Phi3-3.8B's. `rows` "
             "counts TTFT rows (one per repetition and prompt).\n\n" + md_table(pd.DataFrame(lines)))
     return Section(NAME, TITLE, common.INPUT, summary, body)
+
+
+@register_artifact
+class Table3(SweepArtifact):
+    NAME, TITLE, EXPERIMENTS = NAME, TITLE, EXPERIMENTS
+    sweep, render = staticmethod(sweep), staticmethod(render)

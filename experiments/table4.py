@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments import common
+from experiments.base import SweepArtifact, register_artifact
 from experiments.common import Section, fmt, md_table
 
 NAME = "table4"
@@ -156,3 +157,9 @@ def render_for(name: str, title: str, model: str, rows: pd.DataFrame, paper: pd.
 
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
     return render_for(NAME, TITLE, MODEL, rows, paper, figures_dir)
+
+
+@register_artifact
+class Table4(SweepArtifact):
+    NAME, TITLE, EXPERIMENTS = NAME, TITLE, EXPERIMENTS
+    sweep, render = staticmethod(sweep), staticmethod(render)

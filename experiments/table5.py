@@ -6,6 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments import table4
+from experiments.base import SweepArtifact, register_artifact
 from experiments.common import Section
 
 NAME = "table5"
@@ -17,3 +18,9 @@ sweep = table4.sweep
 
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
     return table4.render_for(NAME, TITLE, MODEL, rows, paper, figures_dir)
+
+
+@register_artifact
+class Table5(SweepArtifact):
+    NAME, TITLE, EXPERIMENTS = NAME, TITLE, EXPERIMENTS
+    sweep, render = staticmethod(sweep), staticmethod(render)

@@ -4,9 +4,10 @@ from pathlib import Path
 import pytest
 
 from experiments import ARTIFACTS, fig10, run
+from experiments.base import SweepArtifact
 from harness.cli import CONF_DIR
 
-SWEEPS = [name for name, m in ARTIFACTS.items() if not hasattr(m, "measure")]
+SWEEPS = [name for name, a in ARTIFACTS.items() if isinstance(a, SweepArtifact)]
 
 
 def _missing_options(point: list[str]) -> list[str]:
