@@ -70,7 +70,7 @@ def paper_order(name: str) -> tuple:
     return (("fig", "table").index(m.group(1)), int(m.group(2)), "") if m else (2, 0, name)
 
 
-ARTIFACTS = Registry("artifact")  # NAME -> the artifact (one instance each)
+ARTIFACTS = Registry("artifact", package="experiments")  # NAME -> the artifact (one instance each)
 
 
 def register_artifact(cls: type[Artifact]) -> type[Artifact]:

@@ -1,5 +1,7 @@
-"""Devices (see base.py for the contract). Importing the package registers every implementation."""
+"""Devices (see base.py for the contract): one module per device type, harness/devices/<name>.py beside
+conf/device/<name>.yaml; importing the package registers every device that has a config."""
 from harness.devices.base import DEVICES, Device, DeviceConfig, get_device
-from harness.devices import android, local  # noqa: F401  (register)
+
+DEVICES.load_all("device")
 
 __all__ = ["DEVICES", "Device", "DeviceConfig", "get_device"]

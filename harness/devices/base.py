@@ -175,7 +175,7 @@ def parse_proc_status(text: str) -> dict:
     return out
 
 
-DEVICES = Registry("device", DeviceConfig)
+DEVICES = Registry("device", DeviceConfig, package="harness.devices")  # conf/device/<name>.yaml: devices/<name>.py
 register_device = DEVICES.register
 
 

@@ -39,7 +39,7 @@ from harness.quant.config import ConfigError, QuantizerConfig
 from harness.quant.numerics import quantize_per_channel
 from harness.registry import Registry, RegistryError
 
-REGISTRY = Registry("quantizer")  # name -> Quantizer subclass
+REGISTRY = Registry("quantizer", package="harness.quant.methods")  # name -> Quantizer subclass
 register = REGISTRY.register
 
 

@@ -181,7 +181,7 @@ def timeline(title: str, samples: list[tuple[float, float]], points: int = 40) -
     return f"{title}: " + str([[round(t, 3), round(v, 2)] for t, v in thinned])
 
 
-SYSTEMS = Registry("system", SystemConfig)
+SYSTEMS = Registry("system", SystemConfig, package="harness.systems")  # conf/system/<name>.yaml: systems/<name>.py
 register_system = SYSTEMS.register
 
 

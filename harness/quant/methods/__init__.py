@@ -1,2 +1,7 @@
-"""Built-in quantizers, one module each; importing this package registers them (base.REGISTRY)."""
-from harness.quant.methods import cmpq, edgeflow, rtn_clip, shadow_outlier, smoothquant, uniform  # noqa: F401
+"""Built-in quantizers, one module each; importing this package imports every module here, and each registers its
+quantizer (base.REGISTRY), so a new quantizer is its module plus its conf/quantizer/*.yaml."""
+import importlib
+import pkgutil
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")

@@ -1,0 +1,150 @@
+"""docs/architecture.md's promise, checked: a toy quantizer, system and device are each their module plus their YAML,
+and a toy figure is one module. Each toy is written into the source tree (and removed afterwards), then used through
+the same entry points as the built-in ones, with nothing else edited."""
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+TOY_SYSTEM = '''
+from dataclasses import dataclass
+
+from harness.systems.base import NotRun, System, SystemConfig, register_system
+
+
+@dataclass
+class ArchToyConfig(SystemConfig):
+    flavour: str = "plain"
+
+
+@register_system
+class ArchToy(System):
+    name = "archtoy"
+    config_type = ArchToyConfig
+
+    def prepare(self, model, bits, device):
+        raise NotRun("a toy")
+
+    def run_cold(self, prepared, work, device, protocol):
+        raise NotRun("a toy")
+'''
+
+TOY_DEVICE = '''
+from harness.devices.base import register_device
+from harness.devices.local import LocalDevice
+
+
+@register_device
+class ArchToyDevice(LocalDevice):
+    name = "archtoy"
+'''
+
+TOY_QUANTIZER = '''
+from harness.quant.base import register
+from harness.quant.methods.uniform import UniformQuantizer
+
+
+@register
+class ArchToyQuantizer(UniformQuantizer):
+    name = "archtoy"
+'''
+
+TOY_FIGURE = '''
+from experiments.base import SweepArtifact, register_artifact
+from experiments.common import Section
+
+
+@register_artifact
+class ArchToy(SweepArtifact):
+    NAME, TITLE, EXPERIMENTS = "archtoy", "A toy figure", ("ttft",)
+
+    @staticmethod
+    def sweep(models=("smollm2-135m",)):
+        return [["experiment=ttft", f"model={m}", "system=llamacpp"] for m in models]
+
+    @staticmethod
+    def render(rows, paper, figures_dir):
+        return Section("archtoy", "A toy figure", "not run", f"{len(rows)} rows")
+'''
+
+
+@contextmanager
+def written(files: dict[str, str]):
+    """Write `files` (repository path -> text) and remove them afterwards, with the modules they defined."""
+    paths = [REPO / p for p in files]
+    assert not any(p.exists() for p in paths), "a toy file already exists"
+    try:
+        for p, text in zip(paths, files.values()):
+            p.write_text(text)
+        yield
+    finally:
+        for p in paths:
+            p.unlink(missing_ok=True)
+        for name in [m for m in sys.modules if m.endswith(".archtoy")]:
+            del sys.modules[name]
+
+
+def test_a_system_is_its_module_and_its_yaml():
+    from harness.runner.job import prepare_job
+    from harness.runner.sweep import compose_config
+    from harness.systems import SYSTEMS, get_system
+
+    files = {"harness/systems/archtoy.py": TOY_SYSTEM, "conf/system/archtoy.yaml": "name: archtoy\nthreads: 2\n"}
+    try:
+        with written(files):
+            cfg = compose_config(["experiment=ttft", "system=archtoy", "+system.flavour=spicy"])
+            prepare_job(cfg)  # every group validated, the toy's own key included
+            assert get_system(cfg.system).cfg.flavour == "spicy"
+    finally:
+        SYSTEMS.pop("archtoy", None)
+    assert len(files) <= 2
+
+
+def test_a_device_is_its_module_and_its_yaml():
+    from harness.devices import DEVICES, get_device
+
+    files = {"harness/devices/archtoy.py": TOY_DEVICE, "conf/device/archtoy.yaml": "name: archtoy\n"}
+    try:
+        with written(files):
+            assert get_device({"name": "archtoy"}).name == "archtoy"
+    finally:
+        DEVICES.pop("archtoy", None)
+    assert len(files) <= 2
+
+
+def test_a_quantizer_is_its_module_and_its_yaml():
+    from harness.quant import REGISTRY, make_quantizer
+    from harness.runner.sweep import compose_config
+
+    files = {"harness/quant/methods/archtoy.py": TOY_QUANTIZER,
+             "conf/quantizer/archtoy.yaml": "name: archtoy\nbudget_bits: 6\n"}
+    try:
+        with written(files):
+            cfg = compose_config(["experiment=perplexity", "quantizer=archtoy"])
+            assert make_quantizer(cfg.quantizer).name == "archtoy"
+    finally:
+        REGISTRY.pop("archtoy", None)
+    assert len(files) <= 2
+
+
+def test_a_figure_is_one_module(tmp_path):
+    from experiments import ARTIFACTS, run
+    from harness.runner.store import ResultsStore
+
+    files = {"experiments/archtoy.py": TOY_FIGURE}
+    try:
+        with written(files):
+            assert run.points("archtoy", models=("a", "b"))[1][1] == "model=b"
+            store = ResultsStore(tmp_path / "runs")
+            store.append("ttft", [{"experiment": "ttft", "model": "a", "metric": "ttft_s", "value": 1.0, "status": "ok"}])
+            assert run.render("archtoy", store, tmp_path).summary == "1 rows"
+    finally:
+        ARTIFACTS.pop("archtoy", None)
+    assert len(files) == 1
+
+
+def test_the_doc_names_every_plugin_registry():
+    text = (REPO / "docs" / "architecture.md").read_text()
+    for name in ("REGISTRY", "LAYOUTS", "SYSTEMS", "DEVICES", "ARTIFACTS"):
+        assert name in text
