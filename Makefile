@@ -53,7 +53,7 @@ test-fast: setup
 	$(PY) -m pytest -q -m "not real_model and not slow and not slurm"
 
 # --- runtime (the native engine, edgeflow_runtime/src/engine) ---
-.PHONY: runtime test-runtime test-sanitize bench-runtime
+.PHONY: runtime test-runtime test-sanitize bench-runtime bench-pipeline
 
 runtime: setup
 	$(PY) -m harness.engine build --arch all
@@ -72,7 +72,11 @@ test-sanitize: setup
 
 # warm prefill vs llama.cpp Q8_0 and the INT8 peak, cold TTFT at 4..8 bits (2 threads, 128-token prompt)
 bench-runtime: setup
-	$(PY) -m harness.runtime_bench
+	$(PY) -m harness.bench.runtime
+
+# cold TTFT of each pipeline policy (conf/pipeline/), interleaved, with per-lane bubble rates
+bench-pipeline: setup
+	$(PY) -m harness.bench.pipeline
 
 # --- baselines (llama.cpp, MNN, llm.npu; devices; cold-start protocol) ---
 .PHONY: baselines ttft-baselines bench-baselines
@@ -91,7 +95,7 @@ ttft-baselines: baselines
 # Cold TTFT of llama.cpp Q8_0 and MNN INT8 (128-token prompt, 2 threads) at native speed and at emulated 200 MB/s
 # flash, repetitions interleaved, with ratios against each other. Run on an idle host: it prints the load average.
 bench-baselines: baselines
-	$(PY) -m harness.measure.bench_baselines 5 200
+	$(PY) -m harness.bench.baselines 5 200
 
 # --- packing format and unpack kernels (pack) ---
 # Native builds live in edgeflow_runtime/build-{host,aarch64,fuzz}; harness/engine/build.py rebuilds them when a source
@@ -112,12 +116,11 @@ fuzz: setup
 	$(PY) -m harness.engine fuzz --seconds $(or $(FUZZ_SECONDS),60)
 
 bench-unpack: setup
-	$(PY) -m harness.pack.bench
+	$(PY) -m harness.bench.unpack
 
 fig13: setup
-	test -f results/runs/bench/unpack.json || $(PY) -m harness.pack.bench
-	$(PY) -m harness.plots.fig13
-	$(PY) -m harness.plots.fig4
+	$(PY) -m experiments run fig13
+	$(PY) -m experiments run fig4
 
 # --- experiments ---
 # One target per paper artifact: measure it (resumably) and draw it beside the paper's values; `report` writes
@@ -166,5 +169,5 @@ eval-local: setup  ## FP16 accuracy of the default model on the local proxy task
 # --- quant ---
 .PHONY: bench-quant
 bench-quant: setup  ## time calibration + quantization (default model, and a random Llama at 1x and 2x width)
-	$(PY) -m harness.quant.bench --threads 1
-	$(PY) -m harness.quant.bench --threads 2
+	$(PY) -m harness.bench.quant --threads 1
+	$(PY) -m harness.bench.quant --threads 2

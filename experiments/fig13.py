@@ -57,6 +57,58 @@ def paper_table(paper: pd.DataFrame | None) -> str:
     return "Paper (Llama3-8B, 5-7 bits):\n\n" + md_table(paper[["packing", "versus", "metric", "value", "unit", "notes"]])
 
 
+def _stats(rows: pd.DataFrame, med: pd.DataFrame, bits, packing: str, metric: str) -> tuple[float, float, float]:
+    """(median, min, max) in ms of one metric over the repetitions, on the unpack path the medians chose."""
+    m = med[(med["bits"] == bits) & (med["packing"] == packing) & (med["metric"] == metric)]
+    if m.empty:
+        return math.nan, math.nan, math.nan
+    r = rows[(rows["bits"] == bits) & (rows["packing"] == packing) & (rows["metric"] == metric)
+             & (rows["path"] == m["path"].iloc[0])]["value"]
+    return 1e3 * float(m["value"].iloc[0]), 1e3 * r.min(), 1e3 * r.max()
+
+
+def draw(rows: pd.DataFrame, med: pd.DataFrame, lines: list[dict], figures_dir: Path) -> list[Path]:
+    """(a) cold load vs unpack per bit-width and format, (b) load+unpack end to end; the ratios beside the paper's."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bits = sorted(med["bits"].unique())
+    formats = [f for f in ("int4int8", "kquant", "weightlet") if f in set(med["packing"])]
+    fig, (ax_a, ax_b) = plt.subplots(1, 2, figsize=(13, 4.8))
+    width, x = 0.8 / max(len(formats), 1), np.arange(len(bits))
+    for i, f in enumerate(formats):
+        pos = x - 0.4 + width * (i + 0.5)
+        for part, metric, shift, style in (("load", "cold_load_seconds", -1, {}),
+                                           ("unpack", "unpack_seconds", 1, {"hatch": "///", "alpha": 0.6})):
+            st = np.array([_stats(rows, med, b, f, metric) for b in bits]).T
+            ax_a.bar(pos + shift * width / 4, st[0], width / 2, color=packbench.COLORS[f],
+                     label=f"{packbench.LABELS[f]}: {part}", yerr=[st[0] - st[1], st[2] - st[0]],
+                     error_kw=dict(lw=0.7, capsize=2), **style)
+    ax_a.set_xticks(x, [f"{b:g} bits" for b in bits])
+    ax_a.set_ylabel("ms, measured (this host): median, min..max")
+    ax_a.set_title("(a) cold load (2 threads) vs unpack (1 thread)")
+    ax_a.legend(fontsize=7, ncol=2)
+    for f in [p for p in ("int8", *formats) if p in set(med["packing"])]:
+        st = np.array([_stats(rows, med, b, f, "e2e_seconds") for b in bits]).T
+        ax_b.errorbar(bits, st[0], yerr=[st[0] - st[1], st[2] - st[0]], marker="o", color=packbench.COLORS[f],
+                      label=packbench.LABELS[f], capsize=3, lw=1.2)
+    ax_b.set_xticks(bits)
+    ax_b.set_xlabel("average bits per weight")
+    ax_b.set_ylabel("load + unpack ms, measured (this host)")
+    ax_b.set_title("(b) end-to-end, 2 load threads + 1 unpack thread")
+    ax_b.legend(fontsize=8)
+    note = ["ratio (other / weightlet; > 1: weightlet faster)     paper (Llama3-8B, phone)   ours (this host)"]
+    note += [f"{line['metric']:<28s} vs {line['vs'] or '-':<9s}  {line['paper']:>8s}   {line['ours']:>10s} "
+             f"({line['ours over']})" for line in lines]
+    fig.text(0.01, -0.02, "\n".join(note), family="monospace", fontsize=7.5, va="top")
+    fig.suptitle(f"Figure 13 (ours): packing formats - {', '.join(sorted(rows['model'].dropna().unique()))}",
+                 fontsize=9)
+    fig.tight_layout()
+    return common.save_figure(fig, NAME, figures_dir)
+
+
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
     if rows.empty:
         return Section(NAME, TITLE, common.NOT_RUN, "packing benchmark not available (no output of "
@@ -67,7 +119,6 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     models = ", ".join(sorted(rows["model"].dropna().unique())) if "model" in rows else "?"
     load = rows["loadavg"].dropna() if "loadavg" in rows else pd.Series(dtype=float)
     tags = f"model shape {models}" + (f"; load average {load.min():.1f}–{load.max():.1f}" if len(load) else "")
-    figures, no_figure = packbench.plot(NAME, rows, figures_dir)
     lines, verdicts = [], []
     caps = packbench.cap_reasons(rows)
     for p in (paper.itertuples() if paper is not None else []):
@@ -84,12 +135,13 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         lines.append({"metric": p.metric, "vs": p.versus if isinstance(p.versus, str) else "", "ours": fmt(mine),
                       "ours over": over, "paper": f"{p.value:g}", "verdict": v})
     verdict, count = common.overall(verdicts)
+    figures = draw(rows, med, lines, figures_dir)
     med_table = med[med["metric"].isin(["cold_load_seconds", "unpack_seconds", "e2e_seconds",
                                         "instructions_per_weight"])]
     wide = med_table.assign(cell=[f"{fmt(v)} ({q})" if m in ("unpack_seconds", "instructions_per_weight") else fmt(v)
                                   for v, q, m in zip(med_table["value"], med_table["path"], med_table["metric"])])
     wide = wide.pivot_table(index=["bits", "packing"], columns="metric", values="cell", aggfunc="first").reset_index()
-    figure = f"![{TITLE}](figures/{figures[0].name})\n\n" if figures else f"{no_figure}\n\n"
+    figure = f"![{TITLE}](figures/{figures[0].name})\n\n"
     body = (figure + f"Measured on {tags} (random codes in the paper's Figure 4a bit mix, not a quantized model: the speed of "
             "loading and unpacking depends on bit-widths and shapes, not on code values). Ratios are other format / "
             "weightlet (> 1: weightlet faster). Instructions per weight are counted by callgrind on this host's "

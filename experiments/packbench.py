@@ -1,17 +1,14 @@
-"""The packing benchmark shared by Figures 4 and 13: `make bench-unpack` (the packing area's target,
-harness/pack/bench.py) packs a model-shaped artifact in every layout at 4..7 average bits and times cold loading,
-unpacking and load+unpack end to end. It writes, under <results store>/bench/:
-  unpack.csv   one row per measurement: bits, packing, path (unpack kernel), metric, value, unit, repetition, loadavg
-               (metrics used here: cold_load_seconds, unpack_seconds, e2e_seconds, instructions_per_weight)
-  unpack.json  provenance, and per bits and packing the timeline of the median end-to-end run (per-layer
-               load_start/load_end/unpack_start/unpack_end, seconds) that Figure 4 draws.
-This module runs it and reads those files; fig4.py and fig13.py compare them with the paper.
+"""The packing benchmark shared by Figures 4 and 13: `make bench-unpack` (harness/bench/unpack.py) packs a
+model-shaped artifact in every layout at 4..7 average bits and times cold loading, unpacking and load+unpack end to
+end. Its rows are in the results store (experiment `bench-unpack`: bits, packing, variant = the unpack kernel,
+metric, value, repetition; the load average in the notes), and beside them unpack.json holds the run's summary and,
+per bits and packing, the per-layer timeline of the median end-to-end run that Figure 4 draws.
+This module runs it and reads both; fig4.py and fig13.py compare them with the paper.
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,53 +17,55 @@ import pandas as pd
 
 from experiments import common
 
+EXPERIMENT = "bench-unpack"
 BENCH_TARGET = "bench-unpack"
+TIMELINES = "unpack.json"
 # The paper's INT4/INT8 mixed padding format is the packing area's `mixed48` layout.
 ALIASES = {"int4int8": "mixed48"}
-
-
-class BenchUnavailable(common.NotAvailable):
-    """The packing benchmark (its make target or its output) is not in this checkout."""
+LABELS = {"int8": "INT8 (padded)", "int4int8": "INT4/INT8 mixed", "kquant": "K-quant-like",
+          "weightlet": "EdgeFlow weightlet"}
+COLORS = {"int8": "#999999", "int4int8": "#4c72b0", "kquant": "#dd8452", "weightlet": "#55a868"}
+_LOAD = re.compile(r"load average ([\d.]+)")
 
 
 def bench_dir(store) -> Path:
-    return Path(store.root) / "bench"
+    return Path(store.root) / EXPERIMENT
 
 
 def measure(store=None) -> None:
-    """Run the benchmark (what `make bench-unpack` runs) with this Python, writing into the store's bench/ folder;
-    raises BenchUnavailable when the packing area's benchmark is not in this checkout."""
+    """Run the benchmark (what `make bench-unpack` runs) with this Python into the store, unless it already holds a
+    run (resumable, like the sweeps)."""
     from harness.runner.store import ResultsStore
 
-    if importlib.util.find_spec("harness.pack") is None or importlib.util.find_spec("harness.pack.bench") is None:
-        raise BenchUnavailable("harness/pack/bench.py (the packing benchmark) is not in this checkout")
-    out = bench_dir(store or ResultsStore())
-    if (out / "unpack.csv").exists() and (out / "unpack.json").exists():  # resumable, like the sweeps
-        print(f"[experiments] packing benchmark already measured in {out}; delete it to measure again",
+    store = store or ResultsStore()
+    if not store.read(EXPERIMENT).empty and (bench_dir(store) / TIMELINES).exists():
+        print(f"[experiments] packing benchmark already measured in {bench_dir(store)}; delete it to measure again",
               file=sys.stderr)
         return
-    subprocess.run([sys.executable, "-m", "harness.pack.bench", "--out", str(out)], cwd=common.REPO, check=True)
+    subprocess.run([sys.executable, "-m", "harness.bench.unpack", "--results", str(store.root)], cwd=common.REPO,
+                   check=True)
 
 
 def rows(store) -> pd.DataFrame:
-    """unpack.csv, with packing names as the paper's CSVs use them; empty when the benchmark has not run."""
-    path = bench_dir(store) / "unpack.csv"
-    if not path.exists():
-        return pd.DataFrame(columns=["bits", "packing", "path", "metric", "value", "unit", "repetition", "loadavg",
-                                     "bench_dir"])
-    df = pd.read_csv(path)
+    """The latest run's rows, with packing names as the paper's CSVs use them, `path` (the unpack kernel) and
+    `loadavg` columns; empty when the benchmark has not run."""
+    df = common.current(store.read(EXPERIMENT))
     back = {v: k for k, v in ALIASES.items()}
-    return df.assign(packing=df["packing"].replace(back), bench_dir=str(path.parent))
+    load = df["notes"].fillna("").map(lambda n: float(m.group(1)) if (m := _LOAD.search(n)) else float("nan"))
+    return df.assign(packing=df["packing"].replace(back), path=df["variant"], loadavg=load,
+                     bench_dir=str(bench_dir(store)))
 
 
-def timelines(store) -> dict:
-    """unpack.json's timelines: {bits: {packing: {load_start: [...], ...}}} (packing names as the paper's)."""
-    path = bench_dir(store) / "unpack.json"
-    if not path.exists():
-        return {}
+def document(rows: pd.DataFrame) -> dict:
+    """unpack.json of the run these rows came from: provenance, summary and timelines ({} without it)."""
+    path = Path(rows["bench_dir"].iloc[0]) / TIMELINES if len(rows) else None
+    return json.loads(path.read_text()) if path is not None and path.exists() else {}
+
+
+def timelines(rows: pd.DataFrame) -> dict:
+    """{bits: {packing: {load_start: [...], ...}}} (packing names as the paper's)."""
     back = {v: k for k, v in ALIASES.items()}
-    doc = json.loads(path.read_text())
-    return {int(b): {back.get(p, p): t for p, t in per.items()} for b, per in doc.get("timelines", {}).items()}
+    return {int(b): {back.get(p, p): t for p, t in per.items()} for b, per in document(rows).get("timelines", {}).items()}
 
 
 def medians(df: pd.DataFrame) -> pd.DataFrame:
@@ -85,16 +84,6 @@ def medians(df: pd.DataFrame) -> pd.DataFrame:
 def value(med: pd.DataFrame, bits, packing: str, metric: str) -> float:
     hit = med[(med["bits"] == bits) & (med["packing"] == packing) & (med["metric"] == metric)]
     return float(hit["value"].iloc[0]) if len(hit) else float("nan")
-
-
-def plot(kind: str, rows: pd.DataFrame, figures_dir: Path) -> tuple[list[Path], str]:
-    """The packing area's figure (harness/plots/<kind>.py, `plot(bench_dir, out_dir)`) for the benchmark these rows
-    came from; ([], why) when that module is not in this checkout."""
-    try:
-        module = importlib.import_module(f"harness.plots.{kind}")
-    except ModuleNotFoundError:
-        return [], f"No figure: harness/plots/{kind}.py (the packing area's plot) is not in this checkout."
-    return list(module.plot(Path(rows["bench_dir"].iloc[0]), figures_dir)), ""
 
 
 def cap_reasons(rows: pd.DataFrame) -> list[str]:

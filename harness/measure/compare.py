@@ -1,6 +1,6 @@
 """A cold-TTFT comparison of engines doing the same work: interleaved runs, the workload check, the printed table.
 
-Used by `make bench-runtime` (harness/runtime_bench.py) and `make bench-baselines` (harness/measure/bench_baselines.py);
+Used by `make bench-runtime` (harness/bench/runtime.py) and `make bench-baselines` (harness/bench/baselines.py);
 the `ttft` experiment runs the same `System.run_cold(prepared, workload, ...)` one system at a time.
 
 `run_interleaved` runs repetition 1 of every entry, then repetition 2, ... (so a change in the shared host's load

@@ -27,6 +27,8 @@ COLUMNS: dict[str, pa.DataType] = {
     "time": pa.string(),
     # the work a timing row measured (harness/measure/workload.py: prompt, ctx, threads, timed event, cold state)
     "workload": pa.string(),
+    # what else tells a benchmark's rows apart inside one configuration (e.g. the unpack kernel: avx2, sse, native)
+    "variant": pa.string(),
 }
 SCHEMA = pa.schema(list(COLUMNS.items()))
 OK, FAILED, NOT_RUN = "ok", "failed", "not run"

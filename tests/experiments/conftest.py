@@ -15,15 +15,13 @@ def fig10_store(tmp_path) -> ResultsStore:
 
 @pytest.fixture
 def bench_store(tmp_path) -> ResultsStore:
-    """A store whose bench/ folder holds synthetic packing-benchmark output (see synthetic_rows.py)."""
+    """A store holding synthetic packing-benchmark output (see synthetic_rows.py) where harness/bench/unpack.py writes
+    it: rows of experiment bench-unpack, and unpack.json beside them."""
     import json
 
-    import pandas as pd
-
-    from synthetic_rows import bench_csv_rows, bench_json
+    from synthetic_rows import bench_json, bench_store_rows
 
     store = ResultsStore(tmp_path / "runs")
-    (store.root / "bench").mkdir(parents=True)
-    pd.DataFrame(bench_csv_rows()).to_csv(store.root / "bench" / "unpack.csv", index=False)
-    (store.root / "bench" / "unpack.json").write_text(json.dumps(bench_json()))
+    store.append("bench-unpack", bench_store_rows())
+    (store.root / "bench-unpack" / "unpack.json").write_text(json.dumps(bench_json()))
     return store

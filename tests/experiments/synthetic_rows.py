@@ -74,12 +74,12 @@ def quantizer_rows(model: str = "smollm2-135m") -> dict[str, list[dict]]:
     return {"perplexity": ppl, "accuracy": acc}
 
 
-# Made-up packing benchmark output in the shape harness/pack/bench.py writes (unpack.csv, unpack.json timelines).
+# Made-up packing benchmark output in the shape harness/bench/unpack.py writes (store rows, unpack.json timelines).
 FAKE_LOAD = {"weightlet": 1.0, "mixed48": 1.42, "kquant": 1.0, "int8": 1.6}   # x bits/5
 FAKE_UNPACK = {"weightlet": 0.1, "mixed48": 0.05, "kquant": 0.617, "int8": 0.0}
 
 
-def bench_csv_rows() -> list[dict]:
+def bench_store_rows() -> list[dict]:
     rows = []
     for bits in (4, 5, 6, 7):
         for packing in FAKE_LOAD:
@@ -88,18 +88,19 @@ def bench_csv_rows() -> list[dict]:
             for rep in range(3):
                 for path in paths:
                     slow = 4.0 if path == "scalar" else 1.0
-                    rows.append(dict(bits=bits, packing=packing, path=path, metric="unpack_seconds",
+                    rows.append(dict(bits=bits, packing=packing, variant=path, metric="unpack_seconds",
                                      value=FAKE_UNPACK[packing] * slow * (1 + 0.01 * rep), unit="s", repetition=rep))
-                rows.append(dict(bits=bits, packing=packing, path="-", metric="cold_load_seconds", value=load,
+                rows.append(dict(bits=bits, packing=packing, variant="-", metric="cold_load_seconds", value=load,
                                  unit="s", repetition=rep))
-                rows.append(dict(bits=bits, packing=packing, path="auto", metric="e2e_seconds",
+                rows.append(dict(bits=bits, packing=packing, variant="auto", metric="e2e_seconds",
                                  value=max(load, FAKE_UNPACK[packing] * 5) + 0.05, unit="s", repetition=rep))
-        rows.append(dict(bits=bits, packing="weightlet", path="avx2", metric="instructions_per_weight", value=0.45,
+        rows.append(dict(bits=bits, packing="weightlet", variant="avx2", metric="instructions_per_weight", value=0.45,
                          unit="instr/weight", repetition=0))
-        rows.append(dict(bits=bits, packing="weightlet", path="scalar", metric="instructions_per_weight", value=9.0,
+        rows.append(dict(bits=bits, packing="weightlet", variant="scalar", metric="instructions_per_weight", value=9.0,
                          unit="instr/weight", repetition=0))
     for r in rows:
-        r.update(experiment="bench-unpack", model="smollm2-135m-shape(random codes)", loadavg=1.0)
+        r.update(experiment="bench-unpack", model="smollm2-135m-shape(random codes)", status="ok", label="measured",
+                 config_hash="bench-unpack-fixture", notes="load average 1.00")
     return rows
 
 
@@ -126,13 +127,11 @@ def bench_timelines(layers: int = 4) -> dict:
 
 
 def bench_json(layers: int = 4) -> dict:
-    """unpack.json as harness/pack/bench.py writes it: provenance, the paper's ratios, a summary, the timelines."""
+    """unpack.json as harness/bench/unpack.py writes it: provenance, a summary, the timelines."""
     keys = ("load_speedup_vs_mixed48", "unpack_speedup_avx2_vs_kquant", "e2e_speedup_vs_kquant",
             "e2e_speedup_vs_mixed48", "avx2_instructions_per_weight", "bytes_ratio_mixed48_over_weightlet")
-    paper = {"load_speedup_vs_mixed48": 1.42, "unpack_speedup_vs_kquant": 6.17, "e2e_speedup_vs_kquant": 3.05,
-             "e2e_speedup_vs_mixed48": 1.44, "simd_instructions_per_weight": 0.48}
     return {"provenance": {"model": "synthetic test fixture", "loadavg_before": 1.0, "loadavg_after": 1.0,
                            "git_commit": "fixture"},
-            "paper": paper, "summary": {"per_bits": {str(b): dict.fromkeys(keys, 1.0) for b in (4, 5, 6, 7)},
+            "summary": {"per_bits": {str(b): dict.fromkeys(keys, 1.0) for b in (4, 5, 6, 7)},
                                         "avx2_instructions_per_weight_mean_4to7": 0.45},
             "timelines": bench_timelines(layers)}

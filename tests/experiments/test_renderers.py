@@ -128,13 +128,7 @@ def test_fig13_from_the_packing_benchmark(bench_store, tmp_path):
 
 
 def _check_packing_figure(section, name):
-    """The figure is the packing area's plot (harness/plots/<name>.py); without it the section says so."""
-    import importlib.util
-
-    if importlib.util.find_spec("harness.plots") and importlib.util.find_spec(f"harness.plots.{name}"):
-        assert section.figures[0].name == f"{name}.png" and section.figures[0].exists()
-    else:
-        assert not section.figures and f"harness/plots/{name}.py" in section.body
+    assert section.figures[0].name == f"{name}.png" and section.figures[0].stat().st_size > 10_000
 
 
 def test_fig4_timeline_ratios(bench_store, tmp_path):

@@ -5,7 +5,7 @@ Llama models of the default's layer shape and of twice its width, with the same 
 shows how the cost grows with the weights per layer. Prints one JSON line per model with the load average: on a
 shared machine the absolute seconds move with the load, the ratio much less.
 
-    python -m harness.quant.bench [--quantizer edgeflow] [--budget 5] [--threads 1]
+    python -m harness.bench.quant [--quantizer edgeflow] [--budget 5] [--threads 1]
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`python -m harness.measure.bench_baselines [REPS] [MBPS]`: cold TTFT of llama.cpp Q8_0 and MNN INT8 on the default
+"""`python -m harness.bench.baselines [REPS] [MBPS]`: cold TTFT of llama.cpp Q8_0 and MNN INT8 on the default
 model, a 128-token corpus prompt, 2 threads, at native read speed and at an emulated MBPS (default 200) MB/s.
 
 Every configuration is given the same work (harness/measure/workload.py: the prompt's ids, the request's context,

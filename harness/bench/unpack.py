@@ -9,7 +9,8 @@ edgeflow_runtime's bench_unpack measures it (see bench/bench_unpack.cpp for what
   cold    file evicted (posix_fadvise DONTNEED, residency checked with mincore), every layer read by 2 threads;
   e2e     evicted, 2 threads load layers, 1 thread unpacks them in order (the paper's setting); the timeline of
           the median run is kept for Figure 4.
-Rows go to results/runs/bench/unpack.csv, everything (with timelines) to unpack.json.
+Rows go to the results store as experiment `bench-unpack` (harness/bench/record.py); the summary and the timelines
+to unpack.json in that experiment's folder. Figures 13 and 4 (experiments/fig13.py, fig4.py) draw them.
 """
 from __future__ import annotations
 
@@ -33,15 +34,14 @@ from harness.cache import cache_dir
 from harness.pack import LAYOUTS, PackedFile, pack_artifact
 from harness.models.zoo import DEFAULT_MODEL, load_model_spec
 from harness.pack.synthetic import random_artifact
+from harness.bench.record import BenchRecorder
+from harness.runner.provenance import git_commit
+from harness.runner.store import ResultsStore
+
+TIMELINES = "unpack.json"  # in the store's bench-unpack folder: provenance, summary, per-layer timelines
 
 DEFAULT_CONFIG = load_model_spec(DEFAULT_MODEL).architecture  # SmolLM2-135M's shape
 BASELINE_PATH = "auto"  # the baselines have one kernel each (labelled "native" in the rows)
-PAPER = {  # section 5.4.2 and Figure 4 (Llama3-8B on a Snapdragon 8 Elite), paper-values.md
-    "load_speedup_vs_mixed48": 1.42, "unpack_speedup_vs_kquant": 6.17, "e2e_speedup_vs_kquant": 3.05,
-    "e2e_speedup_vs_mixed48": 1.44, "simd_instructions_per_weight": 0.48,
-    "fig4_load_s": {"int8": 3.03, "mixed48": 2.90, "kquant": 1.60}, "fig4_kquant_unpack_s": 5.53,
-}
-OUT = Path("results/runs/bench")
 
 
 def bench_binary() -> Path:
@@ -92,11 +92,6 @@ def neon_loop_instructions(bits: int) -> float:
 
 def loadavg() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
-
-
-def git_commit() -> str:
-    run = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return run.stdout.strip() or "unknown"
 
 
 def measure_bits(bits: int, args, workdir: Path, artifact=None) -> tuple[list[dict], dict]:
@@ -216,14 +211,13 @@ def report(summary: dict) -> str:
     verdict = lambda ok, value: "not measured" if value != value else ("PASS" if ok else "FAIL")  # noqa: E731 (nan)
     lines += [
         "",
-        f"target  bytes mixed48/weightlet at 5 bits >= 1.4   measured {five:.2f}  (paper load speed-up 1.42x)  "
-        f"{verdict(five >= 1.4, five)}",
-        f"target  AVX2 instructions/weight, mean 4..7 <= 0.5  measured {ipw:.3f}  (paper 0.48 SIMD instr/weight, Neon; "
-        f"ours counts every instruction)  {verdict(ipw <= 0.5, ipw)}",
+        f"target  bytes mixed48/weightlet at 5 bits >= 1.4   measured {five:.2f}  {verdict(five >= 1.4, five)}",
+        f"target  AVX2 instructions/weight, mean 4..7 <= 0.5  measured {ipw:.3f}  (every instruction counted)  "
+        f"{verdict(ipw <= 0.5, ipw)}",
         f"info    Neon full-group loop, static count, mean 4..7: {summary['neon_static_loop_instructions_per_weight_mean_4to7']:.3f} "
-        f"instr/weight (paper 0.48)",
-        f"target  AVX2 unpack >= 5x faster than kquant      measured {spd:.1f}x  (paper 6.17x)  "
-        f"{verdict(spd >= 5, spd)}",
+        f"instr/weight",
+        f"target  AVX2 unpack >= 5x faster than kquant      measured {spd:.1f}x  {verdict(spd >= 5, spd)}",
+        "(the paper's values are in results/paper/fig13.csv and fig4.csv; `make reproduce-fig13` compares them)",
     ]
     return "\n".join(lines)
 
@@ -236,7 +230,7 @@ def main(argv=None) -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--callgrind-layers", type=int, default=2)
     ap.add_argument("--no-callgrind", action="store_true")
-    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--results", type=Path, default=None, help="results store root (default results/runs)")
     ap.add_argument("--artifact", type=Path, nargs="+", default=[],
                     help="quantized-model artifact directories to measure instead of random codes (their mean bits "
                          "label the rows)")
@@ -258,18 +252,25 @@ def main(argv=None) -> None:
         print(f"bits {bits}: done (load average {loadavg():.1f})", file=sys.stderr, flush=True)
     df = pd.DataFrame(rows)
     summary = summarise(df)
-    args.out.mkdir(parents=True, exist_ok=True)
-    df.assign(git_commit=git_commit(), host=platform.node()).to_csv(args.out / "unpack.csv", index=False)
+    config = {k: v for k, v in vars(args).items() if k != "results"}
+    recorder = BenchRecorder("unpack", config, ResultsStore(args.results))
+    for r in rows:
+        recorder.add(r["metric"], r["value"], r["unit"], repetition=r["repetition"], model=r["model"], bits=r["bits"],
+                     packing=r["packing"], variant=r["path"], load=r["loadavg"])
+    recorder.save()
+    out = recorder.store.root / recorder.experiment  # beside the rows: what they do not hold
     doc = {"provenance": {"git_commit": git_commit(), "host": platform.node(), "cpu": platform.processor(),
                           "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                           "loadavg_before": load_before, "loadavg_after": loadavg(), "reps": args.reps,
                           "model": (", ".join(p.name for p in args.artifact) if args.artifact else
                                     "SmolLM2-135M shape, random codes, Figure 4a bit mix"),
                           "config": DEFAULT_CONFIG if not args.artifact else None},
-           "paper": PAPER, "summary": summary, "timelines": timelines}
-    (args.out / "unpack.json").write_text(json.dumps(doc, indent=1))
+           "config_hash": recorder.config_hash, "summary": summary, "timelines": timelines}
+    tmp = out / f".unpack.json.{os.getpid()}"
+    tmp.write_text(json.dumps(doc, indent=1))
+    os.replace(tmp, out / TIMELINES)
     print(report(summary))
-    print(f"\nrows: {args.out / 'unpack.csv'}   summary and timelines: {args.out / 'unpack.json'}")
+    print(f"\nsummary and timelines: {out / TIMELINES}")
 
 
 if __name__ == "__main__":

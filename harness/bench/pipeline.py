@@ -1,6 +1,6 @@
 """Cold and warm prefill per pipeline policy, interleaved, on a random-code SmolLM2-shaped packed file.
 
-    python -m harness.pipeline_bench [--tokens 128 512] [--reps 5] [--threads 2] [--baseline OLD_EDGEFLOW_RUN]
+    python -m harness.bench.pipeline [--tokens 128 512] [--reps 5] [--threads 2] [--baseline OLD_EDGEFLOW_RUN]
 
 Each repetition runs every variant once, in turn (so a busy host slows all alike): a fresh edgeflow-run process with
 the packed file evicted (cold TTFT, cold prefill speed, lane bubble rates), then --repeat-prefill 3 from memory (warm
@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 
 from harness.pipeline_sim import POLICIES
-from harness.runtime_bench import synthetic_packed  # random codes at SmolLM2-135M's shapes
+from harness.bench.runtime import synthetic_packed  # random codes at SmolLM2-135M's shapes
 
 
 def _run(binary: str, model: Path, tokens: list[int], args: list[str]) -> dict:

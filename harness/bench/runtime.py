@@ -1,6 +1,6 @@
 """`make bench-runtime`: the native runtime against the machine's INT8 peak and against llama.cpp Q8_0, in one run.
 
-    python -m harness.runtime_bench [--threads 2] [--prompt-tokens 128] [--reps 5]
+    python -m harness.bench.runtime [--threads 2] [--prompt-tokens 128] [--reps 5]
 
 Prints, side by side: warm prefill tokens/s and GOPS of edgeflow-run (INT8 weights) and of llama.cpp Q8_0
 (llama-bench), the measured INT8 peak (edgeflow-bench-int8) and each engine's efficiency against it, and cold TTFT

@@ -2,7 +2,8 @@
 import pytest
 
 from harness.pack import PackedFile, pack_artifact
-from harness.pack.bench import run_bench
+from harness.bench.unpack import run_bench
+from tests.pack.conftest import tiny_artifact  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.native
 
