@@ -144,6 +144,11 @@ reproduce-all: setup $(addprefix reproduce-,$(ARTIFACTS))
 report: setup
 	$(PY) -m experiments report
 
+# the benchmarks section of the report (harness/bench/; not in reproduce-all: they time this host, not the paper)
+.PHONY: reproduce-benchmarks
+reproduce-benchmarks: bench-runtime bench-pipeline bench-quant bench-baselines
+	$(PY) -m experiments render benchmarks
+
 # Every registered quantizer (or QUANTIZERS=rtn_clip,edgeflow,cmpq) at BITS (default 4,5,6,7) on the default model
 # (or MODELS=): perplexity, local-task accuracy, KL and top-1 agreement against FP16, effective bits, packed size,
 # quantization time and cold TTFT in our runtime (FLASH_MBPS=200 adds emulated flash); a table and Pareto plots in

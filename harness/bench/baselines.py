@@ -18,12 +18,14 @@ from harness.measure.compare import Entry, paired_ratios, print_comparison, run_
 from harness.measure.workload import Workload
 from harness.data.prompts import fixed_length_prompts
 from harness.models.zoo import DEFAULT_MODEL, checkpoint_dir, load_model_spec
+from harness.bench.record import BenchRecorder
+from harness.runner.store import ResultsStore
 from harness.systems import SystemConfig, get_system
 
 THREADS = 2
 
 
-def main(reps: int = 5, mbps: float = 200.0) -> None:
+def main(reps: int = 5, mbps: float = 200.0, store: ResultsStore | None = None) -> None:
     model = load_model_spec(DEFAULT_MODEL)
     ids = list(fixed_length_prompts(AutoTokenizer.from_pretrained(checkpoint_dir(model)), 128, 1)[0].ids)
     work = Workload.for_request(ids, THREADS)  # one workload for every system and flash speed
@@ -37,14 +39,19 @@ def main(reps: int = 5, mbps: float = 200.0) -> None:
     finally:
         for d in devices.values():
             d.close()
-    for flash in devices:
+    recorder = BenchRecorder("baselines", {"reps": reps, "mbps": mbps, "threads": THREADS}, store)
+    for flash, device in devices.items():
         print(f"\n--- flash: {flash} ---")
         print_comparison([e for e in entries if e.label.endswith(flash)], reference=f"llamacpp {flash}")
+        recorder.add_comparison([e for e in entries if e.label.endswith(flash)], f"llamacpp {flash}",
+                                flash_emulated_mbps=device.flash_read_mbps, prompt_tokens=len(ids),
+                                label="emulated" if device.flash_read_mbps else "measured")
     by = {e.label: e.values("ttft_s") for e in entries}
     print()
     for name in systems:
         r = paired_ratios(by[f"{name} {mbps:g} MB/s"], by[f"{name} native"])
         print(f"ratio {mbps:g} MB/s / native for {name}: {spread(r, '{:.2f}')}")
+    recorder.save()
 
 
 if __name__ == "__main__":

@@ -18,7 +18,9 @@ import subprocess
 from pathlib import Path
 
 from harness.pipeline_sim import POLICIES
+from harness.bench.record import BenchRecorder
 from harness.bench.runtime import synthetic_packed  # random codes at SmolLM2-135M's shapes
+from harness.runner.store import ResultsStore
 
 
 def _run(binary: str, model: Path, tokens: list[int], args: list[str]) -> dict:
@@ -52,7 +54,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--bits", type=int, default=5)
     ap.add_argument("--baseline", help="another edgeflow-run build, run with its own default schedule")
     ap.add_argument("--policies", nargs="+", default=list(POLICIES))
+    ap.add_argument("--results", default=None, help="results store root (default results/runs)")
     a = ap.parse_args(argv)
+    recorder = BenchRecorder("pipeline", {k: v for k, v in vars(a).items() if k != "results"}, ResultsStore(a.results))
     binary = str(engine_binary("host"))
     model = synthetic_packed(a.bits)
     variants = ([("before", a.baseline, [])] if a.baseline else []) + [
@@ -73,10 +77,17 @@ def main(argv: list[str] | None = None) -> None:
             cpu_b = [_bubbles(r)[0] for r in reps]
             acc_b = [_bubbles(r)[1] for r in reps]
             stolen = [r.get("lanes", {}).get("cpu", {}).get("stolen", 0) for r in reps]
+            for i, r in enumerate(reps):
+                for metric, value, unit in (("ttft_s", ttft[i], "s"), ("cpu_bubble_rate", cpu_b[i], "ratio"),
+                                            ("accel_bubble_rate", acc_b[i], "ratio"),
+                                            ("stolen_tasks", stolen[i], "count")):
+                    recorder.add(metric, value, unit, repetition=i, system="edgeflow", bits=a.bits, pipeline=name,
+                                 prompt_tokens=n, variant="random codes, engine clock")
             print(f"tokens={n} {name:22s} ttft_s={_spread(ttft, '{:.3f}')} cold_tok/s={_spread(cold, '{:.1f}')} "
                   f"warm_tok/s={_spread(warm, '{:.1f}')} cpu_bubble={_spread(cpu_b, '{:.2f}')} "
                   f"accel_bubble={_spread(acc_b, '{:.2f}')} stolen={statistics.median(stolen):g}")
     print(f"# loadavg at end={os.getloadavg()[0]:.2f}")
+    recorder.save()
 
 
 if __name__ == "__main__":

@@ -16,7 +16,9 @@ import time
 
 import torch
 
+from harness.bench.record import BenchRecorder
 from harness.quant.base import make_quantizer
+from harness.runner.store import ResultsStore
 from harness.quant.calibrate import target_linears
 
 
@@ -50,7 +52,9 @@ def main(argv=None) -> None:
     ap.add_argument("--sequences", type=int, default=32)
     ap.add_argument("--seq-len", type=int, default=256)
     ap.add_argument("--random-layers", type=int, default=6)
+    ap.add_argument("--results", default=None, help="results store root (default results/runs)")
     args = ap.parse_args(argv)
+    recorder = BenchRecorder("quant", {k: v for k, v in vars(args).items() if k != "results"}, ResultsStore(args.results))
     torch.set_num_threads(args.threads)
     config = {"name": args.quantizer, "budget_bits": args.budget}
     gen = torch.Generator().manual_seed(0)
@@ -61,6 +65,10 @@ def main(argv=None) -> None:
         row = {"model": label, "quantizer": args.quantizer, "budget": args.budget, "threads": args.threads,
                **time_quantization(model, calib, config), "loadavg": os.getloadavg()[0]}
         print(json.dumps(row), flush=True)
+        for metric, unit in (("calibrate_s", "s"), ("quantize_s", "s"), ("linear_weights", "count"),
+                             ("effective_bits", "bit")):
+            recorder.add(metric, row[metric], unit, model=label, quantizer=args.quantizer, bits=args.budget,
+                         variant=f"{args.threads} threads", load=row["loadavg"])
         return row
 
     from harness.models.zoo import DEFAULT_MODEL, load_model, load_model_spec
@@ -76,6 +84,9 @@ def main(argv=None) -> None:
     print(json.dumps({"width_x2": {"weights_ratio": wide["linear_weights"] / base["linear_weights"],
                                    "quantize_time_ratio": round(wide["quantize_s"] / base["quantize_s"], 2),
                                    "calibrate_time_ratio": round(wide["calibrate_s"] / base["calibrate_s"], 2)}}))
+    recorder.add("quantize_time_ratio_width_x2", wide["quantize_s"] / base["quantize_s"], "x", quantizer=args.quantizer,
+                 bits=args.budget, variant=f"{args.threads} threads", notes="2x hidden and intermediate width (4x weights)")
+    recorder.save()
 
 
 if __name__ == "__main__":

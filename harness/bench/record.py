@@ -46,6 +46,20 @@ class BenchRecorder:
                           "host": provenance.host(), "device_info": self.device_info, "time": provenance.now(),
                           **columns})
 
+    def add_comparison(self, entries, reference: str | None = None, **columns) -> None:
+        """The cold runs of a harness.measure.compare comparison: per entry and repetition its TTFT (variant = the
+        entry's label) and, with a `reference` entry, the ratio to the reference's run of the same round."""
+        ref = next((e for e in entries if e.label == reference), None)
+        for e in entries:
+            loads = e.values("load_avg_1m")
+            for i, ttft in enumerate(e.values("ttft_s")):
+                load = loads[i] if i < len(loads) else None
+                self.add("ttft_s", ttft, "s", repetition=i, system=e.system.name, variant=e.label, load=load,
+                         **columns)
+                if ref is not None and e is not ref:
+                    self.add("ttft_ratio", ttft / ref.values("ttft_s")[i], "x", repetition=i, system=e.system.name,
+                             variant=e.label, load=load, notes=f"over {reference}, same round", **columns)
+
     def save(self) -> Path | None:
         """Append the rows as one part file (one attempt); returns its path."""
         path = self.store.append(self.experiment, self.rows)

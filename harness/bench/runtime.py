@@ -28,7 +28,9 @@ from harness.models.arch import linear_params
 from harness.models.zoo import DEFAULT_MODEL, load_model_spec
 from harness.pack.synthetic import random_artifact
 from harness.engine.build import build as build_engine, engine_dir
+from harness.bench.record import BenchRecorder
 from harness.engine.run import run_edgeflow
+from harness.runner.store import ResultsStore
 
 DEFAULT_CONFIG = load_model_spec(DEFAULT_MODEL).architecture  # SmolLM2-135M's shape
 
@@ -136,7 +138,9 @@ def main() -> None:
     ap.add_argument("--ctx", type=int, default=None, help="one context size for every engine (default: the "
                     "request's, harness.measure.workload.request_ctx)")
     ap.add_argument("--bits", default="4,5,6,7,8", help="EdgeFlow bit widths of the cold comparison")
+    ap.add_argument("--results", default=None, help="results store root (default results/runs)")
     a = ap.parse_args()
+    recorder = BenchRecorder("runtime", {k: v for k, v in vars(a).items() if k != "results"}, ResultsStore(a.results))
     build_engine("host")
     spec = load_model_spec(DEFAULT_MODEL)
     work = Workload.for_request(prompt_ids(spec, a.prompt_tokens), a.threads, ctx=a.ctx)
@@ -153,6 +157,8 @@ def main() -> None:
     print(f"exact s8 x s8 -> s32 steps (GOPS): {fmt(peak['step_gops'])}  (sign + multiply [+ widen + add])")
     print(f"our GEMM alone ({peak['gemm_kernel']}, one layer's matmuls, T=128): {peak['gemm_gops']:.1f} GOPS")
     ref_peak = peak["int8_peak_gops"]
+    recorder.add("int8_peak_gops", ref_peak, "GOPS", variant="instruction peak")
+    recorder.add("gemm_gops", peak["gemm_gops"], "GOPS", system="edgeflow", variant=peak["gemm_kernel"])
 
     warm = run_edgeflow(packed[8], list(work.token_ids), threads=a.threads,
                         extra_args=("--ctx", str(work.ctx), "--repeat-prefill", str(a.reps)))
@@ -161,6 +167,8 @@ def main() -> None:
     print("\nwarm prefill (weights in memory)        tokens/s      GOPS   of peak")
     print(f"  edgeflow-run INT8 (8-bit codes)    {ours_tps:10.1f} {ours_gops:9.1f}   {ours_gops / ref_peak:6.1%}"
           f"   ({warm.raw['gemm_kernel']})")
+    recorder.add("warm_prefill_tokens_per_s", ours_tps, "tokens/s", system="edgeflow", bits=8,
+                 variant=warm.raw["gemm_kernel"], prompt_tokens=a.prompt_tokens)
     device = get_device({"name": "local"})
     system, prepared = llamacpp_prepared(spec, a.threads, device)
     entries = []
@@ -171,6 +179,9 @@ def main() -> None:
             print(f"  llama.cpp Q8_0 (llama-bench pp)    {statistics.median(pp):10.1f} {ll_gops:9.1f}   "
                   f"{ll_gops / ref_peak:6.1%}   samples {spread(pp, '{:.1f}')}")
             print(f"  ratio edgeflow / llama.cpp: {ours_tps / statistics.median(pp):.2f}x")
+            for i, tps in enumerate(pp):
+                recorder.add("warm_prefill_tokens_per_s", tps, "tokens/s", repetition=i, system="llamacpp",
+                             variant="Q8_0 llama-bench pp", prompt_tokens=a.prompt_tokens)
         except Exception as e:
             print(f"  llama.cpp warm: not run: {e}")
         entries.append(Entry("llama.cpp Q8_0", system, prepared, device))
@@ -184,8 +195,10 @@ def main() -> None:
         run_interleaved(entries, work, a.reps)
     finally:
         device.close()
-    print_comparison(entries, reference="llama.cpp Q8_0" if system is not None else None,
-                     extra={e.label: breakdown(e) for e in entries})
+    reference = "llama.cpp Q8_0" if system is not None else None
+    print_comparison(entries, reference=reference, extra={e.label: breakdown(e) for e in entries})
+    recorder.add_comparison(entries, reference, prompt_tokens=a.prompt_tokens)
+    recorder.save()
     print(f"\nload average after: {open('/proc/loadavg').read().split()[:3]}")
 
 

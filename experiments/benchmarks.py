@@ -1,0 +1,77 @@
+"""The benchmarks' rows in the report (`make bench-runtime`, `bench-pipeline`, `bench-quant`, `bench-baselines`;
+harness/bench/): the latest run of each, one table per benchmark with the median [min–max] of every metric, the
+ratios the benchmark recorded against its peer among them, and the CPU, commit and load average it ran with.
+
+These are speed measurements of this host, not comparisons with the paper (Figures 13 and 4 compare the packing
+benchmark, `bench-unpack`, with the paper): the section carries no verdict.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from experiments import common
+from experiments.base import SweepArtifact, register_artifact
+from experiments.common import Section, fmt, md_table
+
+NAME = "benchmarks"
+TITLE = "Benchmarks - this host's speed: engines, pipeline policies, quantization, baselines"
+EXPERIMENTS = ("bench-runtime", "bench-pipeline", "bench-quant", "bench-baselines")
+KEYS = ["system", "model", "quantizer", "bits", "pipeline", "prompt_tokens", "flash_emulated_mbps", "variant", "metric",
+        "unit"]
+_LOAD = re.compile(r"load average ([\d.]+)")
+
+
+def sweep() -> list[list[str]]:
+    """None: the benchmarks run from the Makefile (`make bench-runtime` ...); this artifact only draws their rows."""
+    return []
+
+
+def table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Median [min–max] and count of every metric per configuration of one benchmark's latest run."""
+    ok = rows[rows["status"] == "ok"].dropna(subset=["value"])
+    keys = [k for k in KEYS if k in ok.columns and ok[k].notna().any()]
+    out = []
+    for key, g in ok.groupby(keys, dropna=False, sort=False):
+        v = g["value"]
+        cells = {k: ("" if pd.isna(x) else x) for k, x in zip(keys, key if isinstance(key, tuple) else (key,))}
+        out.append({**cells, "median [min–max]": f"{fmt(v.median())} [{fmt(v.min())}–{fmt(v.max())}]", "n": len(v)})
+    return pd.DataFrame(out)
+
+
+def ran_on(rows: pd.DataFrame) -> str:
+    """'AMD EPYC (2 cores; avx2, avx512_vnni), commit abc, 2026-12-04, load average 0.3–1.1'."""
+    info = json.loads(rows["device_info"].dropna().iloc[0]) if rows["device_info"].notna().any() else {}
+    loads = rows["notes"].fillna("").map(lambda n: float(m.group(1)) if (m := _LOAD.search(n)) else None).dropna()
+    parts = [f"{info.get('cpu', '?')} ({info.get('cores', '?')} cores; {', '.join(info.get('simd', [])) or 'no SIMD flags'})",
+             common.commits(rows), str(rows["time"].dropna().max())[:10]]
+    if len(loads):
+        parts.append(f"load average {loads.min():.2f}–{loads.max():.2f}")
+    return ", ".join(p for p in parts if p)
+
+
+def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
+    if rows.empty:
+        return Section(NAME, TITLE, common.NOT_RUN, "no benchmark has run",
+                       "Not run yet: `make reproduce-benchmarks` (or one of `make bench-runtime`, `bench-pipeline`, "
+                       "`bench-quant`, `bench-baselines`: each prints its table and records its rows here).\n")
+    body = ["Speed on this host only (no paper values, no verdict); ratios (`ttft_ratio`) are against the peer "
+            "named in the notes, measured in the same round.\n"]
+    for experiment in EXPERIMENTS:
+        mine = rows[rows["experiment"] == experiment]
+        if mine.empty:
+            body.append(f"**{experiment}**: not run (`make {experiment}`).\n")
+            continue
+        body += [f"**{experiment}** ({ran_on(mine)}):\n", md_table(table(mine))]
+    return Section(NAME, TITLE, common.INPUT, f"{rows['experiment'].nunique()} benchmark(s) in the store",
+                   "\n".join(body))
+
+
+@register_artifact
+class Benchmarks(SweepArtifact):
+    NAME, TITLE, EXPERIMENTS = NAME, TITLE, EXPERIMENTS
+    FILTERS = {}
+    sweep, render = staticmethod(sweep), staticmethod(render)
