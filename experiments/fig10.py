@@ -34,9 +34,12 @@ BITS = (4, 5, 6, 7)
 DATASETS = ("lambada", "winogrande", "openbookqa", "mmlu", "hellaswag")
 PAPER_MODELS = {"llama3-8b", "phi3-3.8b"}
 DISPLAY = {"llamacpp": "llama.cpp", "mnn": "MNN", "llmnpu": "llm.npu+", "edgeflow": "EF"}
-# The quantizer (option, bits) whose fake-quant model stands for each baseline's accuracy: all keep INT8 weights
-# (section 5.2); llm.npu's is per-tensor INT8 with shadow outliers. EdgeFlow's is swept over `bits`.
-ACCURACY_QUANTIZER = {"llamacpp": ("int8", 8), "mnn": ("int8", 8), "llmnpu": ("shadow_outlier", 8)}
+# Accuracy is computed by the engine a row names (harness/runner/kinds.py): EdgeFlow's runtime over its packed file;
+# an engine that cannot score here gives a "not run" row with the reason. Beside them, the fake-quant models of the
+# baselines' weight formats are drawn as their own series, "stand-in (fake-quant ...)", never under an engine's name:
+# all baselines keep INT8 weights (section 5.2); llm.npu's are per-tensor INT8 with shadow outliers.
+STAND_INS = (("int8", 8), ("shadow_outlier", 8))
+STAND_IN = "stand-in (fake-quant {})"
 # Weight format each system's TTFT is measured with; the baselines bring their own (Q8_0 GGUF, MNN INT8, llm.npu).
 EDGEFLOW_PACKING = "weightlet"
 
@@ -61,15 +64,20 @@ def sweep(models=("smollm2-135m",), datasets=DATASETS, systems=SYSTEMS, bits=BIT
                 fmt_ = ["quantizer=edgeflow", *quant, f"packing={EDGEFLOW_PACKING}"] if system == "edgeflow" else []
                 points.append(["experiment=ttft", *base, *fmt_, *dev, f"experiment.extra.n_prompts={ttft_prompts}"])
             if "accuracy" in kinds:
-                option, qbits = ("edgeflow", b) if system == "edgeflow" else ACCURACY_QUANTIZER[system]
-                points.append(["experiment=accuracy", *base, f"quantizer={option}",
-                               f"quantizer.budget_bits={float(qbits)}", f"experiment.eval_limit={eval_limit}"])
+                fmt_ = ["quantizer=edgeflow", *quant, f"packing={EDGEFLOW_PACKING}"] if system == "edgeflow" else []
+                points.append(["experiment=accuracy", *base, *fmt_, f"experiment.eval_limit={eval_limit}"])
+    if "accuracy" in kinds:
+        for model, dataset, (option, qbits) in itertools.product(models, datasets, STAND_INS):
+            points.append(["experiment=accuracy", f"model={model}", f"dataset={dataset}", f"quantizer={option}",
+                           f"quantizer.budget_bits={float(qbits)}", f"experiment.eval_limit={eval_limit}"])
     return points
 
 
 # --- tidy our rows into series --------------------------------------------------------------------------------------------
 
-def series_name(system: str, bits) -> str:
+def series_name(system: str | None, bits, quantizer: str | None = None) -> str:
+    if system is None or pd.isna(system):
+        return STAND_IN.format(quantizer)
     if system == "edgeflow":
         return f"EF {bits:g}b" if bits is not None and not pd.isna(bits) else "EF"
     return DISPLAY.get(system, system)
@@ -81,15 +89,18 @@ def _with_series(df: pd.DataFrame) -> pd.DataFrame:
     ef = df["system"] == "edgeflow"
     own = ~ef | ((df["quantizer"].isna() | (df["quantizer"] == "edgeflow"))
                  & (df["packing"].isna() | (df["packing"] == EDGEFLOW_PACKING)))
-    df = df[df["system"].isin(SYSTEMS) & own].copy()
-    df["series"] = [series_name(s, b) for s, b in zip(df["system"], df["bits"])]
+    stand_in = (df["metric"] == "accuracy") & df["system"].isna() & df["quantizer"].isin([q for q, _ in STAND_INS]) \
+        & (df["bits"] == 8)
+    df = df[(df["system"].isin(SYSTEMS) & own) | stand_in].copy()
+    df["series"] = [series_name(s, b, q) for s, b, q in zip(df["system"], df["bits"], df["quantizer"])]
     return df
 
 
 def series_order(series: set[str]) -> list[str]:
     base = [DISPLAY[s] for s in BASELINES if DISPLAY[s] in series]
+    stand = [STAND_IN.format(q) for q, _ in STAND_INS if STAND_IN.format(q) in series]
     ef = sorted((s for s in series if s.startswith("EF")), key=lambda s: float(s[3:-1]) if s != "EF" else 0)
-    return base + ef + sorted(series - set(base) - set(ef))
+    return base + stand + ef + sorted(series - set(base) - set(stand) - set(ef))
 
 
 # TTFT depends on the model, the device, its flash setting and the prompts' source; accuracy on the model and the
@@ -178,12 +189,18 @@ def _items(items: pd.DataFrame, dataset: str, series: str):
 
 def accuracy_drops(acc: pd.DataFrame) -> pd.DataFrame:
     """EdgeFlow's accuracy drop vs the mean of the baselines, in percentage points, averaged over datasets, per model
-    and dataset source; its 95% interval combines each accuracy's Wilson interval (common.combination_interval)."""
+    and dataset source; its 95% interval combines each accuracy's Wilson interval (common.combination_interval).
+    `versus` names what the baselines' accuracy came from: the engines' own rows, or (none of them measured) the
+    stand-in series of their weight formats."""
     out = []
     for cond, per in _conditions(acc, ACC_CONDITION):
         wide = per.pivot_table(index="dataset", columns="series", values="median")
         items = per.pivot_table(index="dataset", columns="series", values="items") if "items" in per else pd.DataFrame()
         base_cols = [DISPLAY[b] for b in BASELINES if DISPLAY[b] in wide.columns]
+        versus = "the baselines' own accuracy"
+        if not base_cols:
+            base_cols = [STAND_IN.format(q) for q, _ in STAND_INS if STAND_IN.format(q) in wide.columns]
+            versus = "stand-ins: " + ", ".join(base_cols)
         if not base_cols:
             continue
         for ef in (c for c in wide.columns if c.startswith("EF ")):
@@ -191,8 +208,8 @@ def accuracy_drops(acc: pd.DataFrame) -> pd.DataFrame:
             if n:
                 v, lo, hi = common.combination_interval(terms)
                 out.append({**cond, "bits": float(ef[3:-1]), "drop_pp": 100 * v, "lo": 100 * lo, "hi": 100 * hi,
-                            "datasets": n})
-    return pd.DataFrame(out, columns=[*ACC_CONDITION, "bits", "drop_pp", "lo", "hi", "datasets"])
+                            "datasets": n, "versus": versus})
+    return pd.DataFrame(out, columns=[*ACC_CONDITION, "bits", "drop_pp", "lo", "hi", "datasets", "versus"])
 
 
 LONG_PROMPTS = ("mmlu", "hellaswag")
@@ -493,9 +510,11 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     for p in paper_drop.itertuples():
         for h in drops[drops["bits"] == p.bits].itertuples():
             cond = {k: getattr(h, k) for k in ACC_CONDITION}
-            v = common.points_verdict(h.drop_pp, p.value, interval=(h.lo, h.hi), caps=caps(cond, acc_rows, False))
+            capped = caps(cond, acc_rows, False) + (["the baselines' accuracy comes from fake-quant stand-ins"]
+                                                    if h.versus.startswith("stand-ins") else [])
+            v = common.points_verdict(h.drop_pp, p.value, interval=(h.lo, h.hi), caps=capped)
             verdicts.append(v)
-            drop_lines.append({"condition": _where(cond), "EF bits": f"{p.bits:g}",
+            drop_lines.append({"condition": _where(cond), "EF bits": f"{p.bits:g}", "versus": h.versus,
                                "ours (pp) [95%]": common.interval_text(h.drop_pp, h.lo, h.hi),
                                "paper (%)": f"{p.value:.2f}", "datasets": h.datasets, "verdict": v,
                                "before the cap": common.points_verdict(h.drop_pp, p.value, interval=(h.lo, h.hi))})

@@ -35,8 +35,9 @@ class AccuracyResult:
 
 
 def evaluate_accuracy(model, tokenizer, dataset: DatasetConfig, limit: int | None = None,
-                      batch_size: int = 8) -> list[AccuracyResult]:
-    """Run one dataset's task on the model; `limit` caps the documents (for speed; None = all)."""
+                      batch_size: int = 8, lm=None) -> list[AccuracyResult]:
+    """Run one dataset's task on the model (or on `lm`, an lm-eval LM such as harness.eval.scorer_lm.ScoredLM over
+    another engine; then `model` is unused); `limit` caps the documents (for speed; None = all)."""
     import lm_eval
     from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager
@@ -50,7 +51,7 @@ def evaluate_accuracy(model, tokenizer, dataset: DatasetConfig, limit: int | Non
         protocol = BUILTIN_PROTOCOL.format(task=task, shots=dataset.shots)
         manager = load_from_hub(f"lm-eval task {task!r}", lambda: _loaded_builtin(task),
                                 "use a local proxy task (dataset=lambada-local or dataset=hellaswag-local)")
-    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, device=str(model.device))
+    lm = lm or HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, device=str(model.device))
     out = lm_eval.simple_evaluate(model=lm, tasks=[task], num_fewshot=dataset.shots, limit=limit,
                                   task_manager=manager, log_samples=False, bootstrap_iters=1000,
                                   random_seed=dataset.seed, fewshot_random_seed=dataset.seed)

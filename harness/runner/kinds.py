@@ -49,8 +49,53 @@ def accuracy(job) -> Iterator[dict]:
             raise NotRun(f"{dataset.name} needs lm-eval's {dataset.lm_eval_task} from the Hugging Face hub "
                               f"({reason}) and has no local proxy task")
         dataset = load_dataset_config(LOCAL_PROXY[dataset.name])
-    model, tokenizer, fields = _model_under_test(job)
-    yield from _accuracy_rows(job, model, tokenizer, dataset, row_dataset=requested, **fields)
+    system = job.cfg.system.name if job.cfg.get("system") is not None else None
+    if system is None:  # the FP16 model, or the fake-quant model of `quantizer` (a stand-in when drawn for an engine)
+        model, tokenizer, fields = _model_under_test(job)
+        yield from _accuracy_rows(job, model, tokenizer, dataset, row_dataset=requested, **fields)
+    elif system == "edgeflow":
+        yield from _edgeflow_accuracy(job, dataset, requested)
+    else:
+        raise NotRun(ENGINE_ACCURACY_NOT_RUN.get(system, f"{system} cannot score token sequences here"))
+
+
+# Why an engine's own accuracy is not measured (the row says so; a fake-quant stand-in is its own series, fig10).
+ENGINE_ACCURACY_NOT_RUN = {
+    "llamacpp": "llama.cpp's own forward pass is not wired to lm-eval yet (a scorer over its libllama); its accuracy "
+                "is not run, and no other model's accuracy is recorded under its name",
+    "mnn": "MNN.llm's own forward pass is not wired to lm-eval yet (a scorer over its Python API); its accuracy is "
+           "not run, and no other model's accuracy is recorded under its name",
+    "llmnpu": "llm.npu (mllm) runs only on an Android phone with a Qualcomm NPU; its accuracy is not run off a phone",
+}
+
+
+def _edgeflow_accuracy(job, dataset, requested: str) -> Iterator[dict]:
+    """EdgeFlow's accuracy from its runtime over the packed file its TTFT reads (the C ABI's forward pass), each
+    request also scored by the fake-quant reference: agreement rows say how close the two are."""
+    from harness.artifact import load_artifact
+    from harness.engine.capi import NativeEngine
+    from harness.eval.scorer_lm import ScoredLM, native_logprobs, torch_logprobs
+    from harness.quant.cache import quantized_artifact
+    from harness.quant.fakequant import build_fakequant_model
+
+    if job.cfg.get("quantizer") is None:
+        raise ValueError("EdgeFlow's accuracy needs its quantizer group: add quantizer=edgeflow")
+    model, tokenizer = _fp_model(job)
+    art_dir = quantized_artifact(job.model, job.cfg.quantizer, model, tokenizer)
+    artifact = load_artifact(art_dir)
+    layout = str(job.cfg.packing.layout) if job.cfg.get("packing") is not None else "weightlet"
+    packed = _packed_file(job.model, art_dir, artifact, layout)
+    max_length = int(job.experiment.extra.get("max_length", 2048))
+    with NativeEngine.open(packed, threads=int(job.cfg.system.threads), ctx=max_length) as engine:
+        lm = ScoredLM(native_logprobs(engine), tokenizer, max_length,
+                      reference=torch_logprobs(build_fakequant_model(artifact, model)))
+        yield from _accuracy_rows(job, None, tokenizer, dataset, row_dataset=requested, lm=lm,
+                                  scored_by=f"edgeflow runtime over {packed.name}")
+    for metric, value in lm.agreement().items():
+        unit = "fraction" if metric == "agreement_top1" else "nats"
+        yield job.row(metric, value, unit, dataset=requested,
+                      notes=f"runtime vs fake-quant reference over the same requests ({lm.top1_total} scored tokens, "
+                            f"{len(lm.loglik_diffs)} requests)")
 
 
 def ttft(job) -> Iterator[dict]:
@@ -158,13 +203,14 @@ def _perplexity_rows(job, model, tokenizer, **fields) -> Iterator[dict]:
                   notes=f"{stream.protocol}; {result['windows']} windows x {window} tokens", **fields)
 
 
-def _accuracy_rows(job, model, tokenizer, dataset, row_dataset: str | None = None, **fields) -> Iterator[dict]:
+def _accuracy_rows(job, model, tokenizer, dataset, row_dataset: str | None = None, lm=None,
+                   scored_by: str = "the torch model", **fields) -> Iterator[dict]:
     from harness.eval.accuracy import evaluate_accuracy
 
     yield from job.take_extra_rows()
-    for r in evaluate_accuracy(model, tokenizer, dataset, limit=job.experiment.eval_limit):
+    for r in evaluate_accuracy(model, tokenizer, dataset, limit=job.experiment.eval_limit, lm=lm):
         proxy = r.protocol.startswith("proxy")
         yield job.row("accuracy" if r.metric == "acc" else r.metric, r.value, "fraction",
                       label="proxy" if proxy else "measured", dataset=row_dataset or dataset.name,
                       notes=f"{r.protocol}; lm-eval task {r.task} metric {r.metric}, n={r.n}, shots={r.shots}, "
-                            f"stderr={r.stderr}", **fields)
+                            f"stderr={r.stderr}; scored by {scored_by}", **fields)

@@ -1,0 +1,58 @@
+"""The accuracy kind: a row named after an engine is computed by that engine, or says why it is not run; the fake-quant
+model's rows carry no engine's name."""
+import pytest
+
+from harness.runner.job import run_job
+from harness.runner.store import ResultsStore
+from harness.runner.sweep import compose_config
+
+
+@pytest.mark.parametrize("system,reason", [("llamacpp", "llama.cpp's own forward pass is not wired"),
+                                           ("mnn", "MNN.llm's own forward pass is not wired"),
+                                           ("llmnpu", "runs only on an Android phone")])
+def test_an_engine_that_cannot_score_gives_a_not_run_row(tmp_path, system, reason):
+    store = ResultsStore(tmp_path / "runs")
+    cfg = compose_config(["experiment=accuracy", f"system={system}", "dataset=lambada-local"])
+    assert run_job(cfg, store) == "not run"
+    row = store.read("accuracy").iloc[0]
+    assert row["system"] == system and row["label"] == "not run" and reason in row["error"]
+    assert pd_isnull(row["value"])
+
+
+def test_edgeflow_accuracy_needs_its_quantizer(tmp_path):
+    cfg = compose_config(["experiment=accuracy", "system=edgeflow", "dataset=lambada-local"])
+    assert run_job(cfg, ResultsStore(tmp_path / "runs")) == "failed"
+    row = ResultsStore(tmp_path / "runs").read("accuracy").iloc[0]
+    assert "add quantizer=edgeflow" in row["error"]
+
+
+def test_fig10_sweeps_engines_and_labelled_stand_ins():
+    from experiments import fig10
+
+    pts = fig10.sweep(datasets=("lambada",), bits=(5,), kinds=("accuracy",))
+    engines = [p for p in pts if any(o.startswith("system=") for o in p)]
+    stand_ins = [p for p in pts if not any(o.startswith("system=") for o in p)]
+    assert all("quantizer=edgeflow" in p for p in engines if "system=edgeflow" in p)
+    assert all(not any(o.startswith("quantizer=") for o in p) for p in engines if "system=edgeflow" not in p)
+    assert sorted(next(o for o in p if o.startswith("quantizer=")) for p in stand_ins) == \
+        ["quantizer=int8", "quantizer=shadow_outlier"]
+    assert fig10.series_name(None, 8.0, "int8") == "stand-in (fake-quant int8)"
+
+
+def pd_isnull(v) -> bool:
+    import pandas as pd
+
+    return bool(pd.isna(v))
+
+
+@pytest.mark.real_model
+def test_edgeflow_accuracy_comes_from_its_runtime_with_agreement_rows(tmp_path):
+    store = ResultsStore(tmp_path / "runs")
+    cfg = compose_config(["experiment=accuracy", "system=edgeflow", "quantizer=edgeflow", "quantizer.budget_bits=5.0",
+                          "packing=weightlet", "dataset=lambada-local", "experiment.eval_limit=8"])
+    assert run_job(cfg, store) == "ok"
+    rows = store.read("accuracy").set_index("metric")
+    assert "scored by edgeflow runtime over" in rows.loc["accuracy", "notes"] and rows.loc["accuracy", "label"] == "proxy"
+    assert 0 <= rows.loc["accuracy", "value"] <= 1
+    assert rows.loc["agreement_top1", "value"] > 0.5  # the runtime and its fake-quant reference mostly agree
+    assert rows.loc["agreement_max_abs_loglik", "value"] >= rows.loc["agreement_mean_abs_loglik", "value"] >= 0
