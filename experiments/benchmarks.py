@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments import common
-from experiments.base import SweepArtifact, register_artifact
+from experiments.base import BenchmarkArtifact, register_artifact
 from experiments.common import Section, fmt, md_table
 
 NAME = "benchmarks"
@@ -25,9 +25,25 @@ KEYS = ["system", "model", "quantizer", "bits", "pipeline", "prompt_tokens", "fl
 _LOAD = re.compile(r"load average ([\d.]+)")
 
 
-def sweep() -> list[list[str]]:
-    """None: the benchmarks run from the Makefile (`make bench-runtime` ...); this artifact only draws their rows."""
-    return []
+def measure(store=None) -> None:
+    """Run each benchmark (what `make reproduce-benchmarks` runs) that has no rows in the store yet."""
+    import subprocess
+    import sys
+
+    from harness.runner.store import ResultsStore
+
+    store = store or ResultsStore()
+    for experiment in EXPERIMENTS:
+        if not store.read(experiment).empty:
+            print(f"[experiments] {experiment} already measured in {store.root}; delete its folder to measure again",
+                  file=sys.stderr)
+            continue
+        module = f"harness.bench.{experiment.removeprefix('bench-')}"
+        subprocess.run([sys.executable, "-m", module, f"--results={store.root}"], cwd=common.REPO, check=True)
+
+
+def load_rows(store) -> pd.DataFrame:
+    return common.current(common.read_rows(store, EXPERIMENTS))
 
 
 def table(rows: pd.DataFrame) -> pd.DataFrame:
@@ -71,7 +87,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
 
 
 @register_artifact
-class Benchmarks(SweepArtifact):
+class Benchmarks(BenchmarkArtifact):
     NAME, TITLE, EXPERIMENTS = NAME, TITLE, EXPERIMENTS
     FILTERS = {}
-    sweep, render = staticmethod(sweep), staticmethod(render)
+    measure, load_rows, render = staticmethod(measure), staticmethod(load_rows), staticmethod(render)

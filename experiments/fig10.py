@@ -39,6 +39,7 @@ DISPLAY = {"llamacpp": "llama.cpp", "mnn": "MNN", "llmnpu": "llm.npu+", "edgeflo
 # baselines' weight formats are drawn as their own series, "stand-in (fake-quant ...)", never under an engine's name:
 # all baselines keep INT8 weights (section 5.2); llm.npu's are per-tensor INT8 with shadow outliers.
 STAND_INS = (("int8", 8), ("shadow_outlier", 8))
+STAND_IN_FOR = {"llamacpp": "int8", "mnn": "int8", "llmnpu": "shadow_outlier"}
 STAND_IN = "stand-in (fake-quant {})"
 # Weight format each system's TTFT is measured with; the baselines bring their own (Q8_0 GGUF, MNN INT8, llm.npu).
 EDGEFLOW_PACKING = "weightlet"
@@ -67,7 +68,8 @@ def sweep(models=("smollm2-135m",), datasets=DATASETS, systems=SYSTEMS, bits=BIT
                 fmt_ = ["quantizer=edgeflow", *quant, f"packing={EDGEFLOW_PACKING}"] if system == "edgeflow" else []
                 points.append(["experiment=accuracy", *base, *fmt_, f"experiment.eval_limit={eval_limit}"])
     if "accuracy" in kinds:
-        for model, dataset, (option, qbits) in itertools.product(models, datasets, STAND_INS):
+        wanted = [(q, b) for q, b in STAND_INS if q in {STAND_IN_FOR.get(s) for s in systems}]
+        for model, dataset, (option, qbits) in itertools.product(models, datasets, wanted):
             points.append(["experiment=accuracy", f"model={model}", f"dataset={dataset}", f"quantizer={option}",
                            f"quantizer.budget_bits={float(qbits)}", f"experiment.eval_limit={eval_limit}"])
     return points

@@ -55,5 +55,6 @@ def main(reps: int = 5, mbps: float = 200.0, store: ResultsStore | None = None) 
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    main(int(args[0]) if args else 5, float(args[1]) if len(args) > 1 else 200.0)
+    args = [a for a in sys.argv[1:] if not a.startswith("--results=")]
+    results = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--results=")), None)
+    main(int(args[0]) if args else 5, float(args[1]) if len(args) > 1 else 200.0, ResultsStore(results))

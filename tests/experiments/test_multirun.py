@@ -20,7 +20,7 @@ def _expand(line: list[str]) -> set[tuple[str, ...]]:
 @pytest.mark.parametrize("points,n_lines", [
     (fig10.sweep(), 5),  # TTFT: baselines, EdgeFlow; accuracy: the baselines, EdgeFlow, the stand-ins
     (fig12.sweep(), 1),
-    (fig10.sweep(systems=("mnn",), datasets=("mmlu",)), 3),
+    (fig10.sweep(systems=("mnn",), datasets=("mmlu",)), 3),  # ttft, accuracy, the INT8 stand-in
 ])
 def test_multirun_lines_cover_exactly_the_points(points, n_lines):
     lines = multirun.as_multirun(points)
