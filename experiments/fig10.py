@@ -38,9 +38,11 @@ DISPLAY = {"llamacpp": "llama.cpp", "mnn": "MNN", "llmnpu": "llm.npu+", "edgeflo
 # an engine that cannot score here gives a "not run" row with the reason. Beside them, the fake-quant models of the
 # baselines' weight formats are drawn as their own series, "stand-in (fake-quant ...)", never under an engine's name:
 # all baselines keep INT8 weights (section 5.2); llm.npu's are per-tensor INT8 with shadow outliers.
-STAND_INS = (("int8", 8), ("shadow_outlier", 8))
+# conf/quantizer option -> (the quantizer's name in the rows, the series name); both at 8 bits.
+STAND_INS = {"int8": ("uniform", "stand-in (fake-quant INT8)"),
+             "shadow_outlier": ("shadow_outlier", "stand-in (fake-quant INT8, shadow outliers)")}
 STAND_IN_FOR = {"llamacpp": "int8", "mnn": "int8", "llmnpu": "shadow_outlier"}
-STAND_IN = "stand-in (fake-quant {})"
+STAND_IN_SERIES = {name: series for name, series in STAND_INS.values()}
 # Weight format each system's TTFT is measured with; the baselines bring their own (Q8_0 GGUF, MNN INT8, llm.npu).
 EDGEFLOW_PACKING = "weightlet"
 
@@ -68,10 +70,10 @@ def sweep(models=("smollm2-135m",), datasets=DATASETS, systems=SYSTEMS, bits=BIT
                 fmt_ = ["quantizer=edgeflow", *quant, f"packing={EDGEFLOW_PACKING}"] if system == "edgeflow" else []
                 points.append(["experiment=accuracy", *base, *fmt_, f"experiment.eval_limit={eval_limit}"])
     if "accuracy" in kinds:
-        wanted = [(q, b) for q, b in STAND_INS if q in {STAND_IN_FOR.get(s) for s in systems}]
-        for model, dataset, (option, qbits) in itertools.product(models, datasets, wanted):
+        wanted = [q for q in STAND_INS if q in {STAND_IN_FOR.get(s) for s in systems}]
+        for model, dataset, option in itertools.product(models, datasets, wanted):
             points.append(["experiment=accuracy", f"model={model}", f"dataset={dataset}", f"quantizer={option}",
-                           f"quantizer.budget_bits={float(qbits)}", f"experiment.eval_limit={eval_limit}"])
+                           "quantizer.budget_bits=8.0", f"experiment.eval_limit={eval_limit}"])
     return points
 
 
@@ -79,7 +81,7 @@ def sweep(models=("smollm2-135m",), datasets=DATASETS, systems=SYSTEMS, bits=BIT
 
 def series_name(system: str | None, bits, quantizer: str | None = None) -> str:
     if system is None or pd.isna(system):
-        return STAND_IN.format(quantizer)
+        return STAND_IN_SERIES.get(quantizer, f"stand-in (fake-quant {quantizer})")
     if system == "edgeflow":
         return f"EF {bits:g}b" if bits is not None and not pd.isna(bits) else "EF"
     return DISPLAY.get(system, system)
@@ -91,7 +93,7 @@ def _with_series(df: pd.DataFrame) -> pd.DataFrame:
     ef = df["system"] == "edgeflow"
     own = ~ef | ((df["quantizer"].isna() | (df["quantizer"] == "edgeflow"))
                  & (df["packing"].isna() | (df["packing"] == EDGEFLOW_PACKING)))
-    stand_in = (df["metric"] == "accuracy") & df["system"].isna() & df["quantizer"].isin([q for q, _ in STAND_INS]) \
+    stand_in = (df["metric"] == "accuracy") & df["system"].isna() & df["quantizer"].isin(list(STAND_IN_SERIES)) \
         & (df["bits"] == 8)
     df = df[(df["system"].isin(SYSTEMS) & own) | stand_in].copy()
     df["series"] = [series_name(s, b, q) for s, b, q in zip(df["system"], df["bits"], df["quantizer"])]
@@ -100,7 +102,7 @@ def _with_series(df: pd.DataFrame) -> pd.DataFrame:
 
 def series_order(series: set[str]) -> list[str]:
     base = [DISPLAY[s] for s in BASELINES if DISPLAY[s] in series]
-    stand = [STAND_IN.format(q) for q, _ in STAND_INS if STAND_IN.format(q) in series]
+    stand = [s for s in STAND_IN_SERIES.values() if s in series]
     ef = sorted((s for s in series if s.startswith("EF")), key=lambda s: float(s[3:-1]) if s != "EF" else 0)
     return base + stand + ef + sorted(series - set(base) - set(stand) - set(ef))
 
@@ -201,7 +203,7 @@ def accuracy_drops(acc: pd.DataFrame) -> pd.DataFrame:
         base_cols = [DISPLAY[b] for b in BASELINES if DISPLAY[b] in wide.columns]
         versus = "the baselines' own accuracy"
         if not base_cols:
-            base_cols = [STAND_IN.format(q) for q, _ in STAND_INS if STAND_IN.format(q) in wide.columns]
+            base_cols = [s for s in STAND_IN_SERIES.values() if s in wide.columns]
             versus = "stand-ins: " + ", ".join(base_cols)
         if not base_cols:
             continue
@@ -209,7 +211,8 @@ def accuracy_drops(acc: pd.DataFrame) -> pd.DataFrame:
             terms, n = _diff_terms(wide, items, base_cols, ef)
             if n:
                 v, lo, hi = common.combination_interval(terms)
-                out.append({**cond, "bits": float(ef[3:-1]), "drop_pp": 100 * v, "lo": 100 * lo, "hi": 100 * hi,
+                out.append({**cond, "bits": float(ef[3:-1]), "drop_pp": round(100 * v, 9), "lo": 100 * lo,
+                            "hi": 100 * hi,
                             "datasets": n, "versus": versus})
     return pd.DataFrame(out, columns=[*ACC_CONDITION, "bits", "drop_pp", "lo", "hi", "datasets", "versus"])
 
@@ -580,10 +583,28 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         wide = s.pivot_table(index=[*keys, "dataset"], columns="series", values="cell", aggfunc="first")
         wide = wide[[c for c in series_order(set(wide.columns))]].reset_index()
         body += [f"\n**Our {metric}** ({unit}):\n", md_table(wide)]
+    agree = agreement_table(series_rows)
+    if len(agree):
+        body += ["\n**EdgeFlow's accuracy is its runtime's** (the packed file its TTFT reads); agreement with the "
+                 "fake-quant reference over the same requests:\n", md_table(agree)]
     if not t["unrun"].empty:
         u = t["unrun"].groupby(["series", "reason"]).size().reset_index(name="configurations")
         body += ["\n**Did not run:**\n", md_table(u)]
     return Section(NAME, TITLE, verdict, summary, "\n".join(b for b in body if b), figures)
+
+
+AGREEMENT = {"agreement_top1": "top-1 agreement (scored tokens)",
+             "agreement_max_abs_loglik": "max abs. difference of log-likelihoods (nats)",
+             "agreement_mean_abs_loglik": "mean abs. difference of log-likelihoods (nats)"}
+
+
+def agreement_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per model, dataset and EdgeFlow series: the runtime-vs-fake-quant agreement rows of its accuracy runs."""
+    a = rows[(rows["status"] == "ok") & rows["metric"].isin(list(AGREEMENT))]
+    if a.empty:
+        return pd.DataFrame()
+    wide = a.pivot_table(index=["model", "dataset", "series"], columns="metric", values="value", aggfunc="median")
+    return wide.rename(columns=AGREEMENT).map(lambda v: fmt(v)).reset_index()
 
 
 @register_artifact

@@ -36,7 +36,7 @@ def test_fig10_sweeps_engines_and_labelled_stand_ins():
     assert all(not any(o.startswith("quantizer=") for o in p) for p in engines if "system=edgeflow" not in p)
     assert sorted(next(o for o in p if o.startswith("quantizer=")) for p in stand_ins) == \
         ["quantizer=int8", "quantizer=shadow_outlier"]
-    assert fig10.series_name(None, 8.0, "int8") == "stand-in (fake-quant int8)"
+    assert fig10.series_name(None, 8.0, "uniform") == "stand-in (fake-quant INT8)"  # the int8 option's quantizer
 
 
 def pd_isnull(v) -> bool:
@@ -56,3 +56,16 @@ def test_edgeflow_accuracy_comes_from_its_runtime_with_agreement_rows(tmp_path):
     assert 0 <= rows.loc["accuracy", "value"] <= 1
     assert rows.loc["agreement_top1", "value"] > 0.5  # the runtime and its fake-quant reference mostly agree
     assert rows.loc["agreement_max_abs_loglik", "value"] >= rows.loc["agreement_mean_abs_loglik", "value"] >= 0
+
+
+def test_fig10_shows_the_runtimes_agreement_with_its_reference():
+    import pandas as pd
+
+    from experiments import fig10
+
+    rows = pd.DataFrame([{"model": "m", "dataset": "lambada", "series": "EF 5b", "status": "ok", "metric": metric,
+                          "value": value} for metric, value in (("agreement_top1", 0.9), ("accuracy", 0.2),
+                                                                 ("agreement_max_abs_loglik", 0.54))])
+    table = fig10.agreement_table(rows)
+    assert table.iloc[0]["top-1 agreement (scored tokens)"] == "0.9"
+    assert table.iloc[0]["max abs. difference of log-likelihoods (nats)"] == "0.54"
