@@ -263,7 +263,8 @@ def _colors(order: list[str]) -> dict[str, tuple]:
     efs = [s for s in order if s.startswith("EF")]
     blues = matplotlib.colormaps["Blues"]
     ef = {s: blues(0.45 + 0.5 * i / max(1, len(efs) - 1)) for i, s in enumerate(efs)}
-    return {s: base.get(s, ef.get(s, "#bcbd22")) for s in order}
+    stand = dict(zip(STAND_IN_SERIES.values(), ("#c7c7c7", "#a5a5a5")))
+    return {s: base.get(s, ef.get(s, stand.get(s, "#bcbd22"))) for s in order}
 
 
 def _unrun_reason(unrun: pd.DataFrame, model: str, dataset: str, series: str) -> str:
@@ -324,6 +325,9 @@ def _main_panel(ax, cond, t, order, colors, expected):
                        label=None if series in labelled else series)
                 labelled.add(series)
                 ax.errorbar(x, m, yerr=[[m - lo], [hi - m]], color="black", capsize=1.5, linewidth=0.7)
+            elif series in STAND_IN_SERIES.values():  # accuracy only: a stand-in has no engine to time
+                ax.text(x, 0.02, _short(f"{series}: accuracy only", 48), transform=text_tf, rotation=90, fontsize=6,
+                        ha="center", va="bottom", color="#555555")
             elif cond.get("device") is not None:
                 reason = _short(_unrun_reason(t["unrun"], model, dataset, series))
                 ax.text(x, 0.02, reason, transform=text_tf, rotation=90, fontsize=6, ha="center", va="bottom",
