@@ -137,7 +137,8 @@ def test_a_figure_is_one_module(tmp_path):
         with written(files):
             assert run.points("archtoy", models=("a", "b"))[1][1] == "model=b"
             store = ResultsStore(tmp_path / "runs")
-            store.append("ttft", [{"experiment": "ttft", "model": "a", "metric": "ttft_s", "value": 1.0, "status": "ok"}])
+            store.append("ttft", [{"experiment": "ttft", "model": "a", "metric": "ttft_s", "value": 1.0, "status": "ok",
+                                   "label": "measured"}])
             assert run.render("archtoy", store, tmp_path).summary == "1 rows"
     finally:
         ARTIFACTS.pop("archtoy", None)

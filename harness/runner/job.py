@@ -104,7 +104,7 @@ def run_job(cfg: DictConfig, store: ResultsStore | None = None) -> str:
         tail = traceback.format_exc(limit=3)[-2000:]
         print(f"[edgeflow-bench] {name} {job.config_hash} failed: {type(e).__name__}: {e}", file=sys.stderr)
         # Rows measured before the failure are kept; the failed row makes the configuration count as not done.
-        rows.append(job.row("error", None, "", status=FAILED, label="failed", error=f"{type(e).__name__}: {e}\n{tail}"))
+        rows.append(job.row("error", None, "", status=FAILED, label="not run", error=f"{type(e).__name__}: {e}\n{tail}"))
         status = FAILED
         if cfg.run.fail_fast:
             store.append(name, rows)

@@ -15,8 +15,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-# Every row has these columns (one row per measurement). `label` says what kind of number `value` is:
-# measured | emulated (flash throttled) | proxy (local stand-in dataset) | paper | not run.
+# Every row has these columns (one row per measurement). `label` says what kind of number `value` is, from one closed
+# vocabulary (LABELS); the paper's values are not rows here (results/paper/).
 COLUMNS: dict[str, pa.DataType] = {
     "experiment": pa.string(), "system": pa.string(), "model": pa.string(), "quantizer": pa.string(),
     "bits": pa.float64(), "packing": pa.string(), "pipeline": pa.string(), "dataset": pa.string(),
@@ -32,6 +32,26 @@ COLUMNS: dict[str, pa.DataType] = {
 }
 SCHEMA = pa.schema(list(COLUMNS.items()))
 OK, FAILED, NOT_RUN = "ok", "failed", "not run"
+LABELS = {
+    "measured": "measured on the device the row names, as it is",
+    "emulated": "measured under emulation (flash reads throttled to a phone's rate)",
+    "proxy": "measured on a local stand-in dataset (the paper's needs the hub)",
+    "stand-in": "computed by a model standing in for the one the row names (e.g. a fake-quant model)",
+    "not run": "no value: the row's error or notes say why",
+}
+
+
+def check_labels(rows: list[dict]) -> None:
+    """A row's label must be one of LABELS and agree with what the row is: a row without a successful value is
+    'not run', and a value that is there is not."""
+    for r in rows:
+        label, status = r.get("label"), r.get("status", OK)
+        if label not in LABELS:
+            raise ValueError(f"row {r.get('metric')!r}: label {label!r} is not one of {list(LABELS)}")
+        if status in (FAILED, NOT_RUN) and label != NOT_RUN:
+            raise ValueError(f"row {r.get('metric')!r}: status {status!r} needs label 'not run', not {label!r}")
+        if status == OK and label == NOT_RUN:
+            raise ValueError(f"row {r.get('metric')!r}: label 'not run' on a row whose status is ok")
 
 
 def default_root() -> Path:
@@ -49,6 +69,7 @@ class ResultsStore:
         unknown = {k for r in rows for k in r} - COLUMNS.keys()
         if unknown:
             raise KeyError(f"result rows have unknown columns {sorted(unknown)}; known: {list(COLUMNS)}")
+        check_labels(rows)
         table = pa.Table.from_pylist([{**r, "experiment": experiment} for r in rows], schema=SCHEMA)
         folder = self.root / experiment
         folder.mkdir(parents=True, exist_ok=True)

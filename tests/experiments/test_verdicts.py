@@ -171,14 +171,16 @@ def test_overall_counts_every_kind():
 
 def test_only_the_latest_successful_attempt_counts(tmp_path):
     store = ResultsStore(tmp_path)
-    ok = lambda h, v, commit: {"config_hash": h, "status": "ok", "metric": "ttft_s", "value": v, "git_commit": commit}  # noqa
-    fail = lambda h: {"config_hash": h, "status": "failed", "metric": "error", "error": f"{h} broke"}  # noqa
+    ok = lambda h, v, commit: {"config_hash": h, "status": "ok", "label": "measured", "metric": "ttft_s", "value": v,  # noqa
+                               "git_commit": commit}
+    fail = lambda h: {"config_hash": h, "status": "failed", "label": "not run", "metric": "error",  # noqa
+                      "error": f"{h} broke"}
     store.append("ttft", [ok("a", 1.0, "old")])                # a: measured with older code ...
     store.append("ttft", [ok("a", 2.0, "new")])                # ... and again: only this counts
     store.append("ttft", [ok("b", 3.0, "new")])                # b: succeeded once ...
     store.append("ttft", [ok("b", 9.0, "new"), fail("b")])     # ... then a rerun failed half-way: its 9.0 is dropped
     store.append("ttft", [ok("c", 5.0, "new"), fail("c")])     # c: never succeeded: only the reason stays
-    store.append("ttft", [{"status": "ok", "metric": "ttft_s", "value": 7.0}])  # no hash: kept as it is
+    store.append("ttft", [{"status": "ok", "label": "measured", "metric": "ttft_s", "value": 7.0}])  # no hash: kept
     rows = common.current(common.read_rows(store, ("ttft",)))
     got = sorted(zip(rows["config_hash"].fillna("-"), rows["status"], rows["value"].fillna(-1)))
     assert got == [("-", "ok", 7.0), ("a", "ok", 2.0), ("b", "ok", 3.0), ("c", "failed", -1.0)]
@@ -200,7 +202,7 @@ def test_fig10_never_pools_flash_settings(tmp_path):
     host = []
     for r in fig10_rows()["ttft"]:
         r = {k: v for k, v in r.items() if k != "config_hash"}
-        r.update(flash_emulated_mbps=None, label="measured")
+        r.update(flash_emulated_mbps=None, label="measured" if r["status"] == "ok" else "not run")
         if r["system"] == "edgeflow" and r["status"] == "ok":
             r["value"] *= 3.5
         host.append(_row(**r))
@@ -239,10 +241,11 @@ def test_fig10_on_the_papers_model_device_and_data_can_reproduce(tmp_path):
     and the ratios (within the widened interval of the paper's) reproduce; llm.npu+ did not run: partly reproduced."""
     rows = fig10_rows(model="llama3-8b")
     for r in rows["ttft"]:
-        r.update(device="android", device_info=_paper_device_info(), flash_emulated_mbps=None, label="measured",
+        r.update(device="android", device_info=_paper_device_info(), flash_emulated_mbps=None,
+                 label="measured" if r["status"] == "ok" else "not run",
                  notes=(r.get("notes") or "").replace("(corpus text (local, Shakespeare corpus))", "(lm-eval task)"))
     for r in rows["accuracy"]:
-        r.update(label="measured", notes="lm-eval builtin task, n=1000, shots=0")
+        r.update(label="measured" if r["status"] == "ok" else "not run", notes="lm-eval builtin task, n=1000, shots=0")
     section = run.render("fig10", _store(tmp_path, rows), tmp_path / "out")
     assert section.verdict == PARTLY, section.body
     assert "the cap) here because" not in section.body
@@ -252,7 +255,7 @@ def test_fig10_on_the_papers_model_device_and_data_can_reproduce(tmp_path):
 def test_without_item_counts_accuracy_has_no_interval_and_is_capped(tmp_path):
     rows = fig10_rows(model="llama3-8b")
     for r in rows["accuracy"]:
-        r.update(label="measured", notes="lm-eval builtin task")  # older rows: no n= recorded
+        r.update(label="measured" if r["status"] == "ok" else "not run", notes="lm-eval builtin task")  # no n=
     t = fig10.tidy(common.read_rows(_store(tmp_path, rows), fig10.EXPERIMENTS))
     drops = fig10.accuracy_drops(t["accuracy"])
     assert drops["lo"].isna().all()

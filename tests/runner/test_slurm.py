@@ -112,7 +112,7 @@ def test_accuracy_and_perplexity_sweep_and_a_failing_task(slurm_cluster, tiny_ch
         values = ok.loc[ok.metric == metric, "value"]
         assert len(values) == 1 and values.notna().all()  # (a random tiny model's accuracy may well be 0)
         assert (values > 0).all() if metric == "perplexity" else values.between(0, 1).all()
-        assert len(failed) == 1 and failed.iloc[0]["metric"] == "error" and failed.iloc[0]["label"] == "failed"
+        assert len(failed) == 1 and failed.iloc[0]["metric"] == "error" and failed.iloc[0]["label"] == "not run"
         assert "Error" in failed.iloc[0]["error"] and "Traceback" in failed.iloc[0]["error"]
         assert set(ok["config_hash"]).isdisjoint(failed["config_hash"])
 

@@ -12,8 +12,10 @@ from harness.runner.store import FAILED, OK, ResultsStore
 
 def test_append_and_read_roundtrip(tmp_path):
     store = ResultsStore(tmp_path)
-    store.append("e", [{"metric": "ttft_s", "value": 1.5, "unit": "s", "status": OK, "config_hash": "a"}])
-    store.append("e", [{"metric": "ttft_s", "value": 2.5, "unit": "s", "status": OK, "config_hash": "b"}])
+    store.append("e", [{"metric": "ttft_s", "value": 1.5, "unit": "s", "status": OK, "label": "measured",
+                          "config_hash": "a"}])
+    store.append("e", [{"metric": "ttft_s", "value": 2.5, "unit": "s", "status": OK, "label": "measured",
+                          "config_hash": "b"}])
     df = store.read("e")
     assert list(df["value"]) == [1.5, 2.5]
     assert set(df["experiment"]) == {"e"}
@@ -27,11 +29,13 @@ def test_unknown_column_is_an_error(tmp_path):
 
 def test_completed_retries_a_configuration_whose_latest_attempt_failed(tmp_path):
     store = ResultsStore(tmp_path)
-    store.append("e", [{"config_hash": "a", "status": OK}, {"config_hash": "b", "status": FAILED}])
+    store.append("e", [{"config_hash": "a", "status": OK, "label": "measured"},
+                       {"config_hash": "b", "status": FAILED, "label": "not run"}])
     assert store.completed("e") == {"a"}
-    store.append("e", [{"config_hash": "b", "status": OK}])
+    store.append("e", [{"config_hash": "b", "status": OK, "label": "measured"}])
     assert store.completed("e") == {"a", "b"}
-    store.append("e", [{"config_hash": "a", "status": OK}, {"config_hash": "a", "status": FAILED}])
+    store.append("e", [{"config_hash": "a", "status": OK, "label": "measured"},
+                       {"config_hash": "a", "status": FAILED, "label": "not run"}])
     assert store.completed("e") == {"b"}
 
 
@@ -40,7 +44,8 @@ def test_kill_mid_write_leaves_the_store_readable(tmp_path):
     writer = textwrap.dedent(f"""
         from harness.runner.store import ResultsStore
         store = ResultsStore({str(tmp_path)!r})
-        rows = [{{"metric": "m", "value": float(i), "notes": "x" * 200, "config_hash": "h"}} for i in range(20000)]
+        rows = [{{"metric": "m", "value": float(i), "notes": "x" * 200, "config_hash": "h", "label": "measured"}}
+                for i in range(20000)]
         while True:
             store.append("e", rows)
     """)
@@ -55,3 +60,17 @@ def test_kill_mid_write_leaves_the_store_readable(tmp_path):
     parts = list((tmp_path / "e").glob("part-*.parquet"))
     assert len(parts) >= 2
     assert len(df) == 20000 * len(parts)  # every visible part is complete
+
+
+def test_labels_are_one_closed_vocabulary_that_agrees_with_the_row(tmp_path):
+    from harness.runner.store import LABELS
+
+    store = ResultsStore(tmp_path)
+    assert set(LABELS) == {"measured", "emulated", "proxy", "stand-in", "not run"}
+    with pytest.raises(ValueError, match="label 'simulated' is not one of"):
+        store.append("e", [{"metric": "m", "value": 1.0, "status": OK, "label": "simulated"}])
+    with pytest.raises(ValueError, match="status 'failed' needs label 'not run'"):
+        store.append("e", [{"metric": "error", "status": FAILED, "label": "measured"}])
+    with pytest.raises(ValueError, match="label 'not run' on a row whose status is ok"):
+        store.append("e", [{"metric": "m", "value": 1.0, "status": OK, "label": "not run"}])
+    assert store.read("e").empty  # nothing of a refused batch is written
