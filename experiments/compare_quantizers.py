@@ -129,6 +129,11 @@ def _stderr(notes: str) -> float:
         return math.nan
 
 
+# The fidelity kind's other measurements of the same artifact (metric suffix -> column): the runtime itself, and the
+# fake-quant model with per-token dynamic or float activations, which locate a quantizer's error.
+KL_VARIANTS = {"_runtime": "runtime", "_dynamic": "dynamic act.", "_weight_only": "weight-only"}
+
+
 def table(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per (model, quantizer, bits) with every metric, its interval and the TTFT 'not run' reasons."""
     ok = rows[(rows["status"] == "ok") & rows["value"].notna()].copy()
@@ -145,7 +150,7 @@ def table(rows: pd.DataFrame) -> pd.DataFrame:
             v = g.loc[g["metric"] == metric, "value"]
             if len(v):
                 c[metric] = float(v.iloc[-1])
-        for metric in ("kl_fp16", "top1_agreement"):
+        for metric in (f"{m}{v}" for m in ("kl_fp16", "top1_agreement") for v in ("", *KL_VARIANTS)):
             v = g[g["metric"] == metric].drop_duplicates("repetition", keep="last")["value"]
             if len(v):
                 c[metric], c[f"{metric}_ci"] = _ci(v)
@@ -219,6 +224,9 @@ def display(df: pd.DataFrame, short: bool = False) -> pd.DataFrame:
             line[f"{c} %"] = _pm(r.get(c), r.get(f"{c}_ci"), 100, 3)
         line["KL vs FP16"] = _pm(r.get("kl_fp16"), r.get("kl_fp16_ci"))
         line["top-1 agree %"] = _pm(r.get("top1_agreement"), r.get("top1_agreement_ci"), 100, 3)
+        for suffix, name in KL_VARIANTS.items():
+            if f"kl_fp16{suffix}" in df.columns:
+                line[f"KL {name}"] = _pm(r.get(f"kl_fp16{suffix}"), r.get(f"kl_fp16{suffix}_ci"))
         for c in ttft_cols:
             line[f"cold {c.replace('ttft ', 'TTFT ')} s"] = "–" if r["quantizer"] == "fp16" else _ttft(r, c, short)
         lines.append(line)

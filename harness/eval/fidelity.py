@@ -40,6 +40,22 @@ def fidelity(fp_model, q_model, token_ids: torch.Tensor, window: int = 512, wind
     return {"kl": kl, "top1": top1, "protocol": PROTOCOL.format(windows=windows, window=window)}
 
 
+class LogitsModel:
+    """What fidelity() calls, model(input_ids=ids).logits, over an engine's logits function (ids [T] -> [T, V]): e.g.
+    harness.engine.capi.NativeEngine.logits, the runtime's forward pass over a packed file."""
+
+    def __init__(self, logits):
+        self.logits = logits
+
+    def __call__(self, input_ids):
+        class Out:
+            pass
+
+        out = Out()
+        out.logits = self.logits(input_ids[0].tolist())[None]
+        return out
+
+
 def mean_ci95(values) -> tuple[float, float]:
     """(mean, half-width of a 95% t-interval) over independent samples; half-width nan for fewer than 2."""
     values = [float(v) for v in values]

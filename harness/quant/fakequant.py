@@ -9,6 +9,10 @@ differ from the runtime's int32 sum only in the last bit; torch._int_mm is ~20x 
 wraps. Weight-only layers (no act_scale) compute (x * in_scale) @ codes^T * w_scale. Shadow-outlier layers add the
 float side path x[..., idx] @ outlier_weight^T (their in_scale is 0 on those input channels).
 
+Two variants isolate where a quantizer's error comes from (the fidelity kind reports all three against FP16):
+activations="dynamic" quantizes each token's x * in_scale with its own scale max|.| / 127 instead of the static
+act_scale; activations="float" keeps activations in float (weights only quantized). The runtime computes "static".
+
 Embeddings (and an untied LM head) are dequantised once (codes * w_scale) into the float tables; norms are loaded
 from the artifact; everything else (RoPE, attention, SwiGLU) is the FP model's own float32 code.
 """
@@ -20,26 +24,34 @@ import torch
 from torch import nn
 
 from harness.artifact import Artifact, QuantLinear
-from harness.quant.numerics import quantize_activations
+from harness.quant.numerics import ACT_QMAX, quantize_activations
 
 OUTLIER_IDX = "outlier_idx"  # int64 [k]: input channels computed in float beside the INT8 matmul
 OUTLIER_WEIGHT = "outlier_weight"  # float16 [C, k]: their FP weights
 
 
-def quant_linear_forward(x: torch.Tensor, q: QuantLinear, codes_t: torch.Tensor | None = None) -> torch.Tensor:
+ACTIVATIONS = ("static", "dynamic", "float")
+
+
+def quant_linear_forward(x: torch.Tensor, q: QuantLinear, codes_t: torch.Tensor | None = None,
+                         activations: str = "static") -> torch.Tensor:
     """y [..., C] for x [..., D]; codes_t is codes^T as float32 [D, C] when the caller keeps it around."""
     codes_t = q.codes.float().t() if codes_t is None else codes_t
-    if q.act_scale is None:
+    if q.act_scale is None or activations == "float":
         return ((x * q.in_scale) @ codes_t) * q.w_scale
+    if activations == "dynamic":
+        xs = x * q.in_scale
+        scale = xs.abs().amax(-1, keepdim=True).clamp_min(1e-12) / ACT_QMAX  # [..., 1]: one scale per token
+        return (torch.clamp(torch.round(xs / scale), -ACT_QMAX, ACT_QMAX) @ codes_t) * (scale * q.w_scale)
     xq = quantize_activations(x, q.in_scale, q.act_scale)
     return (xq @ codes_t) * (q.act_scale * q.w_scale)
 
 
 class FakeQuantLinear(nn.Module):
     def __init__(self, q: QuantLinear, outlier_idx: torch.Tensor | None = None,
-                 outlier_weight: torch.Tensor | None = None):
+                 outlier_weight: torch.Tensor | None = None, activations: str = "static"):
         super().__init__()
-        self.q = q
+        self.q, self.activations = q, activations
         self.register_buffer("codes_t", q.codes.float().t().contiguous(), persistent=False)  # [D, C]
         self.outlier_idx = outlier_idx
         self.outlier_weight_t = None if outlier_weight is None else outlier_weight.float().t().contiguous()  # [k, C]
@@ -48,14 +60,17 @@ class FakeQuantLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         dtype = x.dtype
         x = x.float()
-        y = quant_linear_forward(x, self.q, self.codes_t)
+        y = quant_linear_forward(x, self.q, self.codes_t, self.activations)
         if self.outlier_idx is not None:
             y = y + x[..., self.outlier_idx] @ self.outlier_weight_t
         return y.to(dtype)
 
 
-def build_fakequant_model(artifact: Artifact, fp_model: nn.Module) -> nn.Module:
-    """A float32 copy of fp_model whose quantized parts are replaced by the artifact's (fp_model is not modified)."""
+def build_fakequant_model(artifact: Artifact, fp_model: nn.Module, activations: str = "static") -> nn.Module:
+    """A float32 copy of fp_model whose quantized parts are replaced by the artifact's (fp_model is not modified);
+    `activations`: static (the runtime's numerics), dynamic (per-token scales) or float (weight-only)."""
+    if activations not in ACTIVATIONS:
+        raise ValueError(f"activations must be one of {ACTIVATIONS}, got {activations!r}")
     model = copy.deepcopy(fp_model).float().eval()
     others = artifact.others
     for name, q in artifact.linears.items():
@@ -64,7 +79,7 @@ def build_fakequant_model(artifact: Artifact, fp_model: nn.Module) -> nn.Module:
         if not isinstance(getattr(parent, attr, None), nn.Linear):
             raise ValueError(f"artifact layer {name} is not a linear layer of the given model")
         idx, ow = others.get(f"{name}.{OUTLIER_IDX}"), others.get(f"{name}.{OUTLIER_WEIGHT}")
-        setattr(parent, attr, FakeQuantLinear(q, idx, ow))
+        setattr(parent, attr, FakeQuantLinear(q, idx, ow, activations))
     with torch.no_grad():
         for key, t in others.items():
             module_name, _, tensor_name = key.rpartition(".")

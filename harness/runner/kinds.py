@@ -140,12 +140,33 @@ def fidelity(job) -> Iterator[dict]:
     for step, seconds in (manifest.get("timing_s") or {}).items():
         yield job.row(f"{step}_s", seconds, "s", notes=f"when the cached artifact {art_dir.name} was made")
     extra = job.experiment.extra
-    result = measure(model, build_fakequant_model(artifact, model), local_ppl_tokens(tokenizer).ids,
-                     window=int(extra.get("fidelity_window", 512)), windows=int(extra.get("fidelity_windows", 8)))
-    for metric, unit in (("kl_fp16", "nats/token"), ("top1_agreement", "fraction")):
-        key = "kl" if metric == "kl_fp16" else "top1"
-        for i, v in enumerate(result[key]):
-            yield job.row(metric, v, unit, repetition=i, dataset="ppl-local", notes=result["protocol"])
+    ids = local_ppl_tokens(tokenizer).ids
+    window, windows = int(extra.get("fidelity_window", 512)), int(extra.get("fidelity_windows", 8))
+    # The fake-quant model as the runtime computes (static activation scales: kl_fp16), the two variants that locate
+    # the error (per-token dynamic activations; float activations, i.e. weights only), and the runtime itself.
+    variants = [("", "fake-quant, static activation scales", build_fakequant_model(artifact, model)),
+                ("_dynamic", "fake-quant, per-token dynamic activation scales",
+                 build_fakequant_model(artifact, model, "dynamic")),
+                ("_weight_only", "fake-quant, float activations (weights only)",
+                 build_fakequant_model(artifact, model, "float"))]
+    engine = None
+    if manifest["runtime_compatible"]:
+        from harness.engine.capi import NativeEngine
+        from harness.eval.fidelity import LogitsModel
+
+        engine = NativeEngine.open(packed, threads=2, ctx=window)
+        variants.append(("_runtime", f"the runtime over {packed.name}", LogitsModel(engine.logits)))
+    try:
+        for suffix, what, q_model in variants:
+            result = measure(model, q_model, ids, window=window, windows=windows)
+            for metric, unit in (("kl_fp16", "nats/token"), ("top1_agreement", "fraction")):
+                key = "kl" if metric == "kl_fp16" else "top1"
+                for i, v in enumerate(result[key]):
+                    yield job.row(metric + suffix, v, unit, repetition=i, dataset="ppl-local",
+                                  notes=f"{what}; {result['protocol']}")
+    finally:
+        if engine is not None:
+            engine.close()
 
 
 def _packed_file(model_spec, art_dir, artifact, layout: str):
