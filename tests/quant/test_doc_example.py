@@ -90,6 +90,9 @@ def test_doc_example_in_a_miniature_compare_quantizers(tmp_path, tiny_checkpoint
         r = df.loc[q]
         assert 4.0 < r.effective_bits < 6.0 and r.packed_mb > 0 and r.quantize_s > 0
         assert r.kl_fp16 > 0 and 0 < r.top1_agreement <= 1 and math.isfinite(r.kl_fp16_ci)
+        # the runtime computes what the static fake-quant model computes; float activations lose less
+        assert r.kl_fp16_runtime == pytest.approx(r.kl_fp16, rel=0.25, abs=1e-3)
+        assert r.kl_fp16_weight_only <= r.kl_fp16 * 1.1
         assert r["ttft native"] > 0 and r["ppl local"] > 1 and 0 <= r["acc lambada-local"] <= 1
     so = df.loc["shadow_outlier"]
     assert "float" in so.ttft_reason and not math.isfinite(so.get("ttft native", math.nan))
