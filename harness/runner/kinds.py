@@ -6,6 +6,8 @@
   ttft        cold-start TTFT of one system on one device (harness/measure/ttft.py), the device held exclusively
   fidelity    a quantizer's artifact against the FP model: mean KL and top-1 agreement on held-out text, effective
               bits per weight, artifact and packed file size, calibration and quantization time
+  pipeline_sim  every scheduling policy replayed (harness/pipeline_sim.py) over the runtime's measured operator
+              costs, the accelerator at the paper's NPU/CPU ratios: latency and bubble rates (labelled emulated)
 """
 from __future__ import annotations
 
@@ -181,8 +183,50 @@ def _packed_file(model_spec, art_dir, artifact, layout: str):
     return packed
 
 
+def pipeline_sim(job) -> Iterator[dict]:
+    """One cold edgeflow-run --profile-ops prefill of experiment.extra.prompt_tokens tokens on this host (the default
+    policy; every operator's cost per lane), then each policy simulated over those costs at phone-like ratios."""
+    import json
+    import tempfile
+
+    from transformers import AutoTokenizer
+
+    from harness.data.prompts import fixed_length_prompts
+    from harness.devices import get_device
+    from harness.engine.run import run_edgeflow
+    from harness.models.zoo import checkpoint_dir
+    from harness.pipeline_sim import POLICIES, CostTable, simulate
+    from harness.systems import get_system
+
+    if job.cfg.get("system") is None or job.cfg.system.name != "edgeflow":
+        raise ValueError("experiment=pipeline_sim simulates EdgeFlow's pipeline: add system=edgeflow quantizer=edgeflow")
+    system = get_system(job.cfg.system)
+    system.configure(job.cfg)
+    prepared = system.prepare(job.model, system.weight_bits(8), get_device({"name": "local"}))
+    n = int(job.experiment.extra.get("prompt_tokens", 512))
+    threads = int(job.experiment.extra.get("threads", 2))
+    ids = list(fixed_length_prompts(AutoTokenizer.from_pretrained(checkpoint_dir(job.model)), n, 1)[0].ids)
+    with tempfile.TemporaryDirectory() as tmp:
+        profile_path = f"{tmp}/profile.json"
+        run_edgeflow(prepared.artifacts["model"], ids, threads=threads, evict_cache=True,
+                     extra_args=("--ctx", str(n + 1), "--profile-ops", profile_path))
+        profile = json.loads(open(profile_path).read())
+    costs = CostTable.from_profile(profile, prefill=0).phone_like()
+    notes = (f"simulated (harness/pipeline_sim.py) over the operator costs of one measured cold {n}-token prefill, "
+             "accelerator at the paper's Figure 5b ratios (non-matmul 2.1x slower, INT8 matmul 5x faster than the CPU)")
+    for policy in POLICIES:
+        run = simulate(policy, costs, n_layers=profile["n_layers"], n_tokens=n, chunk=costs.chunk, threads=threads)
+        s = run.summary()
+        for metric, value, unit in (("sim_latency_s", s["makespan_s"], "s"),
+                                    ("sim_cpu_bubble_rate", s.get("cpu-0_bubble_rate"), "ratio"),
+                                    ("sim_accel_bubble_rate", s.get("accel-0_bubble_rate"), "ratio"),
+                                    ("sim_stolen_tasks", s["stolen"], "count")):
+            yield job.row(metric, value, unit, pipeline=policy, label="emulated", prompt_tokens=n, notes=notes)
+
+
 KINDS: dict[str, Callable[..., Iterator[dict]]] = {
     "smoke": smoke, "perplexity": perplexity, "accuracy": accuracy, "ttft": ttft, "fidelity": fidelity,
+    "pipeline_sim": pipeline_sim,
 }
 
 

@@ -1,0 +1,159 @@
+"""Figure 14 (section 5.4.3): the pipeline ablation at 512 prompt tokens - llm.npu's static split, then operator
+placement, position-guided priority and task stealing - as latency and per-lane bubble rates.
+
+Two series, never pooled:
+- measured: EdgeFlow's cold TTFT on this host under each policy (`pipeline` rows, conf/experiment/pipeline.yaml: the
+  ttft kind, rounds interleaving the policies), with the engine's own CPU/accelerator bubble rates and stolen tasks.
+  The host's "accelerator" lane is CPU cores (DESIGN.md), so the lanes are equally fast: the paper's effects, which
+  come from a slow-at-non-matmul NPU, need not show.
+- simulated: each policy replayed by harness/pipeline_sim.py over the operator costs of one measured cold prefill,
+  the accelerator at the paper's Figure 5b ratios (experiment=pipeline_sim; labelled emulated).
+Each step's change against the previous policy is compared with the paper's (results/paper/fig14.csv); single
+medians and a simulation carry no interval, so verdicts are capped at qualitative.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from experiments import common
+from experiments.base import SweepArtifact, register_artifact
+from experiments.common import Section, fmt, md_table
+
+NAME = "fig14"
+TITLE = "Figure 14 - pipeline ablation: placement, priority and stealing (512 tokens)"
+EXPERIMENTS = ("pipeline",)
+POLICIES = ("llmnpu-static", "place", "place+priority", "place+priority+steal")
+PAPER_MODELS = {"llama3-8b", "phi3-3.8b"}
+FILTERS = {"model": "models"}
+# metric of ours for each paper metric, per series: (measured, simulated)
+METRICS = {"latency": ("ttft_s", "sim_latency_s"), "cpu_bubble": ("edgeflow_cpu_bubble_rate", "sim_cpu_bubble_rate"),
+           "accel_bubble": ("edgeflow_accel_bubble_rate", "sim_accel_bubble_rate"),
+           "accel_busy": ("edgeflow_accel_busy_s", None), "stolen": ("edgeflow_cpu_stolen_tasks", "sim_stolen_tasks")}
+
+
+def sweep(models=("smollm2-135m",), bits: float = 5, device="local", flash_mbps: float | None = None,
+          prompt_tokens: int = 512, rounds: int = 3) -> list[list[str]]:
+    """Per model: `rounds` rounds of one cold run under each policy (interleaved), and one simulation point."""
+    points = []
+    ef = ["system=edgeflow", "quantizer=edgeflow", f"quantizer.budget_bits={float(bits)}", "packing=weightlet"]
+    for model in models:
+        for r in range(int(rounds)):
+            for policy in POLICIES:
+                p = ["experiment=pipeline", f"model={model}", *ef, f"pipeline={policy}", f"device={device}",
+                     f"experiment.extra.prompt_tokens={int(prompt_tokens)}", f"experiment.notes=round-{r + 1}-of-{rounds}",
+                     "protocol.repetitions=1", *([] if r == 0 else ["protocol.warmup_runs=0"])]
+                points.append(p + ([f"device.flash_read_mbps={float(flash_mbps)}"] if flash_mbps else []))
+        points.append(["experiment=pipeline_sim", f"model={model}", *ef,
+                       f"experiment.extra.prompt_tokens={int(prompt_tokens)}"])
+    return points
+
+
+def medians(rows: pd.DataFrame) -> pd.DataFrame:
+    """Median of every metric per model, series (measured / simulated) and policy."""
+    ok = rows[(rows["status"] == "ok") & rows["pipeline"].isin(POLICIES)].dropna(subset=["value"])
+    ok = ok.assign(series=ok["metric"].str.startswith("sim_").map({True: "simulated", False: "measured"}))
+    return ok.groupby(["model", "series", "pipeline", "metric"])["value"].agg(["median", "count"]).reset_index()
+
+
+def _value(med: pd.DataFrame, model, series, policy, metric) -> float | None:
+    hit = med[(med["model"] == model) & (med["series"] == series) & (med["pipeline"] == policy)
+              & (med["metric"] == metric)]
+    return float(hit["median"].iloc[0]) if len(hit) else None
+
+
+def compare(med: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None) -> list[dict]:
+    """Each of the paper's step changes beside ours, measured and simulated."""
+    lines = []
+    steps = paper[paper["versus"].notna()] if paper is not None else pd.DataFrame()
+    for model in sorted(med["model"].unique()):
+        caps = common.cap_reasons(rows[rows["model"] == model], PAPER_MODELS)
+        for p in steps.itertuples():
+            what = p.metric.removesuffix("_change_pct")
+            for i, series in enumerate(("measured", "simulated")):
+                metric = METRICS[what][i]
+                new, old = (_value(med, model, series, pol, metric) if metric else None for pol in (p.policy, p.versus))
+                ours = None if new is None or not old else 100 * (new / old - 1)
+                extra = [] if series == "measured" else ["simulated at the paper's NPU/CPU ratios"]
+                verdict = common.NOT_RUN if ours is None else common.ratio_verdict(
+                    1 + ours / 100, 1 + p.value / 100, caps=caps + extra)
+                lines.append({"model": model, "series": series, "step": f"{p.versus} -> {p.policy}",
+                              "change of": what.replace("_", " "), "ours %": "–" if ours is None else f"{ours:+.1f}",
+                              "paper %": f"{p.value:+g}", "verdict": verdict})
+    return lines
+
+
+def draw(med: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    models = sorted(med["model"].unique())
+    fig, axes = plt.subplots(len(models), 2, figsize=(12, 3.8 * len(models)), squeeze=False)
+    x = np.arange(len(POLICIES))
+    for (ax_l, ax_b), model in zip(axes, models):
+        for k, series in enumerate(("measured", "simulated")):
+            lat = [_value(med, model, series, p, METRICS["latency"][k]) for p in POLICIES]
+            base = lat[0] or next((v for v in lat if v), None)
+            if base:
+                ax_l.bar(x + (k - 0.5) * 0.38, [(v or np.nan) / base for v in lat], 0.36,
+                         label=f"{series} ({'host, cold TTFT' if k == 0 else 'phone-like ratios, simulated'})",
+                         color=("#4c72b0", "#dd8452")[k], hatch=("", "//")[k])
+            for lane, style in (("cpu_bubble", "-o"), ("accel_bubble", "--s")):
+                ys = [_value(med, model, series, p, METRICS[lane][k]) for p in POLICIES]
+                ax_b.plot(x, [np.nan if v is None else v for v in ys], style, color=("#4c72b0", "#dd8452")[k],
+                          label=f"{series}: {lane.replace('_', ' ')}")
+        ax_l.axhline(1, color="black", linewidth=0.6)
+        ax_l.set_xticks(x, POLICIES, fontsize=8)
+        ax_l.set_ylabel("latency / llmnpu-static's")
+        ax_l.set_title(f"{model}: latency per policy (paper: -4.2%, -5.2%, -11.3% per step)", fontsize=9)
+        ax_l.legend(fontsize=7)
+        ax_b.set_xticks(x, POLICIES, fontsize=8)
+        ax_b.set_ylim(0, 1)
+        ax_b.set_ylabel("bubble rate (idle / span)")
+        ax_b.set_title(f"{model}: bubble rates (paper: NPU -82.2% with priority, CPU -61.6% with stealing)",
+                       fontsize=9)
+        ax_b.legend(fontsize=7)
+    fig.suptitle("Figure 14 (ours): pipeline policies at 512 tokens; measured on this host and simulated at the "
+                 "paper's NPU/CPU ratios", fontsize=9.5)
+    fig.tight_layout()
+    return common.save_figure(fig, NAME, figures_dir)
+
+
+def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
+    med = medians(rows) if len(rows) else pd.DataFrame()
+    if med.empty:
+        return common.not_run_section(NAME, TITLE, "no pipeline rows in the store")
+    figures = draw(med, paper, figures_dir)
+    lines = compare(med, rows, paper)
+    verdict, count = common.overall([line["verdict"] for line in lines])
+    shown = ["ttft_s", "edgeflow_ttft_s", *(m for pair in METRICS.values() for m in pair if m)]
+    table = med[med["metric"].isin(shown)]
+    wide = table.assign(cell=[f"{fmt(m)} (n={n})" for m, n in zip(table["median"], table["count"])]).pivot_table(
+        index=["model", "series", "metric"], columns="pipeline", values="cell", aggfunc="first")
+    wide = wide[[p for p in POLICIES if p in wide.columns]].reset_index()
+    stolen = med[med["metric"].isin(["edgeflow_cpu_stolen_tasks", "sim_stolen_tasks"])
+                 & (med["pipeline"] == "place+priority+steal")]
+    steal_note = ("" if stolen.empty or stolen["median"].max() > 0 else
+                  "Stealing never triggered (0 stolen tasks, measured and simulated): the accelerator queue never "
+                  "held more than the threshold (5) while a CPU worker was idle, so the last step changes nothing.\n")
+    tags = common.labels(rows)
+    body = [f"![{TITLE}](figures/{figures[0].name})\n", "Labels: " + "; ".join(tags) + ".\n" if tags else "",
+            common.models_differ_note(set(med["model"]), PAPER_MODELS), steal_note,
+            "**Each step's change**, ours beside the paper's (ratio rule on 1 + change; medians, no interval):\n",
+            md_table(pd.DataFrame(lines)) if lines else "_(no paper values loaded)_\n",
+            "\n**Our medians** per policy (wall-clock TTFT, the engine's own TTFT, bubble rates, busy time, stolen "
+            "tasks; the simulation's in sim_*):\n", md_table(wide)]
+    bad = common.unrun_reasons(rows)
+    if len(bad):
+        body += ["\n**Did not run:**\n", md_table(bad[["model", "pipeline", "reason"]].drop_duplicates())]
+    return Section(NAME, TITLE, verdict, count, "\n".join(b for b in body if b), figures)
+
+
+@register_artifact
+class Fig14(SweepArtifact):
+    NAME, TITLE, EXPERIMENTS, FILTERS = NAME, TITLE, EXPERIMENTS, FILTERS
+    sweep, render = staticmethod(sweep), staticmethod(render)
