@@ -49,7 +49,10 @@ def rows_of(name: str, store: ResultsStore, **params) -> pd.DataFrame:
         rows = common.current(common.read_rows(store, artifact.EXPERIMENTS))
     for column, param in artifact.FILTERS.items():
         if params.get(param) and column in rows.columns:
-            rows = rows[rows[column].isin(list(params[param]))]
+            keep = rows[column].isin(list(params[param]))
+            if column == "system":  # rows of no engine (FP16 references, fake-quant stand-ins) stay beside them
+                keep |= rows[column].isna()
+            rows = rows[keep]
     return rows
 
 

@@ -17,7 +17,8 @@ def test_miniature_fig10_sweep_measures_and_draws(tmp_path, tiny_checkpoint):
                  "protocol.repetitions=2", "protocol.warmup_runs=0", "protocol.busy_policy=flag"]
     sweep = points("fig10", overrides, ttft_prompts=1, eval_limit=8, **params)
     counts = run_sweep(sweep, store, desc="mini fig10")
-    assert counts["ok"] == len(sweep) == 4  # TTFT and accuracy for each system
+    # TTFT of each system; accuracy: EdgeFlow's runtime, llama.cpp's not run (no scorer yet), the INT8 stand-in
+    assert len(sweep) == 5 and counts["ok"] == 4 and counts["not run"] == 1
 
     ttft = store.read("ttft")
     medians = ttft[ttft.metric == "ttft_s"].groupby("system")["value"].median()
@@ -25,8 +26,12 @@ def test_miniature_fig10_sweep_measures_and_draws(tmp_path, tiny_checkpoint):
     assert (ttft[ttft.metric == "resident_before"]["value"] <= 0.01).all()  # every run started cold
     acc = store.read("accuracy")
     assert set(acc.loc[acc.metric == "accuracy", "label"]) == {"proxy"}  # offline: the local proxy, said so
+    by = {s if isinstance(s, str) else "stand-in": g for s, g in acc.groupby(acc["system"].fillna("stand-in"))}
+    assert by["edgeflow"].loc[by["edgeflow"].metric == "accuracy", "notes"].str.contains("scored by edgeflow runtime").all()
+    assert "agreement_top1" in set(by["edgeflow"]["metric"])
+    assert set(by["llamacpp"]["status"]) == {"not run"} and set(by["stand-in"]["quantizer"]) == {"uniform"}
 
     section = render("fig10", store, tmp_path, **params)
     pngs = [f for f in section.figures if f.suffix == ".png"]
     assert pngs and all(f.is_relative_to(tmp_path) and f.stat().st_size > 10_000 for f in pngs)
-    assert "EF 5b" in section.body and "llama.cpp" in section.body
+    assert "EF 5b" in section.body and "llama.cpp" in section.body and "stand-in (fake-quant INT8)" in section.body
