@@ -45,6 +45,7 @@ STAND_IN_FOR = {"llamacpp": "int8", "mnn": "int8", "llmnpu": "shadow_outlier"}
 STAND_IN_SERIES = {name: series for name, series in STAND_INS.values()}
 # Weight format each system's TTFT is measured with; the baselines bring their own (Q8_0 GGUF, MNN INT8, llm.npu).
 EDGEFLOW_PACKING = "weightlet"
+EDGEFLOW_PIPELINE = "place+priority+steal"  # conf/system/edgeflow.yaml's default: Figure 11 times the others
 
 
 def sweep(models=("smollm2-135m",), datasets=DATASETS, systems=SYSTEMS, bits=BITS, device="local",
@@ -91,8 +92,10 @@ def _with_series(df: pd.DataFrame) -> pd.DataFrame:
     """Figure 10's rows among the store's: other artifacts share the ttft/accuracy folders (Figure 12 evaluates
     other quantizers, ablations other packings), so EdgeFlow rows must be its own quantizer and packing."""
     ef = df["system"] == "edgeflow"
+    pipeline = df["pipeline"] if "pipeline" in df.columns else pd.Series(None, index=df.index, dtype=object)
     own = ~ef | ((df["quantizer"].isna() | (df["quantizer"] == "edgeflow"))
-                 & (df["packing"].isna() | (df["packing"] == EDGEFLOW_PACKING)))
+                 & (df["packing"].isna() | (df["packing"] == EDGEFLOW_PACKING))
+                 & (pipeline.isna() | (pipeline == EDGEFLOW_PIPELINE)))
     stand_in = (df["metric"] == "accuracy") & df["system"].isna() & df["quantizer"].isin(list(STAND_IN_SERIES)) \
         & (df["bits"] == 8)
     df = df[(df["system"].isin(SYSTEMS) & own) | stand_in].copy()
