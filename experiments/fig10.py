@@ -26,7 +26,7 @@ from harness.measure.workload import check_rows
 
 NAME = "fig10"
 TITLE = "Figure 10 - cold-start TTFT and accuracy per system, model and dataset"
-EXPERIMENTS = ("ttft", "accuracy")
+EXPERIMENTS = ("ttft", "accuracy", "fidelity")
 
 SYSTEMS = ("llamacpp", "mnn", "llmnpu", "edgeflow")
 BASELINES = ("llamacpp", "mnn", "llmnpu")
@@ -50,8 +50,9 @@ EDGEFLOW_PIPELINE = "place+priority+steal"  # conf/system/edgeflow.yaml's defaul
 
 def sweep(models=("smollm2-135m",), datasets=DATASETS, systems=SYSTEMS, bits=BITS, device="local",
           flash_mbps: float | None = None, kinds=EXPERIMENTS, ttft_prompts: int = 3,
-          eval_limit: int = 100) -> list[list[str]]:
-    """Hydra override lists: for each model x dataset x system (x bits for EdgeFlow), one TTFT and one accuracy point.
+          eval_limit: int = 100, fidelity_windows: int = 8) -> list[list[str]]:
+    """Hydra override lists: for each model x dataset x system (x bits for EdgeFlow), one TTFT and one accuracy point;
+    per model x system (x bits), one fidelity point (KL against the FP16 model on held-out text, by the engine).
     `flash_mbps` emulates a phone's flash for every system alike (device.flash_read_mbps). `ttft_prompts` prompts
     per dataset (each cold, x the protocol's repetitions) and `eval_limit` items per accuracy task keep the default
     run within ~20 minutes on a 2-core host; raise them for tighter error bars."""
@@ -70,11 +71,21 @@ def sweep(models=("smollm2-135m",), datasets=DATASETS, systems=SYSTEMS, bits=BIT
             if "accuracy" in kinds:
                 fmt_ = ["quantizer=edgeflow", *quant, f"packing={EDGEFLOW_PACKING}"] if system == "edgeflow" else []
                 points.append(["experiment=accuracy", *base, *fmt_, f"experiment.eval_limit={eval_limit}"])
+    wanted = [q for q in STAND_INS if q in {STAND_IN_FOR.get(s) for s in systems}]
     if "accuracy" in kinds:
-        wanted = [q for q in STAND_INS if q in {STAND_IN_FOR.get(s) for s in systems}]
         for model, dataset, option in itertools.product(models, datasets, wanted):
             points.append(["experiment=accuracy", f"model={model}", f"dataset={dataset}", f"quantizer={option}",
                            "quantizer.budget_bits=8.0", f"experiment.eval_limit={eval_limit}"])
+    if "fidelity" in kinds:
+        windows = f"experiment.extra.fidelity_windows={fidelity_windows}"
+        for model, system in itertools.product(models, systems):
+            for b in (bits if system == "edgeflow" else (None,)):
+                fmt_ = ["quantizer=edgeflow", f"quantizer.budget_bits={float(b)}", f"packing={EDGEFLOW_PACKING}"] \
+                    if system == "edgeflow" else []
+                points.append(["experiment=fidelity", f"model={model}", f"system={system}", *fmt_, windows])
+        for model, option in itertools.product(models, wanted):
+            points.append(["experiment=fidelity", f"model={model}", f"quantizer={option}", "quantizer.budget_bits=8.0",
+                           windows])
     return points
 
 
@@ -96,8 +107,8 @@ def _with_series(df: pd.DataFrame) -> pd.DataFrame:
     own = ~ef | ((df["quantizer"].isna() | (df["quantizer"] == "edgeflow"))
                  & (df["packing"].isna() | (df["packing"] == EDGEFLOW_PACKING))
                  & (pipeline.isna() | (pipeline == EDGEFLOW_PIPELINE)))
-    stand_in = (df["metric"] == "accuracy") & df["system"].isna() & df["quantizer"].isin(list(STAND_IN_SERIES)) \
-        & (df["bits"] == 8)
+    stand_in = (df["metric"].isin(["accuracy", *QUALITY]) & df["system"].isna()
+                & df["quantizer"].isin(list(STAND_IN_SERIES)) & (df["bits"] == 8))
     df = df[(df["system"].isin(SYSTEMS) & own) | stand_in].copy()
     df["series"] = [series_name(s, b, q) for s, b, q in zip(df["system"], df["bits"], df["quantizer"])]
     return df
@@ -590,6 +601,13 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         wide = s.pivot_table(index=[*keys, "dataset"], columns="series", values="cell", aggfunc="first")
         wide = wide[[c for c in series_order(set(wide.columns))]].reset_index()
         body += [f"\n**Our {metric}** ({unit}):\n", md_table(wide)]
+    quality = quality_table(series_rows)
+    if len(quality):
+        body += ["\n**Quality against the FP16 model** on held-out text (not calibration text): mean KL(FP16 || ·) "
+                 "in nats/token and the share of positions with the same top-1 token, [95% interval over windows]. "
+                 "\"by the engine\": the engine's own forward pass over the weights its TTFT loads; \"fake-quant\": "
+                 "the Python model of the same weights, with static, per-token dynamic or float activations:\n",
+                 md_table(quality)]
     agree = agreement_table(series_rows)
     if len(agree):
         body += ["\n**EdgeFlow's accuracy is its runtime's** (the packed file its TTFT reads); agreement with the "
@@ -598,6 +616,37 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         u = t["unrun"].groupby(["series", "reason"]).size().reset_index(name="configurations")
         body += ["\n**Did not run:**\n", md_table(u)]
     return Section(NAME, TITLE, verdict, summary, "\n".join(b for b in body if b), figures)
+
+
+# Fidelity rows (experiment=fidelity) -> columns of the quality table. "_runtime": computed by the engine the row
+# names (EdgeFlow's runtime, llama.cpp, MNN); the others: EdgeFlow's and the stand-ins' fake-quant models, which
+# locate the error (static activation scales as the runtime computes, per-token dynamic scales, float activations).
+QUALITY = {"kl_fp16_runtime": "KL by the engine", "top1_agreement_runtime": "same top-1 (engine)",
+           "kl_fp16": "KL fake-quant", "kl_fp16_dynamic": "KL fake-quant, dynamic act.",
+           "kl_fp16_weight_only": "KL fake-quant, weights only"}
+
+
+def quality_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per model and series: mean KL(FP16 || series) and top-1 agreement over the held-out windows, each with its 95%
+    t-interval over windows (harness/eval/fidelity.py)."""
+    from harness.eval.fidelity import mean_ci95
+
+    q = rows[(rows["status"] == "ok") & rows["metric"].isin(list(QUALITY)) & rows["value"].notna()]
+    # a stand-in names no engine: its fidelity run's "_runtime" rows are our runtime over its weights, not shown here
+    q = q[q["system"].notna() | ~q["metric"].str.endswith("_runtime")]
+    if q.empty:
+        return pd.DataFrame()
+    out = []
+    for (model, series), g in q.groupby(["model", "series"]):
+        line = {"model": model, "series": series}
+        for metric, column in QUALITY.items():
+            values = list(g.loc[g["metric"] == metric, "value"])
+            mean, half = mean_ci95(values) if values else (math.nan, math.nan)
+            line[column] = common.interval_text(mean, mean - half, mean + half) if values else "–"
+        line["windows"] = int(g.groupby("metric").size().max())
+        out.append(line)
+    order = {name: i for i, name in enumerate(series_order({line["series"] for line in out}))}
+    return pd.DataFrame(sorted(out, key=lambda line: (line["model"], order[line["series"]])))
 
 
 AGREEMENT = {"agreement_top1": "top-1 agreement (scored tokens)",

@@ -52,6 +52,10 @@ def rows_of(name: str, store: ResultsStore, **params) -> pd.DataFrame:
             keep = rows[column].isin(list(params[param]))
             if column == "system":  # rows of no engine (FP16 references, fake-quant stand-ins) stay beside them
                 keep |= rows[column].isna()
+            if column == "dataset":  # fidelity rows belong to no task: their held-out text stays beside every task
+                from harness.eval.fidelity import HELD_OUT
+
+                keep |= rows[column] == HELD_OUT
             rows = rows[keep]
     return rows
 

@@ -69,9 +69,11 @@ class NativeEngine:
                                     out.ctypes.data_as(ctypes.POINTER(ctypes.c_float))))
         return torch.from_numpy(out)
 
-    def logprobs(self, tokens: list[int] | torch.Tensor) -> torch.Tensor:
-        """float32 [T, V]: log-softmax of logits(tokens)."""
-        return torch.log_softmax(self.logits(tokens), dim=-1)
+    def logprobs(self, tokens: list[int] | torch.Tensor, last: int | None = None) -> torch.Tensor:
+        """float32 [last, V] (default [T, V]): log-softmax of the last `last` rows of logits(tokens), the scorer
+        interface of harness/eval/scorer_lm.py."""
+        logits = self.logits(tokens)
+        return torch.log_softmax(logits if last is None else logits[-last:], dim=-1)
 
     def close(self) -> None:
         if self._h:

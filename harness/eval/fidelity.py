@@ -14,6 +14,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+HELD_OUT = "ppl-local"  # the `dataset` of fidelity rows: the held-out text, shared by every task's figure
 PROTOCOL = "{windows} windows x {window} tokens, evenly spaced over the stream; KL(FP || quantized) per position"
 
 

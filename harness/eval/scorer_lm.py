@@ -1,11 +1,12 @@
 """lm-eval over any engine that can score a token sequence: the engine computes the numbers, lm-eval the task.
 
-    lm = ScoredLM(native_logprobs(engine), tokenizer, reference=torch_logprobs(fakequant_model))
+    lm = ScoredLM(engine.logprobs, tokenizer, reference=torch_logprobs(fakequant_model))
     lm_eval.simple_evaluate(model=lm, ...)      # loglikelihood tasks (LAMBADA, HellaSwag, MMLU, ...)
     lm.agreement()                              # engine vs reference on every scored token
 
-A scorer maps token ids (list[int], length T) to float32 log-probabilities [T, V]: row t is the distribution of the
-token after position t. Tokenization and the context/continuation split are lm-eval's own (TemplateLM, as HFLM does),
+A scorer maps token ids (list[int], length T) and a count `last` to float32 log-probabilities [last, V]: row j is the
+distribution of the token after position T - last + j (engines that score one position at a time need not compute
+the context's rows). Tokenization and the context/continuation split are lm-eval's own (TemplateLM, as HFLM does),
 so the same requests reach every engine. With a `reference` scorer (the fake-quant torch model) each request is also
 scored by it, and the two are compared: top-1 agreement on the scored tokens and |difference| of the requests'
 log-likelihoods.
@@ -18,21 +19,16 @@ import numpy as np
 import torch
 from lm_eval.api.model import TemplateLM
 
-Scorer = Callable[[list[int]], torch.Tensor]  # ids [T] -> log-probabilities [T, V]
+Scorer = Callable[[list[int], int], torch.Tensor]  # (ids [T], last) -> log-probabilities [last, V]
 
 
 def torch_logprobs(model) -> Scorer:
     """A Hugging Face causal LM (FP16 or fake-quant) as a scorer."""
-    def score(ids: list[int]) -> torch.Tensor:
+    def score(ids: list[int], last: int) -> torch.Tensor:
         with torch.no_grad():
-            logits = model(torch.tensor([ids], device=model.device)).logits[0]
+            logits = model(torch.tensor([ids], device=model.device)).logits[0, -last:]
         return torch.log_softmax(logits.float(), dim=-1).cpu()
     return score
-
-
-def native_logprobs(engine) -> Scorer:
-    """harness.engine.capi.NativeEngine (the runtime's own forward pass over a packed file) as a scorer."""
-    return lambda ids: engine.logprobs(ids)
 
 
 class ScoredLM(TemplateLM):
@@ -58,11 +54,11 @@ class ScoredLM(TemplateLM):
         ids = (context + continuation)[-(self.max_length + 1):]
         n = len(continuation)
         target = torch.tensor(ids[-n:])
-        rows = self.scorer(ids[:-1])[-n:]
+        rows = self.scorer(ids[:-1], n)
         loglik = float(rows.gather(1, target[:, None]).sum())
         greedy = bool((rows.argmax(-1) == target).all())
         if self.reference is not None:
-            ref = self.reference(ids[:-1])[-n:]
+            ref = self.reference(ids[:-1], n)
             self.top1_same += int((rows.argmax(-1) == ref.argmax(-1)).sum())
             self.top1_total += n
             self.loglik_diffs.append(abs(loglik - float(ref.gather(1, target[:, None]).sum())))

@@ -58,17 +58,38 @@ def accuracy(job) -> Iterator[dict]:
     elif system == "edgeflow":
         yield from _edgeflow_accuracy(job, dataset, requested)
     else:
-        raise NotRun(ENGINE_ACCURACY_NOT_RUN.get(system, f"{system} cannot score token sequences here"))
+        yield from _engine_accuracy(job, dataset, requested)
 
 
-# Why an engine's own accuracy is not measured (the row says so; a fake-quant stand-in is its own series, fig10).
-ENGINE_ACCURACY_NOT_RUN = {
-    "llamacpp": "llama.cpp's own forward pass is not wired to lm-eval yet (a scorer over its libllama); its accuracy "
-                "is not run, and no other model's accuracy is recorded under its name",
-    "mnn": "MNN.llm's own forward pass is not wired to lm-eval yet (a scorer over its Python API); its accuracy is "
-           "not run, and no other model's accuracy is recorded under its name",
-    "llmnpu": "llm.npu (mllm) runs only on an Android phone with a Qualcomm NPU; its accuracy is not run off a phone",
-}
+def _engine_accuracy(job, dataset, requested: str) -> Iterator[dict]:
+    """A baseline's accuracy from its own forward pass (System.open_scorer) over the weights its TTFT loads."""
+    from harness.eval.scorer_lm import ScoredLM
+
+    system, prepared, bits = _prepared_system(job)
+    _, tokenizer = _fp_model(job)
+    max_length = int(job.experiment.extra.get("max_length", 2048))
+    with system.open_scorer(prepared, ctx=max_length) as scorer:
+        lm = ScoredLM(scorer.logprobs, tokenizer, max_length)
+        yield from _accuracy_rows(job, None, tokenizer, dataset, row_dataset=requested, lm=lm, bits=bits,
+                                  scored_by=_scored_by(system, prepared))
+
+
+def _prepared_system(job):
+    """(system, prepared, bits): the job's system prepared as its TTFT prepares it (experiment.extra.bits, default 8),
+    so a baseline's accuracy and fidelity are computed on the weights its TTFT loads."""
+    from harness.devices import get_device
+    from harness.systems import get_system
+
+    system = get_system(job.cfg.system)
+    system.configure(job.cfg)
+    bits = system.weight_bits(job.experiment.extra.get("bits", 8))
+    return system, system.prepare(job.model, bits, get_device(job.cfg.device)), float(bits)
+
+
+def _scored_by(system, prepared) -> str:
+    from pathlib import Path
+
+    return f"{system.name}'s own forward pass over {prepared.weight_format} ({Path(prepared.files[0]).name})"
 
 
 def _edgeflow_accuracy(job, dataset, requested: str) -> Iterator[dict]:
@@ -76,7 +97,7 @@ def _edgeflow_accuracy(job, dataset, requested: str) -> Iterator[dict]:
     request also scored by the fake-quant reference: agreement rows say how close the two are."""
     from harness.artifact import load_artifact
     from harness.engine.capi import NativeEngine
-    from harness.eval.scorer_lm import ScoredLM, native_logprobs, torch_logprobs
+    from harness.eval.scorer_lm import ScoredLM, torch_logprobs
     from harness.quant.cache import quantized_artifact
     from harness.quant.fakequant import build_fakequant_model
 
@@ -89,7 +110,7 @@ def _edgeflow_accuracy(job, dataset, requested: str) -> Iterator[dict]:
     packed = _packed_file(job.model, art_dir, artifact, layout)
     max_length = int(job.experiment.extra.get("max_length", 2048))
     with NativeEngine.open(packed, threads=int(job.cfg.system.threads), ctx=max_length) as engine:
-        lm = ScoredLM(native_logprobs(engine), tokenizer, max_length,
+        lm = ScoredLM(engine.logprobs, tokenizer, max_length,
                       reference=torch_logprobs(build_fakequant_model(artifact, model)))
         yield from _accuracy_rows(job, None, tokenizer, dataset, row_dataset=requested, lm=lm,
                                   scored_by=f"edgeflow runtime over {packed.name}")
@@ -114,10 +135,14 @@ def ttft(job) -> Iterator[dict]:
 def fidelity(job) -> Iterator[dict]:
     """experiment.extra: fidelity_windows (default 8) windows of fidelity_window (default 512) tokens of the local
     perplexity split (never used for calibration). One kl_fp16 and one top1_agreement row per window (repetition =
-    window), so a reader can put an interval on the mean."""
+    window), so a reader can put an interval on the mean. With a baseline system (system=llamacpp|mnn|...) and no
+    quantizer: that engine's own forward pass over the weights its TTFT loads, as kl_fp16_runtime rows."""
+    if job.cfg.get("quantizer") is None and job.cfg.get("system") is not None and job.cfg.system.name != "edgeflow":
+        yield from _engine_fidelity(job)
+        return
     from harness.artifact import load_artifact
     from harness.data.streams import local_ppl_tokens
-    from harness.eval.fidelity import fidelity as measure
+    from harness.eval.fidelity import HELD_OUT, fidelity as measure
     from harness.quant.cache import quantized_artifact
     from harness.quant.fakequant import build_fakequant_model
     from harness.runner.store import NOT_RUN
@@ -164,11 +189,28 @@ def fidelity(job) -> Iterator[dict]:
             for metric, unit in (("kl_fp16", "nats/token"), ("top1_agreement", "fraction")):
                 key = "kl" if metric == "kl_fp16" else "top1"
                 for i, v in enumerate(result[key]):
-                    yield job.row(metric + suffix, v, unit, repetition=i, dataset="ppl-local",
+                    yield job.row(metric + suffix, v, unit, repetition=i, dataset=HELD_OUT,
                                   notes=f"{what}; {result['protocol']}")
     finally:
         if engine is not None:
             engine.close()
+
+
+def _engine_fidelity(job) -> Iterator[dict]:
+    from harness.data.streams import local_ppl_tokens
+    from harness.eval.fidelity import HELD_OUT, LogitsModel, fidelity as measure
+
+    system, prepared, bits = _prepared_system(job)
+    model, tokenizer = _fp_model(job)
+    extra = job.experiment.extra
+    window, windows = int(extra.get("fidelity_window", 512)), int(extra.get("fidelity_windows", 8))
+    with system.open_scorer(prepared, ctx=window) as scorer:
+        result = measure(model, LogitsModel(scorer.logits), local_ppl_tokens(tokenizer).ids, window=window,
+                         windows=windows)
+    for metric, key, unit in (("kl_fp16_runtime", "kl", "nats/token"), ("top1_agreement_runtime", "top1", "fraction")):
+        for i, v in enumerate(result[key]):
+            yield job.row(metric, v, unit, repetition=i, bits=bits, dataset=HELD_OUT,
+                          notes=f"{_scored_by(system, prepared)}; {result['protocol']}")
 
 
 def _packed_file(model_spec, art_dir, artifact, layout: str):

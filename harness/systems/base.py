@@ -118,6 +118,13 @@ class System(ABC):
     @abstractmethod
     def run_cold(self, prepared: Prepared, work: Workload, device, protocol: ProtocolConfig) -> Measurement: ...
 
+    def open_scorer(self, prepared: Prepared, ctx: int):
+        """This engine's own forward pass over `prepared` (the weights its TTFT loads), for accuracy and fidelity: a
+        context manager with logprobs(ids, last) -> float32 [last, V] and logits(ids) -> [T, V] (log-probabilities
+        of every position), over requests of up to `ctx` tokens, with system.threads threads. NotRun (with the reason)
+        where the engine cannot score here."""
+        raise NotRun(f"{self.name} has no scorer: its own forward pass cannot score token sequences here")
+
     def check_workload(self, work: Workload) -> None:
         """Refuse work this system cannot do as asked (a ValueError naming the setting), before any run."""
         if work.timed_event != "first_token":

@@ -125,6 +125,12 @@ class EdgeFlowSystem(System):
         return Prepared(self.name, [str(packed)], {"binary": str(binary), "model": str(packed)},
                         f"efpk {self.layout} {float(bits):g} bits", notes)
 
+    def open_scorer(self, prepared: Prepared, ctx: int):
+        """The runtime's forward pass over the packed file through the C ABI (on this host)."""
+        from harness.engine.capi import NativeEngine
+
+        return NativeEngine.open(prepared.artifacts["model"], threads=int(self.cfg.threads), ctx=ctx)
+
     def command(self, prepared: Prepared, work: Workload) -> list[str]:
         # The pipeline group splits the thread budget between the CPU and accelerator lanes; --ctx is the workload's
         # (the same for every engine compared); the first new token is the prefill's.

@@ -77,6 +77,12 @@ class LlamaCppSystem(System):
         return Prepared(self.name, [str(gguf)], {**{k: str(v) for k, v in tools.items()}, "gguf": str(gguf),
                                                  "tokenizer": str(ckpt)}, f"gguf {gtype}")
 
+    def open_scorer(self, prepared: Prepared, ctx: int):
+        from harness.systems.llamacpp_scorer import LlamaCppScorer
+
+        return LlamaCppScorer.open(prepared.artifacts["gguf"], ctx=ctx, threads=int(self.cfg.threads),
+                                   version=self.cfg.llamacpp_version)
+
     def check_workload(self, work: Workload) -> None:
         super().check_workload(work)
         if work.ctx % CTX_ALIGN or work.ctx < work.n_prompt + max(work.new_tokens, CTX_SPARE):

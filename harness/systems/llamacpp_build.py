@@ -67,6 +67,37 @@ def build_tools(version: str, tools=TOOLS, jobs: int = 2) -> dict[str, Path]:
     return bins
 
 
+SCORER_SOURCE = Path(__file__).with_name("llamacpp_scorer.cpp")
+# The static libraries a client of llama.h links, in link order (libllama first, ggml's base last).
+STATIC_LIBS = ("src/libllama.a", "ggml/src/libggml.a", "ggml/src/libggml-cpu.a", "ggml/src/libggml-base.a")
+
+
+def build_scorer(version: str) -> Path:
+    """`edgeflow-llama-scorer` (llamacpp_scorer.cpp): llama.cpp's forward pass as a log-probability server, compiled
+    against this version's llama.h and static libraries; the binary's name carries the source's hash, so an edited
+    source is rebuilt."""
+    import hashlib
+
+    src = source_dir(version)
+    build = src.parent / "build"
+    digest = hashlib.sha256(SCORER_SOURCE.read_bytes()).hexdigest()[:12]
+    binary = build / "bin" / f"edgeflow-llama-scorer-{digest}"
+    if binary.is_file():
+        return binary
+    build_tools(version, ("llama-completion",))  # the libraries come with any tool
+    libs = [build / lib for lib in STATIC_LIBS]
+    missing = [str(lib) for lib in libs if not lib.is_file()]
+    if missing:
+        raise BuildError(f"llama.cpp {version} build has no {', '.join(missing)}")
+    partial = binary.with_suffix(".partial")
+    with progress_note(f"building edgeflow-llama-scorer against llama.cpp {version}"):
+        _check(["g++", "-O2", "-std=c++17", "-I", str(src / "include"), "-I", str(src / "ggml" / "include"),
+                str(SCORER_SOURCE), *map(str, libs), "-fopenmp", "-lpthread", "-ldl", "-lm", "-o", str(partial)],
+               "compiling edgeflow-llama-scorer")
+    os.replace(partial, binary)
+    return binary
+
+
 def convert_to_gguf(checkpoint: Path, out: Path, version: str) -> Path:
     """FP16 GGUF of a Hugging Face checkpoint directory with the converter of the same llama.cpp source."""
     if out.is_file():

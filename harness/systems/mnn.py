@@ -49,6 +49,11 @@ class MNNSystem(System):
         return Prepared(self.name, files, {"config": str(folder / "config.json")},
                         f"mnn int{bits} weights, quant_block {self.cfg.mnn_quant_block} (0 = per channel)")
 
+    def open_scorer(self, prepared: Prepared, ctx: int):
+        from harness.systems.mnn_scorer import MNNScorer
+
+        return MNNScorer.open(prepared.artifacts["config"], threads=int(self.cfg.threads))  # no context setting
+
     def run_cold(self, prepared, work, device, protocol) -> Measurement:
         self.check_workload(work)
         prompt_ids = list(work.token_ids)

@@ -27,7 +27,9 @@ def test_a_scorer_over_the_model_matches_hflm(corpus, tokenizer, tiny_model, tas
 
 
 def test_agreement_sees_a_different_reference(tokenizer, tiny_model):
-    noisy = lambda ids: torch.log_softmax(torch_logprobs(tiny_model)(ids) + 3 * torch.randn(len(ids), len(tokenizer)), -1)  # noqa: E731
+    def noisy(ids, last):
+        return torch.log_softmax(torch_logprobs(tiny_model)(ids, last) + 3 * torch.randn(last, len(tokenizer)), -1)
+
     lm = ScoredLM(torch_logprobs(tiny_model), tokenizer, max_length=512, reference=noisy)
     lm._score(tokenizer.encode("the quality of mercy"), tokenizer.encode(" is not strained"))
     agree = lm.agreement()

@@ -15,10 +15,10 @@ def test_miniature_fig10_sweep_measures_and_draws(tmp_path, tiny_checkpoint):
     params = dict(datasets=("lambada",), systems=("llamacpp", "edgeflow"), bits=(5,))
     overrides = ["model.name=tiny-fig10-test", f"model.path={tiny_checkpoint}", "model.source=hf",
                  "protocol.repetitions=2", "protocol.warmup_runs=0", "protocol.busy_policy=flag"]
-    sweep = points("fig10", overrides, ttft_prompts=1, eval_limit=8, **params)
+    sweep = points("fig10", overrides, ttft_prompts=1, eval_limit=8, fidelity_windows=2, **params)
     counts = run_sweep(sweep, store, desc="mini fig10")
-    # TTFT of each system; accuracy: EdgeFlow's runtime, llama.cpp's not run (no scorer yet), the INT8 stand-in
-    assert len(sweep) == 5 and counts["ok"] == 4 and counts["not run"] == 1
+    # TTFT of each system; accuracy and fidelity: each engine's own forward pass, and the INT8 stand-in's
+    assert len(sweep) == 8 and counts["ok"] == 8
 
     ttft = store.read("ttft")
     medians = ttft[ttft.metric == "ttft_s"].groupby("system")["value"].median()
@@ -29,9 +29,15 @@ def test_miniature_fig10_sweep_measures_and_draws(tmp_path, tiny_checkpoint):
     by = {s if isinstance(s, str) else "stand-in": g for s, g in acc.groupby(acc["system"].fillna("stand-in"))}
     assert by["edgeflow"].loc[by["edgeflow"].metric == "accuracy", "notes"].str.contains("scored by edgeflow runtime").all()
     assert "agreement_top1" in set(by["edgeflow"]["metric"])
-    assert set(by["llamacpp"]["status"]) == {"not run"} and set(by["stand-in"]["quantizer"]) == {"uniform"}
+    assert by["llamacpp"].loc[by["llamacpp"].metric == "accuracy", "notes"].str.contains(
+        "scored by llamacpp's own forward pass over gguf Q8_0").all()
+    assert set(by["stand-in"]["quantizer"]) == {"uniform"}
+    fidelity = store.read("fidelity")
+    engines = fidelity[(fidelity.metric == "kl_fp16_runtime") & fidelity.system.notna()]
+    assert set(engines["system"]) == {"llamacpp", "edgeflow"} and (engines["value"] >= 0).all()
 
     section = render("fig10", store, tmp_path, **params)
     pngs = [f for f in section.figures if f.suffix == ".png"]
     assert pngs and all(f.is_relative_to(tmp_path) and f.stat().st_size > 10_000 for f in pngs)
     assert "EF 5b" in section.body and "llama.cpp" in section.body and "stand-in (fake-quant INT8)" in section.body
+    assert "Quality against the FP16 model" in section.body and "the baselines' own accuracy" in section.body

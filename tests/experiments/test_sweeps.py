@@ -47,8 +47,9 @@ def test_sweep_composes_with_hydra(name):
 
 def test_fig10_sweep_shape():
     points = fig10.sweep()
-    # 5 datasets x (3 baselines + 4 EdgeFlow bit-widths) x (ttft, accuracy), + 5 datasets x 2 accuracy stand-ins
-    assert len(points) == 5 * 7 * 2 + 5 * 2
+    # 5 datasets x (3 baselines + 4 EdgeFlow bit-widths) x (ttft, accuracy), + 5 datasets x 2 accuracy stand-ins,
+    # + fidelity (once per model, not per dataset) of the 7 systems' weights and the 2 stand-ins
+    assert len(points) == 5 * 7 * 2 + 5 * 2 + 7 + 2
     ef = [p for p in points if "system=edgeflow" in p]
     assert {o for p in ef for o in p if o.startswith("quantizer.budget_bits=")} == {
         f"quantizer.budget_bits={b:.1f}" for b in (4, 5, 6, 7)}
@@ -62,7 +63,7 @@ def test_fig10_sweep_shape():
 def test_fig10_sweep_parameters_narrow_it():
     mini = fig10.sweep(models=("smollm2-135m",), datasets=("lambada",), systems=("llamacpp", "edgeflow"), bits=(5,),
                        flash_mbps=200)
-    assert len(mini) == 5  # ttft and accuracy of each system, and llama.cpp's INT8 stand-in
+    assert len(mini) == 8  # ttft, accuracy and fidelity of each system; accuracy and fidelity of the INT8 stand-in
     assert all("device.flash_read_mbps=200.0" in p for p in mini if "experiment=ttft" in p)
 
 

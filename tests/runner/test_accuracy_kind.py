@@ -7,16 +7,31 @@ from harness.runner.store import ResultsStore
 from harness.runner.sweep import compose_config
 
 
-@pytest.mark.parametrize("system,reason", [("llamacpp", "llama.cpp's own forward pass is not wired"),
-                                           ("mnn", "MNN.llm's own forward pass is not wired"),
-                                           ("llmnpu", "runs only on an Android phone")])
-def test_an_engine_that_cannot_score_gives_a_not_run_row(tmp_path, system, reason):
+@pytest.mark.parametrize("experiment", ["accuracy", "fidelity"])
+def test_an_engine_that_cannot_run_here_gives_a_not_run_row(tmp_path, experiment):
     store = ResultsStore(tmp_path / "runs")
-    cfg = compose_config(["experiment=accuracy", f"system={system}", "dataset=lambada-local"])
+    cfg = compose_config([f"experiment={experiment}", "system=llmnpu", "dataset=lambada-local"])
     assert run_job(cfg, store) == "not run"
-    row = store.read("accuracy").iloc[0]
-    assert row["system"] == system and row["label"] == "not run" and reason in row["error"]
+    row = store.read(experiment).iloc[0]
+    assert row["system"] == "llmnpu" and row["label"] == "not run" and "runs only on an Android phone" in row["error"]
     assert pd_isnull(row["value"])
+
+
+@pytest.mark.real_model
+def test_a_baselines_accuracy_and_fidelity_are_its_own_forward_pass(tmp_path, tiny_checkpoint):
+    """llama.cpp scores lm-eval's requests and the held-out windows over the Q8_0 GGUF its TTFT loads."""
+    store = ResultsStore(tmp_path / "runs")
+    model = ["model.name=tiny-fig10-test", f"model.path={tiny_checkpoint}", "model.source=hf", "system=llamacpp"]
+    assert run_job(compose_config(["experiment=accuracy", *model, "dataset=lambada-local",
+                                   "experiment.eval_limit=4"]), store) == "ok"
+    acc = store.read("accuracy").set_index("metric").loc["accuracy"]
+    assert acc["system"] == "llamacpp" and acc["bits"] == 8 and acc["label"] == "proxy"
+    assert "scored by llamacpp's own forward pass over gguf Q8_0 (Q8_0.gguf)" in acc["notes"]
+    assert run_job(compose_config(["experiment=fidelity", *model, "experiment.extra.fidelity_windows=2",
+                                   "experiment.extra.fidelity_window=64"]), store) == "ok"
+    fid = store.read("fidelity")
+    assert sorted(set(fid["metric"])) == ["kl_fp16_runtime", "top1_agreement_runtime"] and len(fid) == 4
+    assert (fid["system"] == "llamacpp").all() and (fid.loc[fid.metric == "kl_fp16_runtime", "value"] >= 0).all()
 
 
 def test_edgeflow_accuracy_needs_its_quantizer(tmp_path):
