@@ -98,8 +98,9 @@ class ResultsStore:
         return pd.concat(frames, ignore_index=True)
 
     def completed(self, experiment: str) -> set[str]:
-        """Config hashes whose latest attempt succeeded (or was definitively not runnable): a resumed sweep skips them.
-        A configuration whose latest attempt failed is not in the set, so a rerun retries it."""
+        """Config hashes whose latest attempt succeeded: a resumed sweep skips them. A configuration whose latest
+        attempt failed or was not run is retried: a "not run" is decided before any measurement, so retrying costs
+        little, and its reason may have gone (a phone attached, the hub reachable, an engine that learnt to score)."""
         df = self.read(experiment).dropna(subset=["config_hash"])
         last = df.groupby("config_hash", sort=False).tail(1)  # rows are in append order
-        return set(last.loc[last["status"].isin([OK, NOT_RUN]), "config_hash"])
+        return set(last.loc[last["status"] == OK, "config_hash"])

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from harness.runner.store import FAILED, OK, ResultsStore
+from harness.runner.store import FAILED, NOT_RUN, OK, ResultsStore
 
 
 def test_append_and_read_roundtrip(tmp_path):
@@ -37,6 +37,12 @@ def test_completed_retries_a_configuration_whose_latest_attempt_failed(tmp_path)
     store.append("e", [{"config_hash": "a", "status": OK, "label": "measured"},
                        {"config_hash": "a", "status": FAILED, "label": "not run"}])
     assert store.completed("e") == {"b"}
+
+
+def test_completed_retries_a_configuration_that_was_not_run(tmp_path):
+    store = ResultsStore(tmp_path)
+    store.append("e", [{"config_hash": "c", "status": NOT_RUN, "label": "not run", "error": "no phone"}])
+    assert store.completed("e") == set()  # its reason may have gone: the next sweep asks again
 
 
 def test_kill_mid_write_leaves_the_store_readable(tmp_path):
