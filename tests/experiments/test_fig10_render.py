@@ -1,0 +1,55 @@
+"""Figure 10's side tables from synthetic rows: MNN's ratio without its `import MNN`, and quality against FP16."""
+import pandas as pd
+
+from experiments import fig10
+from tests.experiments.synthetic_rows import _row
+
+
+def _mnn_and_ef_rows(import_s: float = 0.5) -> pd.DataFrame:
+    rows = []
+    for dataset in ("lambada", "hellaswag", "mmlu"):
+        for prompt in range(3):
+            for rep in range(3):
+                workload = f'{{"tokens_sha256_12": "{dataset}{prompt}"}}'
+                for system, bits, ttft in (("mnn", None, 2.0), ("edgeflow", 5.0, 1.0)):
+                    q = ("edgeflow", "weightlet") if system == "edgeflow" else (None, None)
+                    common = dict(system=system, bits=bits, quantizer=q[0], packing=q[1], dataset=dataset,
+                                  repetition=rep, workload=workload,
+                                  label="measured", notes="prompt (corpus text (local)); synthetic")
+                    rows.append(_row(metric="ttft_s", value=ttft, unit="s", **common))
+                    if system == "mnn":
+                        rows.append(_row(metric="mnn_import_s", value=import_s, unit="s", **common))
+    return fig10.common.with_conditions(fig10._with_series(pd.DataFrame(rows)))
+
+
+def test_mnn_ratio_without_its_import_subtracts_each_runs_own():
+    table = fig10.mnn_startup_table(_mnn_and_ef_rows(import_s=0.5))
+    assert len(table) == 1 and table.iloc[0]["EF bits"] == "5"
+    assert table.iloc[0]["MNN / EF, as measured [95%]"].startswith("2 ")
+    assert table.iloc[0]["without `import MNN` [95%]"].startswith("1.5 ")  # (2.0 - 0.5) / 1.0
+    assert table.iloc[0]["import MNN, median over its runs (s)"] == "0.5"
+
+
+def test_no_import_rows_no_table():
+    rows = _mnn_and_ef_rows()
+    assert fig10.mnn_startup_table(rows[rows["metric"] != "mnn_import_s"]).empty
+
+
+def test_quality_table_gives_each_engine_its_own_kl_with_an_interval():
+    rows = []
+    for w, jitter in enumerate((0.0, 0.002, -0.002, 0.0)):
+        rows += [_row(system="llamacpp", metric="kl_fp16_runtime", value=0.005 + jitter, repetition=w),
+                 _row(system="edgeflow", bits=5.0, quantizer="edgeflow", packing="weightlet",
+                      metric="kl_fp16_runtime", value=0.1 + jitter, repetition=w),
+                 _row(system="edgeflow", bits=5.0, quantizer="edgeflow", packing="weightlet",
+                      metric="kl_fp16_weight_only", value=0.03 + jitter, repetition=w),
+                 # a stand-in's "_runtime" rows are our runtime over its weights: not an engine's, left out
+                 _row(system=None, bits=8.0, quantizer="uniform", metric="kl_fp16_runtime", value=0.2, repetition=w),
+                 _row(system=None, bits=8.0, quantizer="uniform", metric="kl_fp16", value=0.13, repetition=w)]
+    table = fig10.quality_table(fig10._with_series(pd.DataFrame(rows))).set_index("series")
+    assert list(table.index) == ["llama.cpp", "stand-in (fake-quant INT8)", "EF 5b"]
+    assert table.loc["llama.cpp", "KL by the engine"].startswith("0.005 [")
+    assert table.loc["EF 5b", "KL fake-quant, weights only"].startswith("0.03 [")
+    assert table.loc["stand-in (fake-quant INT8)", "KL by the engine"] == "–"
+    assert table.loc["stand-in (fake-quant INT8)", "KL fake-quant"].startswith("0.13")
+    assert (table["windows"] == 4).all()
