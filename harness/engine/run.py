@@ -66,11 +66,15 @@ def first_token_seen(out: bytes) -> bool:
     return re.search(rb'"first_token": -?\d+,', out) is not None
 
 
-def command(binary: str | os.PathLike, packed: str | os.PathLike, tokens: list[int], *, threads: int = 2,
-            ctx: int | None = None, new_tokens: int = 0, extra_args: tuple[str, ...] | list[str] = ()) -> list[str]:
-    """edgeflow-run's arguments for one prompt. --threads is the engine's whole compute budget; --ctx sizes the KV
-    cache (None: the prompt plus the new tokens); extra_args carry the pipeline's flags (PipelineConfig.args)."""
-    return [str(binary), str(packed), "--tokens", ",".join(map(str, tokens)), "--threads", str(threads),
+def command(binary: str | os.PathLike, packed: str | os.PathLike, tokens: list[int] | None, *, threads: int = 2,
+            ctx: int | None = None, new_tokens: int = 0, extra_args: tuple[str, ...] | list[str] = (),
+            prompt_text: str | os.PathLike | None = None) -> list[str]:
+    """edgeflow-run's arguments for one prompt: token ids, or a file of prompt text (`prompt_text`, tokenized by the
+    engine with the tokenizer file beside `packed`). --threads is the engine's whole compute budget; --ctx sizes the
+    KV cache (None: the prompt plus the new tokens); extra_args carry the pipeline's flags (PipelineConfig.args)."""
+    prompt = ["--prompt-text", str(prompt_text)] if prompt_text is not None else \
+        ["--tokens", ",".join(map(str, tokens))]
+    return [str(binary), str(packed), *prompt, "--threads", str(threads),
             *extra_args, *(["--ctx", str(ctx)] if ctx is not None else []), "--json",
             *(["--new-tokens", str(new_tokens)] if new_tokens else [])]
 

@@ -3,9 +3,12 @@
 prepare: quantize the model with the `quantizer` group at the requested average bits (cached artifact), pack it in
 the `packing` group's layout (cached .efpk file), build `edgeflow-run` for the device (host build, or the static
 aarch64 build pushed to a phone) and push the packed file.
-run_cold: `edgeflow-run MODEL --tokens IDS --threads T --policy P ... --ctx C --json` with the workload's ids,
-thread budget and context (harness/measure/workload.py), a fresh process per repetition with the packed file
-evicted. The JSON report opens with `{"first_token": N,`, flushed the moment the first token exists; its arrival
+run_cold: `edgeflow-run MODEL --prompt-text FILE --threads T --policy P ... --ctx C --json` with the workload's
+prompt as text (the ids decoded by the model's tokenizer, as llama.cpp gets it), thread budget and context
+(harness/measure/workload.py), a fresh process per repetition with the packed file and its tokenizer file evicted.
+The engine tokenizes the text inside its clock with the tokenizer file written beside the packed model
+(harness/engine/tokenizer_file.py); the ids it reports are checked against the workload's (`tokens_match`). A model
+whose tokenizer the engine cannot reproduce gets the ids (`--tokens`), and its rows say so. The JSON report opens with `{"first_token": N,`, flushed the moment the first token exists; its arrival
 marks TTFT by wall clock (primary). The engine's own TTFT and its breakdown (setup, I/O, unpack, compute, idle),
 per-lane busy / idle time and bubble rates, stolen tasks and per-operator times are secondary columns; its GEMM
 kernel is the ISA it ran with. With new_tokens > 1 (Figure 15) it decodes `--new-tokens new_tokens-1` greedily on
@@ -23,7 +26,8 @@ from dataclasses import dataclass
 from harness.cache import cache_dir, progress_note
 from harness.engine.run import ReportError, command, first_token_seen, parse_report
 from harness.measure.cold import EngineError, repeat, run_once
-from harness.measure.workload import Workload
+from harness.measure.workload import Workload, prompt_file
+from harness.models.zoo import checkpoint_dir
 from harness.systems.base import (Measurement, Metric, Prepared, System, cold_metrics, decode_metrics,
                                   register_system)
 
@@ -115,6 +119,7 @@ class EdgeFlowSystem(System):
         from harness.engine.build import engine_binary
 
         binary = engine_binary("host" if device.name == "local" else "aarch64")
+        local_packed = packed
         if device.name != "local":
             remote = device.cfg.remote_dir
             binary = device.push(str(binary), f"{remote}/bin/edgeflow-run")
@@ -122,8 +127,30 @@ class EdgeFlowSystem(System):
         notes = [f"{self.layout} packing, {artifact.manifest['effective_bits_per_weight']:.2f} effective bits/weight "
                  f"(quantized linears), file {os.path.getsize(packed) / 1e6:.1f} MB" if device.name == "local" else
                  f"{self.layout} packing"]
-        return Prepared(self.name, [str(packed)], {"binary": str(binary), "model": str(packed)},
-                        f"efpk {self.layout} {float(bits):g} bits", notes)
+        files, artifacts = [str(packed)], {"binary": str(binary), "model": str(packed),
+                                           "checkpoint": str(checkpoint_dir(model))}
+        tok, why = self._tokenizer_file(model, local_packed)
+        if tok is None:
+            notes.append(f"prompt given as token ids: {why}")
+        else:
+            if device.name != "local":  # edgeflow-run looks for MODEL.efpk.tok beside the model
+                tok = device.push(str(tok), f"{device.cfg.remote_dir}/models/{local_packed.name}.tok")
+            files.append(str(tok))
+            artifacts["tokenizer_file"] = str(tok)
+        return Prepared(self.name, files, artifacts, f"efpk {self.layout} {float(bits):g} bits", notes)
+
+    @staticmethod
+    def _tokenizer_file(model, packed) -> tuple[object, str]:
+        """(the tokenizer file beside the packed model, made once, or None; why None)."""
+        from harness.engine.tokenizer_file import UnsupportedTokenizer, tokenizer_file_of, write_tokenizer_file
+
+        tok = tokenizer_file_of(packed)
+        if not tok.is_file():
+            try:
+                write_tokenizer_file(checkpoint_dir(model) / "tokenizer.json", tok)
+            except (UnsupportedTokenizer, FileNotFoundError) as e:
+                return None, str(e)
+        return tok, ""
 
     def open_scorer(self, prepared: Prepared, ctx: int):
         """The runtime's forward pass over the packed file through the C ABI (on this host)."""
@@ -134,9 +161,15 @@ class EdgeFlowSystem(System):
     def command(self, prepared: Prepared, work: Workload) -> list[str]:
         # The pipeline group splits the thread budget between the CPU and accelerator lanes; --ctx is the workload's
         # (the same for every engine compared); the first new token is the prefill's.
+        text = None
+        if "tokenizer_file" in prepared.artifacts:  # the prompt as text, as llama.cpp gets it
+            from transformers import AutoTokenizer
+
+            decoded = AutoTokenizer.from_pretrained(prepared.artifacts["checkpoint"]).decode(list(work.token_ids))
+            text = prompt_file(work, ".prompt.txt", decoded)
         return command(prepared.artifacts["binary"], prepared.artifacts["model"], work.token_ids,
                        threads=int(work.threads), ctx=work.ctx, new_tokens=max(work.new_tokens - 1, 0),
-                       extra_args=self.pipeline.args(int(work.threads)))
+                       extra_args=self.pipeline.args(int(work.threads)), prompt_text=text)
 
     def run_cold(self, prepared, work, device, protocol) -> Measurement:
         self.check_workload(work)
@@ -145,13 +178,22 @@ class EdgeFlowSystem(System):
                                        self.cfg.timeout_s, protocol), protocol)
         reps = [cold_metrics(run, device) + engine_metrics(run) for run in runs]  # parses (or rejects) the reports
         report = parse_report(runs[0].stdout).raw
+        notes = []
+        if "prompt_ids" in report:  # the engine tokenized the text: the same ids as every other engine got?
+            match = report["prompt_ids"] == list(work.token_ids)
+            reps = [r + [Metric("tokens_match", float(match), "bool")] for r in reps]
+            if not match:
+                notes.append(f"NOT the same tokens: edgeflow-run tokenizes the prompt text to "
+                             f"{len(report['prompt_ids'])} ids, not the workload's {work.n_prompt}")
         engine = {"isa": report.get("gemm_kernel", "not reported"), "unpack_path": report.get("unpack_path"),
                   "threads": report.get("threads"), "policy": report.get("policy"),
                   "cpu_threads": report.get("cpu_threads"), "accel_threads": report.get("accel_threads"),
                   "io_threads": report.get("io_threads"), "unpack_threads": report.get("unpack_threads"),
                   "ctx": work.ctx, "chunk": report.get("chunk"),
-                  "flush": "first token flushed as soon as it exists"}
-        return Measurement(self.name, reps, workload=work, command=cmd, engine=engine)
+                  "flush": "first token flushed as soon as it exists",
+                  "prompt": "text, tokenized inside the clock" if "prompt_ids" in report else "token ids",
+                  "first_token_text": report.get("first_token_text")}
+        return Measurement(self.name, reps, notes, workload=work, command=cmd, engine=engine)
 
 
 def engine_metrics(run) -> list[Metric]:
@@ -161,6 +203,7 @@ def engine_metrics(run) -> list[Metric]:
     except ReportError as e:
         raise EngineError(str(e), run.stderr) from None
     metrics = [Metric("edgeflow_ttft_s", report["ttft_s"], "s"),
+               *([Metric("edgeflow_tokenize_s", report["tokenize_s"], "s")] if "tokenize_s" in report else []),
                Metric("edgeflow_bytes_read_mb", report["bytes_read"] / 1e6, "MB")]
     metrics += [Metric(f"edgeflow_{part}_s", seconds, "s") for part, seconds in report["ttft_breakdown_s"].items()]
     # The thread budget and its split: compute lanes, plus the I/O and unpack threads outside the budget.

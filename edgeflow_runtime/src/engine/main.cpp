@@ -1,6 +1,6 @@
 // edgeflow-run: cold-start inference on a packed model file (docs/format.md).
 //
-//   edgeflow-run MODEL.efpk [--prompt FILE | --tokens 1,2,3] [options]      (no prompt option: ids from stdin)
+//   edgeflow-run MODEL.efpk [--prompt-text FILE | --prompt FILE | --tokens 1,2,3] [options]  (default: ids on stdin)
 //
 // Loads the model layer by layer on I/O threads while earlier layers already compute, prefills the prompt in
 // chunks, prints the first token (and greedily decodes --new-tokens more), and optionally writes a JSON report and
@@ -25,6 +25,7 @@
 #include "edgeflow/unpack.h"
 #include "engine.h"
 #include "loader.h"
+#include "tokenizer.h"
 
 using namespace edgeflow;
 
@@ -33,6 +34,9 @@ namespace {
 const char* kUsage = R"(usage: edgeflow-run MODEL.efpk [options]
 
 Prompt (token ids separated by spaces, newlines or commas; default: read from stdin):
+  --prompt-text FILE    the prompt as UTF-8 text, tokenized inside the TTFT clock by the tokenizer file
+  --tokenizer FILE      the tokenizer file for --prompt-text (default: MODEL.efpk.tok, written beside the packed model)
+  --tokenize-only       with --prompt-text: print the prompt's token ids and exit (no model is read)
   --prompt FILE         read the ids from FILE ("-" for stdin)
   --tokens LIST         the ids on the command line, e.g. 1,2,3
 Options:
@@ -71,11 +75,11 @@ struct ExitError : std::runtime_error {
 };
 
 struct Args {
-    std::string model, prompt_file, tokens_arg, trace_file, profile_file;
+    std::string model, prompt_file, tokens_arg, trace_file, profile_file, prompt_text_file, tokenizer_file;
     EngineOptions engine;
     LoadOptions load;
     int new_tokens = 0, repeat_prefill = 0;
-    bool evict = false, json = false, have_tokens_arg = false;
+    bool evict = false, json = false, have_tokens_arg = false, tokenize_only = false;
 };
 
 int parse_int(const std::string& flag, const char* v, int lo) {
@@ -99,6 +103,9 @@ Args parse_args(int argc, char** argv) {
             std::fputs(kUsage, stdout);
             std::exit(0);
         } else if (f == "--prompt") a.prompt_file = value();
+        else if (f == "--prompt-text") a.prompt_text_file = value();
+        else if (f == "--tokenizer") a.tokenizer_file = value();
+        else if (f == "--tokenize-only") a.tokenize_only = true;
         else if (f == "--tokens") a.tokens_arg = value(), a.have_tokens_arg = true;
         else if (f == "--threads") a.engine.threads = parse_int(f, value(), 1);
         else if (f == "--accel-threads") a.engine.accel_threads = parse_int(f, value(), 0);
@@ -122,7 +129,10 @@ Args parse_args(int argc, char** argv) {
         else throw ExitError(kUsageError, "unexpected argument " + f);
     }
     if (a.model.empty()) throw ExitError(kUsageError, "no model file given");
-    if (a.have_tokens_arg && !a.prompt_file.empty()) throw ExitError(kUsageError, "give --prompt or --tokens, not both");
+    if (int(a.have_tokens_arg) + int(!a.prompt_file.empty()) + int(!a.prompt_text_file.empty()) > 1)
+        throw ExitError(kUsageError, "give one of --prompt-text, --prompt and --tokens");
+    if (a.tokenize_only && a.prompt_text_file.empty()) throw ExitError(kUsageError, "--tokenize-only needs --prompt-text");
+    if (a.tokenizer_file.empty()) a.tokenizer_file = a.model + ".tok";
     try {
         a.engine.validate();
     } catch (const EngineError& e) {
@@ -158,6 +168,54 @@ std::vector<int32_t> read_prompt(const Args& a) {
     std::ifstream f(a.prompt_file);
     if (!f) throw ExitError(kIoError, "cannot open prompt file " + a.prompt_file + ": " + std::strerror(errno));
     return parse_tokens(f, a.prompt_file);
+}
+
+std::string read_text(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw ExitError(kIoError, "cannot open prompt text " + path + ": " + std::strerror(errno));
+    return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// Prompt text -> ids with the tokenizer file (inside the TTFT clock: llama.cpp and MNN tokenize too).
+std::vector<int32_t> tokenize(const std::string& tokenizer_file, const std::string& text) {
+    Tokenizer tok = [&] {
+        try {
+            return Tokenizer::load(tokenizer_file);
+        } catch (const std::runtime_error& e) {
+            throw ExitError(kIoError, std::string(e.what()) + " (harness/engine/tokenizer_file.py writes it beside "
+                                      "the packed model)");
+        }
+    }();
+    std::vector<int32_t> ids;
+    try {
+        ids = tok.encode(text);
+    } catch (const std::invalid_argument& e) {
+        throw ExitError(kBadRequest, e.what());
+    }
+    if (ids.empty()) throw ExitError(kBadRequest, "the prompt text is empty");
+    return ids;
+}
+
+// JSON string of a token's bytes: a token may hold part of a multi-byte character; such bytes become U+FFFD.
+std::string json_string(const std::string& bytes) {
+    std::string out = "\"";
+    for (size_t i = 0; i < bytes.size(); ++i) {
+        const auto c = static_cast<unsigned char>(bytes[i]);
+        if (c == '"' || c == '\\') out += '\\', out += char(c);
+        else if (c < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", c);
+            out += buf;
+        } else if (c < 0x80) out += char(c);
+        else {
+            const size_t len = (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+            bool ok = len && i + len <= bytes.size();
+            for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(bytes[i + k]) >> 6) == 0x2;
+            if (ok) out += bytes.substr(i, len), i += len - 1;
+            else out += "\\ufffd";
+        }
+    }
+    return out + "\"";
 }
 
 void check_readable(const std::string& path) {
@@ -250,12 +308,25 @@ void write_profile(const std::string& path, const std::vector<TraceEvent>& event
 }
 
 int run(const Args& a) {
-    const std::vector<int32_t> prompt = read_prompt(a);
+    const bool from_text = !a.prompt_text_file.empty();
+    const std::string text = from_text ? read_text(a.prompt_text_file) : std::string();
+    std::vector<int32_t> prompt = from_text ? std::vector<int32_t>() : read_prompt(a);
+    if (a.tokenize_only) {
+        prompt = tokenize(a.tokenizer_file, text);
+        for (size_t i = 0; i < prompt.size(); ++i) std::printf("%s%d", i ? " " : "", prompt[i]);
+        std::printf("\n");
+        return kOk;
+    }
     check_readable(a.model);
-    if (a.evict) evict_from_page_cache(a.model);
+    if (a.evict) {
+        evict_from_page_cache(a.model);
+        if (from_text) evict_from_page_cache(a.tokenizer_file);
+    }
     const long resident_at_start = a.json ? resident_bytes(a.model) : -1;
 
     const double t_start = now_s();  // the TTFT clock starts here: after argument parsing and eviction
+    if (from_text) prompt = tokenize(a.tokenizer_file, text);
+    const double tokenize_s = now_s() - t_start;
     Engine engine(open_packed_model(a.model, a.load), a.engine);
     const std::vector<float> logits = engine.prefill(prompt, false, a.new_tokens);
     const int32_t first = argmax(logits.data(), engine.config().vocab);
@@ -264,6 +335,10 @@ int run(const Args& a) {
     if (a.json) {  // the report opens with the first token, flushed now: its arrival marks TTFT even when decoding
         std::printf("{\n  \"first_token\": %d,\n", first);
         std::fflush(stdout);
+        if (from_text) {  // the token as text needs the tokenizer's bytes: after the timed event
+            const Tokenizer tok = Tokenizer::load(a.tokenizer_file);
+            std::printf("  \"first_token_text\": %s,\n", json_string(tok.token_bytes(first)).c_str());
+        }
     }
 
     const double t_decode0 = now_s();  // decode runs on the prefill's CPU lane and weights: no graph to switch to
@@ -317,6 +392,11 @@ int run(const Args& a) {
         std::printf("},\n");
     }
     std::printf("  \"prompt_tokens\": %zu, \"new_tokens\": %d,\n", prompt.size(), a.new_tokens);
+    if (from_text) {  // what the engine tokenized the text to (the harness checks it against the workload's ids)
+        std::printf("  \"tokenize_s\": %.6f,\n  \"prompt_ids\": [", tokenize_s);
+        for (size_t i = 0; i < prompt.size(); ++i) std::printf("%s%d", i ? ", " : "", prompt[i]);
+        std::printf("],\n");
+    }
     std::printf("  \"ttft_s\": %.6f,\n", ttft);
     std::printf("  \"ttft_breakdown_s\": {\"setup\": %.6f, \"io\": %.6f, \"unpack\": %.6f, \"compute\": %.6f, "
                 "\"idle\": %.6f},\n",
