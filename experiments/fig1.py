@@ -49,7 +49,8 @@ def split(system: str, m: dict) -> dict | None:
         load, prefill = m["llamacpp_load_s"], m["llamacpp_prompt_eval_s"]
         parts = {"setup": ttft - load - prefill, "load": load, "prefill": prefill}  # setup: incl. process start
     elif system == "mnn" and "mnn_load_s" in m:
-        setup, load, prefill = m["mnn_import_s"], m["mnn_load_s"], m["mnn_prefill_s"]
+        # setup: import MNN and the tokenizer (EdgeFlow's setup holds its tokenizer too; llama.cpp's load does)
+        setup, load, prefill = m["mnn_import_s"] + m.get("mnn_tokenize_s", 0.0), m["mnn_load_s"], m["mnn_prefill_s"]
         parts = {"process start": ttft - setup - load - prefill, "setup": setup, "load": load, "prefill": prefill}
     else:
         return None

@@ -16,14 +16,15 @@ def test_first_token_needs_a_complete_line():
 
 
 def test_driver_timings_are_parsed_and_checked():
-    out = b'first_token 8083\n{"import_s": 0.1, "load_s": 0.3, "prefill_s": 0.9, "mnn_load_us": 280000, "prompt_tokens": 128}\n'
-    m = {x.name: x.value for x in engine_metrics(out, b"", 128)}
-    assert m == {"mnn_import_s": 0.1, "mnn_load_s": 0.3, "mnn_engine_load_s": 0.28, "mnn_prefill_s": 0.9,
-                 "prompt_tokens": 128}
-    with pytest.raises(EngineError, match="expected 64"):
-        engine_metrics(out, b"", 64)
+    out = (b'first_token 8083\n{"import_s": 0.1, "load_s": 0.3, "tokenize_s": 0.01, "prefill_s": 0.9, '
+           b'"mnn_load_us": 280000, "prompt_tokens": 3, "prompt_ids": [5, 6, 7]}\n')
+    m = {x.name: x.value for x in engine_metrics(out, b"", [5, 6, 7])}
+    assert m == {"mnn_import_s": 0.1, "mnn_load_s": 0.3, "mnn_engine_load_s": 0.28, "mnn_tokenize_s": 0.01,
+                 "mnn_prefill_s": 0.9, "prompt_tokens": 3, "tokens_match": 1.0}
+    # MNN's tokenizer gave other ids than the workload's: recorded, not hidden
+    assert {x.name: x.value for x in engine_metrics(out, b"", [5, 6, 8])}["tokens_match"] == 0.0
     with pytest.raises(EngineError, match="cannot parse") as err:
-        engine_metrics(b"first_token 1\n", b"Segmentation fault", 128)
+        engine_metrics(b"first_token 1\n", b"Segmentation fault", [1])
     assert "Segmentation fault" in err.value.stderr_tail
 
 
@@ -53,9 +54,15 @@ def test_cold_run_of_the_default_model(default_model_spec):
     assert any(f.endswith("llm.mnn.weight") for f in prepared.files)
     from harness.measure.workload import Workload
 
-    m = system.run_cold(prepared, Workload.for_request(range(100, 132), 2), device,
+    from transformers import AutoTokenizer
+
+    from harness.data.prompts import fixed_length_prompts
+    from harness.models.zoo import checkpoint_dir
+
+    ids = list(fixed_length_prompts(AutoTokenizer.from_pretrained(checkpoint_dir(default_model_spec)), 32, 1)[0].ids)
+    m = system.run_cold(prepared, Workload.for_request(ids, 2), device,
                         ProtocolConfig(repetitions=1, warmup_runs=0, busy_policy="flag"))
     rep = {x.name: x.value for x in m.repetitions[0]}
-    assert rep["prompt_tokens"] == 32 and rep["resident_before"] == 0.0
+    assert rep["prompt_tokens"] == 32 and rep["resident_before"] == 0.0 and rep["tokens_match"] == 1.0
     assert 0 < rep["mnn_prefill_s"] < rep["ttft_s"] <= rep["exit_s"]
     assert m.workload.ctx == 256 and m.command[4] == "2"  # thread_num is the workload's
