@@ -191,6 +191,33 @@ def ratios(ttft: pd.DataFrame, ttft_rows: pd.DataFrame | None = None, datasets=N
     return pd.DataFrame(out, columns=cols)
 
 
+def work_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """What each system's TTFT runs did, from their rows: the compute-thread budget (the workload record, the same for
+    every system: harness/measure/workload.py checks it), the threads outside it that the engine reports, how the
+    prompt went in, and the share of runs whose engine tokenized the text to exactly the workload's ids."""
+    import json
+
+    ok = rows[(rows["status"] == "ok") & rows["series"].notna()]
+    ttft = ok[ok["metric"] == "ttft_s"]
+    if ttft.empty or "workload" not in ttft.columns:
+        return pd.DataFrame()
+    out = []
+    for series in series_order(set(ttft["series"])):
+        g, mine = ttft[ttft["series"] == series], ok[ok["series"] == series]
+        threads = sorted({json.loads(w)["threads"] for w in g["workload"].dropna() if str(w).startswith("{")})
+        match = mine.loc[mine["metric"] == "tokens_match", "value"]
+        extra = [f"{int(mine.loc[mine['metric'] == f'edgeflow_{k}_threads', 'value'].median())} {what}"
+                 for k, what in (("io", "I/O"), ("unpack", "unpack")) if (mine["metric"] == f"edgeflow_{k}_threads").any()]
+        split = [f"{int(mine.loc[mine['metric'] == f'edgeflow_{k}_threads', 'value'].median())} {k}"
+                 for k in ("cpu", "accel") if (mine["metric"] == f"edgeflow_{k}_threads").any()]
+        out.append({"series": series, "compute threads": ", ".join(map(str, threads)) or "–",
+                    "lanes": " + ".join(split) or "one pool",
+                    "threads outside the budget": " + ".join(extra) or "none reported",
+                    "prompt": "text, tokenized inside the clock" if len(match) else "token ids",
+                    "same ids as the workload": f"{match.mean():.0%} of {len(match)} runs" if len(match) else "–"})
+    return pd.DataFrame(out)
+
+
 MNN_NO_START = "MNN without import MNN"
 
 
@@ -635,6 +662,10 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         wide = s.pivot_table(index=[*keys, "dataset"], columns="series", values="cell", aggfunc="first")
         wide = wide[[c for c in series_order(set(wide.columns))]].reset_index()
         body += [f"\n**Our {metric}** ({unit}):\n", md_table(wide)]
+    work = work_table(series_rows)
+    if len(work):
+        body += ["\n**The same work** for every system (spawn to first token, cold, the same prompt text and "
+                 "context):\n", md_table(work)]
     startup = mnn_startup_table(series_rows)
     if len(startup):
         body += ["\nMNN's TTFT includes its Python interpreter's start and `import MNN` (its wheel is the only MNN engine "
