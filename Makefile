@@ -21,10 +21,10 @@ help:
 	@echo "make system-deps      Debian packages for native builds (aarch64 cross compiler, qemu, clang, valgrind, fuse3) and the SLURM tests"
 	@echo "make test             the whole test suite, native and real-model tests included (what CI runs)"
 	@echo "make test-fast        the tests that need neither the real model nor a long run"
-	@echo "make reproduce-fig10  Figure 10 (cold TTFT + accuracy per system); also reproduce-{fig1,fig2,fig5,fig11,fig14,table3,table4,table5,fig12,fig13,fig4,fig15,fig16}, reproduce-all"
+	@echo "make reproduce-fig10  Figure 10 (cold TTFT + accuracy per system); also reproduce-{fig1,fig2,fig3,fig5,fig11,fig14,table3,table4,table5,fig12,fig13,fig4,fig15,fig16}, reproduce-all"
 	@echo "make report           results/REPORT.md and .html from the results store"
 	@echo "make baselines        build llama.cpp, convert the default model to GGUF Q8_0, export MNN INT8"
-	@echo "make bench-runtime    our engine vs llama.cpp Q8_0 and the INT8 peak; bench-unpack, bench-quant, bench-baselines"
+	@echo "make bench-runtime    our engine vs llama.cpp Q8_0 and the INT8 peak; bench-unpack, bench-dequant, bench-quant, bench-baselines"
 	@echo "make compare-quantizers  QUANTIZERS=a,b BITS=4,5,6,7: quality, size and cold TTFT of quantizers side by side"
 	@echo "make test-native      C++ tests on the host and aarch64 (qemu); test-runtime, test-sanitize, fuzz"
 	@echo "make data             fetch the offline corpus and build the local proxy tasks; eval-local: FP16 accuracy on them"
@@ -73,6 +73,10 @@ test-sanitize: setup
 # warm prefill vs llama.cpp Q8_0 and the INT8 peak, cold TTFT at 4..8 bits (2 threads, 128-token prompt)
 bench-runtime: setup
 	$(PY) -m harness.bench.runtime
+
+# Figure 3 on this CPU: matmul on AWQ / CMPQ weights dequantized into INT8 per call vs static INT8 (1 thread)
+bench-dequant: setup
+	$(PY) -m harness.bench.dequant
 
 # cold TTFT of each pipeline policy (conf/pipeline/), interleaved, with per-lane bubble rates
 bench-pipeline: setup
@@ -128,10 +132,10 @@ fig13: setup
 # embedded smollm2-135m), DATASETS=lambada,mmlu, FLASH_MBPS=200 (emulate phone flash; fig1, fig2, fig10, table3, fig15, fig16),
 # LAUNCHER=local_parallel|slurm (accuracy and perplexity sweeps through a Hydra launcher; docs/scale-out.md),
 # EXP_ARGS='experiment.repetitions=5' (more options or Hydra overrides for every point).
-ARTIFACTS := fig1 fig2 fig5 fig10 fig11 fig14 table3 table4 table5 fig12 fig13 fig4 fig15 fig16
+ARTIFACTS := fig1 fig2 fig3 fig5 fig10 fig11 fig14 table3 table4 table5 fig12 fig13 fig4 fig15 fig16
 EXP_SELECT = $(if $(MODELS),--models $(MODELS)) $(if $(DATASETS),--datasets $(DATASETS)) $(if $(LAUNCHER),--launcher $(LAUNCHER))
 reproduce-fig1 reproduce-fig2 reproduce-fig10 reproduce-fig11 reproduce-fig14 reproduce-table3 reproduce-fig15 reproduce-fig16: EXP_FLASH = $(if $(FLASH_MBPS),--flash-mbps $(FLASH_MBPS))
-reproduce-fig13 reproduce-fig4: EXP_SELECT =
+reproduce-fig3 reproduce-fig13 reproduce-fig4: EXP_SELECT =
 reproduce-fig1 reproduce-fig2 reproduce-fig5 reproduce-fig14 reproduce-fig15 reproduce-fig16: EXP_SELECT = $(if $(MODELS),--models $(MODELS))
 .PHONY: report reproduce-all $(addprefix reproduce-,$(ARTIFACTS))
 
