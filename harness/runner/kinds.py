@@ -20,6 +20,11 @@ from harness.systems.base import NotRun  # the runner records it as a 'not run' 
 LOCAL_PROXY = {"lambada": "lambada-local", "hellaswag": "hellaswag-local"}
 
 
+def _needs_trained_weights(job, what: str) -> None:
+    if job.model.source == "random":
+        raise NotRun(f"{job.model.name} has random weights (a paper shape for timing): its {what} would mean nothing")
+
+
 def smoke(job) -> Iterator[dict]:
     from harness.data.config import load_dataset_config
 
@@ -30,6 +35,7 @@ def smoke(job) -> Iterator[dict]:
 
 
 def perplexity(job) -> Iterator[dict]:
+    _needs_trained_weights(job, "perplexity")
     model, tokenizer, fields = _model_under_test(job)
     yield from _perplexity_rows(job, model, tokenizer, **fields)
 
@@ -39,6 +45,7 @@ def accuracy(job) -> Iterator[dict]:
     from harness.data.config import DatasetConfig, load_dataset_config
     from harness.data.hub import hub_status
 
+    _needs_trained_weights(job, "accuracy")
     if job.cfg.get("dataset") is None:
         raise ValueError("experiment=accuracy needs a dataset (dataset=lambada-local, dataset=hellaswag, ...)")
     dataset = build(DatasetConfig, job.cfg.dataset, "dataset")
@@ -137,6 +144,7 @@ def fidelity(job) -> Iterator[dict]:
     perplexity split (never used for calibration). One kl_fp16 and one top1_agreement row per window (repetition =
     window), so a reader can put an interval on the mean. With a baseline system (system=llamacpp|mnn|...) and no
     quantizer: that engine's own forward pass over the weights its TTFT loads, as kl_fp16_runtime rows."""
+    _needs_trained_weights(job, "fidelity")
     if job.cfg.get("quantizer") is None and job.cfg.get("system") is not None and job.cfg.system.name != "edgeflow":
         yield from _engine_fidelity(job)
         return
