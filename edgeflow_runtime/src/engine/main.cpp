@@ -336,8 +336,9 @@ int run(const Args& a) {
         std::printf("{\n  \"first_token\": %d,\n", first);
         std::fflush(stdout);
         if (from_text) {  // the token as text needs the tokenizer's bytes: after the timed event
-            const Tokenizer tok = Tokenizer::load(a.tokenizer_file);
-            std::printf("  \"first_token_text\": %s,\n", json_string(tok.token_bytes(first)).c_str());
+            const Tokenizer tok = Tokenizer::load(a.tokenizer_file);  // a model may have more rows than tokens
+            std::printf("  \"first_token_text\": %s,\n", size_t(first) < tok.vocab_size()
+                        ? json_string(tok.token_bytes(first)).c_str() : "null");
         }
     }
 
