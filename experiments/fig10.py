@@ -136,7 +136,13 @@ def tidy(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
     check_rows(ttft_rows, by=(*TTFT_CONDITION, "dataset"))
     acc_rows = common.ok_rows(rows, "accuracy")
     acc_rows = acc_rows.assign(items=[common.accuracy_items(n) for n in acc_rows["notes"]])
-    acc = common.summarize(acc_rows, [*ACC_CONDITION, "dataset", "series"])
+    # Runs over different item counts (eval_limit) are different measurements, never pooled: each series keeps
+    # those over the most items.
+    keys = [*ACC_CONDITION, "dataset", "series"]
+    if len(acc_rows):
+        most = acc_rows.groupby(keys)["items"].transform(lambda n: n.max() if n.notna().any() else math.nan)
+        acc_rows = acc_rows[(acc_rows["items"] == most) | most.isna()]
+    acc = common.summarize(acc_rows, keys)
     if len(acc):  # items behind each accuracy (deterministic reruns are the same items: the fewest, not the sum)
         items = acc_rows.groupby([*ACC_CONDITION, "dataset", "series"])["items"].min()
         acc["items"] = [items.get(tuple(k)) for k in acc[[*ACC_CONDITION, "dataset", "series"]].itertuples(index=False)]

@@ -66,3 +66,12 @@ def test_work_table_says_how_each_system_got_its_prompt_and_threads():
     assert table.loc["EF 5b", "threads outside the budget"] == "1 I/O + 1 unpack"
     assert table.loc["EF 5b", "same ids as the workload"] == "50% of 2 runs"
     assert table.loc["MNN", "prompt"] == "token ids" and table.loc["MNN", "threads outside the budget"] == "none reported"
+
+
+def test_accuracies_over_different_item_counts_are_not_pooled():
+    rows = pd.DataFrame([_row(system="llamacpp", quantizer=None, packing=None, bits=None, dataset="lambada",
+                              metric="accuracy", value=v, label="proxy", prompt_tokens=None, part=n, error=None,
+                              config_hash=f"h{n}", notes=f"proxy; lm-eval task lambada-local metric acc, n={n}, shots=0")
+                         for v, n in ((0.20, 50), (0.25, 100))])
+    acc = fig10.tidy(rows)["accuracy"].set_index("series")
+    assert acc.loc["llama.cpp", "median"] == 0.25 and acc.loc["llama.cpp", "items"] == 100
