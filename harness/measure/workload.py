@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, fields
+from functools import lru_cache
 
 TIMED_EVENTS = ("first_token", "exit")
 COLD_STATES = ("evicted+verified",)
@@ -145,6 +146,19 @@ def _comparable(recorded) -> str | None:
     settings = {k: rec[k] for k in ("ctx", "threads", "timed_event", "cold")}
     settings["new_tokens"] = rec.get("new_tokens", 1)  # recorded since Figure 15's decode runs; 1 before
     return json.dumps(settings, sort_keys=True)
+
+
+def prompt_text(work: Workload, checkpoint) -> str:
+    """The workload's prompt as text, its ids decoded by the model's tokenizer: what every engine is given (each
+    tokenizes it inside its own clock and reports the ids it got, checked against work.token_ids)."""
+    return _tokenizer(str(checkpoint)).decode(list(work.token_ids))
+
+
+@lru_cache(maxsize=4)
+def _tokenizer(checkpoint: str):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(checkpoint)
 
 
 def prompt_file(work: Workload, suffix: str, text: str):

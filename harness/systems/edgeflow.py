@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from harness.cache import cache_dir, progress_note
 from harness.engine.run import ReportError, command, first_token_seen, parse_report
 from harness.measure.cold import EngineError, repeat, run_once
-from harness.measure.workload import Workload, prompt_file
+from harness.measure.workload import Workload, prompt_file, prompt_text
 from harness.models.zoo import checkpoint_dir
 from harness.systems.base import (Measurement, Metric, Prepared, System, cold_metrics, decode_metrics,
                                   register_system)
@@ -163,10 +163,7 @@ class EdgeFlowSystem(System):
         # (the same for every engine compared); the first new token is the prefill's.
         text = None
         if "tokenizer_file" in prepared.artifacts:  # the prompt as text, as llama.cpp gets it
-            from transformers import AutoTokenizer
-
-            decoded = AutoTokenizer.from_pretrained(prepared.artifacts["checkpoint"]).decode(list(work.token_ids))
-            text = prompt_file(work, ".prompt.txt", decoded)
+            text = prompt_file(work, ".prompt.txt", prompt_text(work, prepared.artifacts["checkpoint"]))
         return command(prepared.artifacts["binary"], prepared.artifacts["model"], work.token_ids,
                        threads=int(work.threads), ctx=work.ctx, new_tokens=max(work.new_tokens - 1, 0),
                        extra_args=self.pipeline.args(int(work.threads)), prompt_text=text)

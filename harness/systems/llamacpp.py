@@ -31,7 +31,7 @@ from pathlib import Path
 from harness.measure.cold import EngineError, repeat, run_once
 from harness.models.zoo import checkpoint_dir
 from harness.systems import llamacpp_build as build
-from harness.measure.workload import CTX_ALIGN, CTX_SPARE, Workload, prompt_file
+from harness.measure.workload import CTX_ALIGN, CTX_SPARE, Workload, prompt_file, prompt_text
 from harness.systems.base import (Measurement, Metric, NotRun, Prepared, System, SystemConfig, cold_metrics,
                                   decode_metrics, register_system)
 
@@ -75,7 +75,7 @@ class LlamaCppSystem(System):
         gtype = self.gguf_type(bits)
         gguf = build.model_gguf(ckpt, model.name, gtype, version)
         return Prepared(self.name, [str(gguf)], {**{k: str(v) for k, v in tools.items()}, "gguf": str(gguf),
-                                                 "tokenizer": str(ckpt)}, f"gguf {gtype}")
+                                                 "checkpoint": str(ckpt)}, f"gguf {gtype}")
 
     def open_scorer(self, prepared: Prepared, ctx: int):
         from harness.systems.llamacpp_scorer import LlamaCppScorer
@@ -98,10 +98,8 @@ class LlamaCppSystem(System):
                 "-t", str(work.threads), "-tb", str(work.threads)]
 
     def run_cold(self, prepared, work, device, protocol) -> Measurement:
-        from transformers import AutoTokenizer
-
         self.check_workload(work)
-        text = AutoTokenizer.from_pretrained(prepared.artifacts["tokenizer"]).decode(list(work.token_ids))
+        text = prompt_text(work, prepared.artifacts["checkpoint"])
         # A file named by the ids' digest, kept: the printed command line can be run again as it is.
         cmd = self.command(prepared, str(prompt_file(work, ".txt", prompt_file_text(text))), work)
         engine_ids = tokenize(prepared.artifacts.get("llama-tokenize"), prepared.artifacts["gguf"], text,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.measure.cold import EngineError, repeat, run_once
-from harness.measure.workload import prompt_file
+from harness.measure.workload import prompt_file, prompt_text
 from harness.models.zoo import checkpoint_dir
 from harness.systems.base import (Measurement, Metric, NotRun, Prepared, System, SystemConfig, cold_metrics,
                                   decode_metrics, register_system)
@@ -58,12 +58,9 @@ class MNNSystem(System):
 
     def run_cold(self, prepared, work, device, protocol) -> Measurement:
         self.check_workload(work)
-        from transformers import AutoTokenizer
-
         prompt_ids = list(work.token_ids)
-        text = AutoTokenizer.from_pretrained(prepared.artifacts["checkpoint"]).decode(prompt_ids)
         # A file named by the ids' digest, kept: the printed command line can be run again as it is.
-        text_file = prompt_file(work, ".prompt.txt", text)
+        text_file = prompt_file(work, ".prompt.txt", prompt_text(work, prepared.artifacts["checkpoint"]))
         cmd = [sys.executable, "-I", str(DRIVER), prepared.artifacts["config"], str(work.threads), str(text_file),
                str(work.new_tokens)]
         runs = repeat(lambda: run_once(device, cmd, prepared.files, first_token_line, self.cfg.timeout_s, protocol),
