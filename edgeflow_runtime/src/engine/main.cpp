@@ -17,6 +17,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -176,16 +177,17 @@ std::string read_text(const std::string& path) {
     return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
-// Prompt text -> ids with the tokenizer file (inside the TTFT clock: llama.cpp and MNN tokenize too).
-std::vector<int32_t> tokenize(const std::string& tokenizer_file, const std::string& text) {
-    Tokenizer tok = [&] {
-        try {
-            return Tokenizer::load(tokenizer_file);
-        } catch (const std::runtime_error& e) {
-            throw ExitError(kIoError, std::string(e.what()) + " (harness/engine/tokenizer_file.py writes it beside "
-                                      "the packed model)");
-        }
-    }();
+Tokenizer load_tokenizer(const std::string& tokenizer_file) {
+    try {
+        return Tokenizer::load(tokenizer_file);
+    } catch (const std::runtime_error& e) {
+        throw ExitError(kIoError, std::string(e.what()) + " (harness/engine/tokenizer_file.py writes it beside the "
+                                  "packed model)");
+    }
+}
+
+// Prompt text -> ids (inside the TTFT clock: llama.cpp and MNN tokenize too).
+std::vector<int32_t> tokenize(const Tokenizer& tok, const std::string& text) {
     std::vector<int32_t> ids;
     try {
         ids = tok.encode(text);
@@ -312,7 +314,7 @@ int run(const Args& a) {
     const std::string text = from_text ? read_text(a.prompt_text_file) : std::string();
     std::vector<int32_t> prompt = from_text ? std::vector<int32_t>() : read_prompt(a);
     if (a.tokenize_only) {
-        prompt = tokenize(a.tokenizer_file, text);
+        prompt = tokenize(load_tokenizer(a.tokenizer_file), text);
         for (size_t i = 0; i < prompt.size(); ++i) std::printf("%s%d", i ? " " : "", prompt[i]);
         std::printf("\n");
         return kOk;
@@ -325,7 +327,8 @@ int run(const Args& a) {
     const long resident_at_start = a.json ? resident_bytes(a.model) : -1;
 
     const double t_start = now_s();  // the TTFT clock starts here: after argument parsing and eviction
-    if (from_text) prompt = tokenize(a.tokenizer_file, text);
+    std::optional<Tokenizer> tok;     // kept for the first token's text
+    if (from_text) prompt = tokenize(tok.emplace(load_tokenizer(a.tokenizer_file)), text);
     const double tokenize_s = now_s() - t_start;
     Engine engine(open_packed_model(a.model, a.load), a.engine);
     const std::vector<float> logits = engine.prefill(prompt, false, a.new_tokens);
@@ -335,10 +338,9 @@ int run(const Args& a) {
     if (a.json) {  // the report opens with the first token, flushed now: its arrival marks TTFT even when decoding
         std::printf("{\n  \"first_token\": %d,\n", first);
         std::fflush(stdout);
-        if (from_text) {  // the token as text needs the tokenizer's bytes: after the timed event
-            const Tokenizer tok = Tokenizer::load(a.tokenizer_file);  // a model may have more rows than tokens
-            std::printf("  \"first_token_text\": %s,\n", size_t(first) < tok.vocab_size()
-                        ? json_string(tok.token_bytes(first)).c_str() : "null");
+        if (tok) {  // after the timed event; a model may have more embedding rows than its tokenizer has tokens
+            std::printf("  \"first_token_text\": %s,\n", size_t(first) < tok->vocab_size()
+                        ? json_string(tok->token_bytes(first)).c_str() : "null");
         }
     }
 
