@@ -59,18 +59,24 @@ def sweep(models=("smollm2-135m",), datasets=DATASETS, systems=SYSTEMS, bits=BIT
     unknown = sorted(set(systems) - set(SYSTEMS))
     if unknown:
         raise ValueError(f"fig10: unknown system(s) {unknown}; allowed: {list(SYSTEMS)}")
+    def weights(system: str, b) -> list[str]:  # EdgeFlow's quantizer and packing; the baselines bring their own
+        return ["quantizer=edgeflow", f"quantizer.budget_bits={float(b)}", f"packing={EDGEFLOW_PACKING}"] \
+            if system == "edgeflow" else []
+
+    def widths(system: str):
+        return bits if system == "edgeflow" else (None,)
+
     points = []
     for model, dataset, system in itertools.product(models, datasets, systems):
-        for b in (bits if system == "edgeflow" else (None,)):
+        for b in widths(system):
             base = [f"model={model}", f"system={system}", f"dataset={dataset}"]
-            quant = [f"quantizer.budget_bits={float(b)}"] if b is not None else []
             if "ttft" in kinds:
                 dev = [f"device={device}"] + ([f"device.flash_read_mbps={float(flash_mbps)}"] if flash_mbps else [])
-                fmt_ = ["quantizer=edgeflow", *quant, f"packing={EDGEFLOW_PACKING}"] if system == "edgeflow" else []
-                points.append(["experiment=ttft", *base, *fmt_, *dev, f"experiment.extra.n_prompts={ttft_prompts}"])
+                points.append(["experiment=ttft", *base, *weights(system, b), *dev,
+                               f"experiment.extra.n_prompts={ttft_prompts}"])
             if "accuracy" in kinds:
-                fmt_ = ["quantizer=edgeflow", *quant, f"packing={EDGEFLOW_PACKING}"] if system == "edgeflow" else []
-                points.append(["experiment=accuracy", *base, *fmt_, f"experiment.eval_limit={eval_limit}"])
+                points.append(["experiment=accuracy", *base, *weights(system, b),
+                               f"experiment.eval_limit={eval_limit}"])
     wanted = [q for q in STAND_INS if q in {STAND_IN_FOR.get(s) for s in systems}]
     if "accuracy" in kinds:
         for model, dataset, option in itertools.product(models, datasets, wanted):
@@ -79,10 +85,9 @@ def sweep(models=("smollm2-135m",), datasets=DATASETS, systems=SYSTEMS, bits=BIT
     if "fidelity" in kinds:
         windows = f"experiment.extra.fidelity_windows={fidelity_windows}"
         for model, system in itertools.product(models, systems):
-            for b in (bits if system == "edgeflow" else (None,)):
-                fmt_ = ["quantizer=edgeflow", f"quantizer.budget_bits={float(b)}", f"packing={EDGEFLOW_PACKING}"] \
-                    if system == "edgeflow" else []
-                points.append(["experiment=fidelity", f"model={model}", f"system={system}", *fmt_, windows])
+            for b in widths(system):
+                points.append(["experiment=fidelity", f"model={model}", f"system={system}", *weights(system, b),
+                               windows])
         for model, option in itertools.product(models, wanted):
             points.append(["experiment=fidelity", f"model={model}", f"quantizer={option}", "quantizer.budget_bits=8.0",
                            windows])
@@ -144,8 +149,8 @@ def tidy(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
         acc_rows = acc_rows[(acc_rows["items"] == most) | most.isna()]
     acc = common.summarize(acc_rows, keys)
     if len(acc):  # items behind each accuracy (deterministic reruns are the same items: the fewest, not the sum)
-        items = acc_rows.groupby([*ACC_CONDITION, "dataset", "series"])["items"].min()
-        acc["items"] = [items.get(tuple(k)) for k in acc[[*ACC_CONDITION, "dataset", "series"]].itertuples(index=False)]
+        items = acc_rows.groupby(keys)["items"].min()
+        acc["items"] = [items.get(tuple(k)) for k in acc[keys].itertuples(index=False)]
     else:
         acc["items"] = pd.Series(dtype=float)
     return {
@@ -212,10 +217,11 @@ def work_table(rows: pd.DataFrame) -> pd.DataFrame:
         g, mine = ttft[ttft["series"] == series], ok[ok["series"] == series]
         threads = sorted({json.loads(w)["threads"] for w in g["workload"].dropna() if str(w).startswith("{")})
         match = mine.loc[mine["metric"] == "tokens_match", "value"]
-        extra = [f"{int(mine.loc[mine['metric'] == f'edgeflow_{k}_threads', 'value'].median())} {what}"
-                 for k, what in (("io", "I/O"), ("unpack", "unpack")) if (mine["metric"] == f"edgeflow_{k}_threads").any()]
-        split = [f"{int(mine.loc[mine['metric'] == f'edgeflow_{k}_threads', 'value'].median())} {k}"
-                 for k in ("cpu", "accel") if (mine["metric"] == f"edgeflow_{k}_threads").any()]
+        counts = {k: mine.loc[mine["metric"] == f"edgeflow_{k}_threads", "value"].median()
+                  for k in ("io", "unpack", "cpu", "accel")}  # NaN: the engine reports no such threads
+        extra = [f"{int(counts[k])} {what}" for k, what in (("io", "I/O"), ("unpack", "unpack"))
+                 if counts[k] == counts[k]]
+        split = [f"{int(counts[k])} {k}" for k in ("cpu", "accel") if counts[k] == counts[k]]
         out.append({"series": series, "compute threads": ", ".join(map(str, threads)) or "–",
                     "lanes": " + ".join(split) or "one pool",
                     "threads outside the budget": " + ".join(extra) or "none reported",
@@ -674,8 +680,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
                  "context):\n", md_table(work)]
     startup = mnn_startup_table(series_rows)
     if len(startup):
-        body += ["\nMNN's TTFT includes its Python interpreter's start and `import MNN` (its wheel is the only MNN engine "
-                 "reachable here); its ratio without the import, each run minus its own (the interpreter's start, "
+        body += ["\nMNN's TTFT includes its Python interpreter's start and `import MNN` (its wheel is the only MNN "
+                 "engine reachable here); its ratio without the import, each run minus its own (the interpreter's start, "
                  "before the driver's first line, is not measured and stays in):\n", md_table(startup)]
     quality = quality_table(series_rows)
     if len(quality):
