@@ -82,8 +82,9 @@ def draw(rows: pd.DataFrame, figures_dir: Path) -> list[Path]:
         x = np.arange(len(names))
         ms = [1e3 * total[v] for v in names]
         dqs = [1e3 * min(dq.get(v, 0.0), total[v]) for v in names]
-        ax.bar(x, [m - d for m, d in zip(ms, dqs)], color="#4c72b0", label="INT8 matmul")
-        ax.bar(x, dqs, bottom=[m - d for m, d in zip(ms, dqs)], color="#dd8452", label="dequantize into INT8")
+        matmul = [m - d for m, d in zip(ms, dqs)]
+        ax.bar(x, matmul, color="#4c72b0", label="INT8 matmul")
+        ax.bar(x, dqs, bottom=matmul, color="#dd8452", label="dequantize into INT8")
         for xi, m in zip(x, ms):
             ax.text(xi, m, f"{m:.0f}", ha="center", va="bottom", fontsize=8)
         ax.set_xticks(x, [VARIANTS[v] for v in names], fontsize=7, rotation=12)

@@ -15,7 +15,7 @@ import json
 import subprocess
 
 from harness.bench.record import BenchRecorder
-from harness.engine.build import build as build_engine
+from harness.engine.build import engine_binary
 from harness.runner.store import ResultsStore
 
 SHAPES = ((4096, 4096), (14336, 4096))  # Llama3-8B: (output, input) channels of q/o and gate/up
@@ -23,7 +23,7 @@ VARIANTS = ("opt_int8", "int8", "awq", "cmpq")
 
 
 def run(store: ResultsStore | None = None, shapes=SHAPES, tokens: int = 128, reps: int = 5, group: int = 128) -> dict:
-    binary = build_engine("host", "edgeflow-bench-dequant") / "src" / "engine" / "edgeflow-bench-dequant"
+    binary = engine_binary("host", "edgeflow-bench-dequant")
     args = [str(binary), "--tokens", str(tokens), "--group", str(group), "--reps", str(reps)]
     for c, k in shapes:
         args += ["--shape", f"{c}x{k}"]
