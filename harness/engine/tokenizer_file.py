@@ -27,18 +27,6 @@ class UnsupportedTokenizer(ValueError):
     """The tokenizer is not byte-level BPE with the GPT-2 pre-tokenizer: the engine cannot reproduce it."""
 
 
-def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's reversible map from bytes to printable characters, in which byte-level vocabularies are written."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    chars, extra = list(printable), 0
-    for b in range(256):
-        if b not in printable:
-            printable.append(b)
-            chars.append(256 + extra)
-            extra += 1
-    return {b: chr(c) for b, c in zip(printable, chars)}
-
-
 def _check(spec: dict, path: Path) -> None:
     model, pre = spec.get("model") or {}, spec.get("pre_tokenizer") or {}
     problems = []
@@ -77,6 +65,8 @@ def write_tokenizer_file(tokenizer_json: str | os.PathLike, out: str | os.PathLi
         raise FileNotFoundError(f"no tokenizer.json at {path}: the engine's tokenizer file is made from it")
     spec = json.loads(path.read_text(encoding="utf-8"))
     _check(spec, path)
+    from transformers.convert_slow_tokenizer import bytes_to_unicode  # GPT-2's byte <-> printable character map
+
     decode = {c: b for b, c in bytes_to_unicode().items()}
     vocab: dict[str, int] = dict(spec["model"]["vocab"])
     added = {t["content"]: t["id"] for t in spec.get("added_tokens", [])}
