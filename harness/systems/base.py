@@ -121,8 +121,8 @@ class System(ABC):
     def open_scorer(self, prepared: Prepared, ctx: int):
         """This engine's own forward pass over `prepared` (the weights its TTFT loads), for accuracy and fidelity: a
         context manager with logprobs(ids, last) -> float32 [last, V] and logits(ids) -> [T, V] (every position's
-        logits or log-probabilities: fidelity normalises them), over requests of up to `ctx` tokens, with system.threads threads. NotRun (with the reason)
-        where the engine cannot score here."""
+        logits or log-probabilities: fidelity normalises them), over requests of up to `ctx` tokens, with
+        system.threads threads. NotRun (with the reason) where the engine cannot score here."""
         raise NotRun(f"{self.name} has no scorer: its own forward pass cannot score token sequences here")
 
     def check_workload(self, work: Workload) -> None:

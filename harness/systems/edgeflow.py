@@ -8,12 +8,13 @@ prompt as text (the ids decoded by the model's tokenizer, as llama.cpp gets it),
 (harness/measure/workload.py), a fresh process per repetition with the packed file and its tokenizer file evicted.
 The engine tokenizes the text inside its clock with the tokenizer file written beside the packed model
 (harness/engine/tokenizer_file.py); the ids it reports are checked against the workload's (`tokens_match`). A model
-whose tokenizer the engine cannot reproduce gets the ids (`--tokens`), and its rows say so. The JSON report opens with `{"first_token": N,`, flushed the moment the first token exists; its arrival
-marks TTFT by wall clock (primary). The engine's own TTFT and its breakdown (setup, I/O, unpack, compute, idle),
-per-lane busy / idle time and bubble rates, stolen tasks and per-operator times are secondary columns; its GEMM
-kernel is the ISA it ran with. With new_tokens > 1 (Figure 15) it decodes `--new-tokens new_tokens-1` greedily on
-the CPU in the same process; decode time and the gap from the end of prefill to the first decode step ("graph
-switch": EdgeFlow has no second graph) come from the report.
+whose tokenizer the engine cannot reproduce gets the ids (`--tokens`), and its rows say so. The JSON report opens
+with `{"first_token": N,`, flushed the moment the first token exists; its arrival marks TTFT by wall clock
+(primary). The engine's own TTFT and its breakdown (setup, I/O, unpack, compute, idle), per-lane busy / idle time
+and bubble rates, stolen tasks and per-operator times are secondary columns; its GEMM kernel is the ISA it ran
+with. With new_tokens > 1 (Figure 15) it decodes `--new-tokens new_tokens-1` greedily on the CPU in the same
+process; decode time and the gap from the end of prefill to the first decode step ("graph switch": EdgeFlow has no
+second graph) come from the report.
 
 The `pipeline` group (conf/pipeline/, PipelineConfig below) selects the scheduling policy and the lane split;
 its name is recorded in every row's `pipeline` column, its thread counts as metrics of every row.

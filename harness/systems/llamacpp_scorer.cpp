@@ -1,6 +1,7 @@
 // edgeflow-llama-scorer: llama.cpp's own forward pass as a log-probability server, so lm-eval's requests and the
 // fidelity windows are scored by llama.cpp over the same GGUF its TTFT loads (harness/systems/llamacpp_scorer.py).
-// Built against the vendored llama.cpp's public API (llama.h) and static libraries by harness/systems/llamacpp_build.py.
+// Built against the vendored llama.cpp's public API (llama.h) and static libraries by
+// harness/systems/llamacpp_build.py.
 //
 //   edgeflow-llama-scorer MODEL.gguf N_CTX THREADS
 //

@@ -48,7 +48,8 @@ class MNNSystem(System):
                          "llm_demo built for the device, which no registry ships")
         folder = export(checkpoint_dir(model), model.name, bits=bits, quant_block=self.cfg.mnn_quant_block)
         files = sorted(str(f) for f in folder.iterdir() if f.is_file() and not f.name.startswith("."))
-        return Prepared(self.name, files, {"config": str(folder / "config.json"), "checkpoint": str(checkpoint_dir(model))},
+        return Prepared(self.name, files,
+                        {"config": str(folder / "config.json"), "checkpoint": str(checkpoint_dir(model))},
                         f"mnn int{bits} weights, quant_block {self.cfg.mnn_quant_block} (0 = per channel)")
 
     def open_scorer(self, prepared: Prepared, ctx: int):

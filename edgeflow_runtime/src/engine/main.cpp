@@ -132,7 +132,8 @@ Args parse_args(int argc, char** argv) {
     if (a.model.empty()) throw ExitError(kUsageError, "no model file given");
     if (int(a.have_tokens_arg) + int(!a.prompt_file.empty()) + int(!a.prompt_text_file.empty()) > 1)
         throw ExitError(kUsageError, "give one of --prompt-text, --prompt and --tokens");
-    if (a.tokenize_only && a.prompt_text_file.empty()) throw ExitError(kUsageError, "--tokenize-only needs --prompt-text");
+    if (a.tokenize_only && a.prompt_text_file.empty())
+        throw ExitError(kUsageError, "--tokenize-only needs --prompt-text");
     if (a.tokenizer_file.empty()) a.tokenizer_file = a.model + ".tok";
     try {
         a.engine.validate();

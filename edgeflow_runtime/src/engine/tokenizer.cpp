@@ -83,14 +83,17 @@ Tokenizer Tokenizer::load(const std::string& path) {
     }
     int byte_tokens = 0;  // a byte-level vocabulary may leave out bytes that never occur (SmolLM2 lacks 21)
     for (int b = 0; b < 256; ++b) byte_tokens += t.byte_token_[b] >= 0;
-    if (byte_tokens < 128) r.fail("only " + std::to_string(byte_tokens) + " bytes have a token: not a byte-level vocabulary");
+    if (byte_tokens < 128)
+        r.fail("only " + std::to_string(byte_tokens) + " bytes have a token: not a byte-level vocabulary");
 
     const auto n_merges = r.get<uint32_t>("the merge count");
     for (uint32_t rank = 0; rank < n_merges; ++rank) {
         const auto left = r.get<uint32_t>("a merge"), right = r.get<uint32_t>("a merge");
         const auto merged = r.get<uint32_t>("a merge");
-        if (left >= n_vocab || right >= n_vocab || merged >= n_vocab) r.fail("merge " + std::to_string(rank) + " names an id outside the vocabulary");
-        t.merges_.emplace(uint64_t(left) << 32 | right, Merge{rank, int32_t(merged)});  // a repeated pair keeps its first rank
+        if (left >= n_vocab || right >= n_vocab || merged >= n_vocab)
+            r.fail("merge " + std::to_string(rank) + " names an id outside the vocabulary");
+        // a repeated pair keeps its first (lowest) rank
+        t.merges_.emplace(uint64_t(left) << 32 | right, Merge{rank, int32_t(merged)});
     }
     const auto n_ranges = r.get<uint32_t>("the range count");
     for (uint32_t i = 0; i < n_ranges; ++i) {
@@ -102,7 +105,8 @@ Tokenizer Tokenizer::load(const std::string& path) {
     const auto n_special = r.get<uint32_t>("the special token count");
     for (uint32_t i = 0; i < n_special; ++i) {
         const auto id = r.get<uint32_t>("a special token");
-        if (id >= n_vocab || t.vocab_[id].empty()) r.fail("special token " + std::to_string(id) + " is not in the vocabulary");
+        if (id >= n_vocab || t.vocab_[id].empty())
+            r.fail("special token " + std::to_string(id) + " is not in the vocabulary");
         t.special_.push_back(int32_t(id));
     }
     if (!r.done()) r.fail("trailing bytes after the special tokens");
@@ -112,7 +116,8 @@ Tokenizer Tokenizer::load(const std::string& path) {
 }
 
 const std::string& Tokenizer::token_bytes(int32_t id) const {
-    if (id < 0 || size_t(id) >= vocab_.size()) throw std::out_of_range("token id " + std::to_string(id) + " outside the vocabulary");
+    if (id < 0 || size_t(id) >= vocab_.size())
+        throw std::out_of_range("token id " + std::to_string(id) + " outside the vocabulary");
     return vocab_[size_t(id)];
 }
 
@@ -123,7 +128,8 @@ Tokenizer::Class Tokenizer::classify(uint32_t cp) const {
         if (cp == ' ' || (cp >= 0x09 && cp <= 0x0D)) return kSpace;
         return kOther;
     }
-    auto it = std::upper_bound(ranges_.begin(), ranges_.end(), cp, [](uint32_t c, const Range& g) { return c < g.first; });
+    auto it = std::upper_bound(ranges_.begin(), ranges_.end(), cp,
+                               [](uint32_t c, const Range& g) { return c < g.first; });
     if (it == ranges_.begin()) return kOther;
     --it;
     return cp <= it->last ? Class(it->cls) : kOther;
@@ -169,7 +175,8 @@ void Tokenizer::bpe(const std::string& piece, std::vector<int32_t>& out) const {
     std::vector<int32_t> syms;
     syms.reserve(piece.size());
     for (unsigned char b : piece) {
-        if (byte_token_[b] < 0)  // Hugging Face's tokenizer would drop it silently; the prompt would not be what it says
+        // Hugging Face's tokenizer would drop such a byte silently: the prompt would not be what it says
+        if (byte_token_[b] < 0)
             throw std::invalid_argument("the prompt has a character outside the vocabulary (byte 0x" +
                                         std::string(1, "0123456789abcdef"[b >> 4]) + "0123456789abcdef"[b & 15] +
                                         " has no token)");
