@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from harness.cache import atomic_directory
+from harness.safetensors_io import write_safetensors
 
 FORMAT = "edgeflow-qartifact"
 VERSION = 1
@@ -72,6 +74,27 @@ class Artifact:
     def config(self) -> dict:
         return self.manifest["model"]["config"]
 
+    @classmethod
+    def from_tensors(cls, manifest: dict, tensors: dict[str, torch.Tensor], where: str = "artifact") -> "Artifact":
+        """Split a flat {name: tensor} (as stored) into quantized linears and the other tensors; validates."""
+        tensors = dict(tensors)
+        linears: dict[str, QuantLinear] = {}
+        for key in [k for k in tensors if k.endswith(".codes") and k[: -len(".codes")].endswith(LINEAR_SUFFIXES)]:
+            name = key[: -len(".codes")]
+            try:
+                q = QuantLinear(
+                    codes=tensors.pop(f"{name}.codes"),
+                    bits=tensors.pop(f"{name}.bits"),
+                    w_scale=tensors.pop(f"{name}.w_scale"),
+                    in_scale=tensors.pop(f"{name}.in_scale"),
+                    act_scale=tensors.pop(f"{name}.act_scale", None),
+                )
+            except KeyError as e:
+                raise ArtifactError(f"{where}: quantized layer {name} lacks tensor {e}") from None
+            q.validate(name)
+            linears[name] = q
+        return cls(manifest=manifest, linears=linears, others=tensors)
+
     def tensors(self) -> dict[str, torch.Tensor]:
         out = dict(self.others)
         for name, q in self.linears.items():
@@ -86,17 +109,34 @@ class Artifact:
 
 def save_artifact(artifact: Artifact, path: str | os.PathLike) -> Path:
     """Validate and write atomically; returns the artifact directory."""
-    path = Path(path)
     for name, q in artifact.linears.items():
         q.validate(name)
-    manifest = {"format": FORMAT, "version": VERSION, **artifact.manifest}
+    return write_artifact_files(path, artifact.manifest, artifact.tensors().items())
+
+
+def write_artifact_files(path: str | os.PathLike, manifest: dict, tensors: Iterable[tuple[str, object]]) -> Path:
+    """The artifact directory from (name, tensor) pairs written as they come, then the manifest (which may be
+    completed while the pairs are produced); atomic: an interrupted write leaves no artifact."""
+    path = Path(path)
     with atomic_directory(path) as tmp:
-        save_file({k: v.contiguous() for k, v in artifact.tensors().items()}, str(tmp / TENSORS))
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+        write_safetensors(tmp / TENSORS, tensors)
+        (tmp / MANIFEST).write_text(json.dumps({"format": FORMAT, "version": VERSION, **manifest}, indent=1,
+                                               sort_keys=True))
     return path
 
 
 def load_artifact(path: str | os.PathLike) -> Artifact:
+    path = Path(path)
+    manifest = read_manifest(path)
+    try:
+        tensors = load_file(str(path / TENSORS))
+    except Exception as e:  # safetensors raises its own error types for truncated or corrupt files
+        raise ArtifactError(f"{path / TENSORS}: cannot read ({e})") from None
+    return Artifact.from_tensors(manifest, tensors, where=str(path))
+
+
+def read_manifest(path: str | os.PathLike) -> dict:
+    """The manifest of the artifact directory `path`, its format and version checked."""
     path = Path(path)
     if not (path / MANIFEST).is_file() or not (path / TENSORS).is_file():
         raise ArtifactError(f"{path} is not a quantized-model artifact (needs {MANIFEST} and {TENSORS})")
@@ -109,26 +149,7 @@ def load_artifact(path: str | os.PathLike) -> Artifact:
             f"{path}: format {manifest.get('format')!r} version {manifest.get('version')!r}, "
             f"expected {FORMAT!r} version {VERSION}"
         )
-    try:
-        tensors = load_file(str(path / TENSORS))
-    except Exception as e:  # safetensors raises its own error types for truncated or corrupt files
-        raise ArtifactError(f"{path / TENSORS}: cannot read ({e})") from None
-    linears: dict[str, QuantLinear] = {}
-    for key in [k for k in tensors if k.endswith(".codes") and k[: -len(".codes")].endswith(LINEAR_SUFFIXES)]:
-        name = key[: -len(".codes")]
-        try:
-            q = QuantLinear(
-                codes=tensors.pop(f"{name}.codes"),
-                bits=tensors.pop(f"{name}.bits"),
-                w_scale=tensors.pop(f"{name}.w_scale"),
-                in_scale=tensors.pop(f"{name}.in_scale"),
-                act_scale=tensors.pop(f"{name}.act_scale", None),
-            )
-        except KeyError as e:
-            raise ArtifactError(f"{path}: quantized layer {name} lacks tensor {e}") from None
-        q.validate(name)
-        linears[name] = q
-    return Artifact(manifest=manifest, linears=linears, others=tensors)
+    return manifest
 
 
 def _expect(ok: bool, message: str) -> None:

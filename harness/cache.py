@@ -44,3 +44,18 @@ def atomic_directory(out: Path):
         os.replace(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def atomic_file(out: Path):
+    """Yield a temporary path beside `out`, renamed to `out` only when the block finishes without error (else
+    removed): a reader never sees a half-written file under `out`'s name."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, out)
+    finally:
+        Path(tmp).unlink(missing_ok=True)

@@ -8,17 +8,20 @@ from __future__ import annotations
 import json
 import os
 import re
+import math
 import struct
-import tempfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from harness.artifact import Artifact
+from harness.artifact import LINEAR_SUFFIXES, TENSORS, Artifact, ArtifactError, QuantLinear, read_manifest
+from harness.cache import atomic_file
 from harness.models.arch import PACKED_INT_FIELDS
 from harness.pack.base import PackError, get_layout, layout_of_dtype
+from harness.safetensors_io import SafetensorsError, SafetensorsReader
 
 MAGIC = b"EFPK\r\n\x1a\n"
 VERSION = 1
@@ -64,52 +67,97 @@ class RegionInfo:
 
 # --- writing --------------------------------------------------------------------------------------------------------
 
-def pack_artifact(artifact: Artifact, path: str | os.PathLike, layout: str = "weightlet") -> Path:
-    """Write `artifact` as one packed file with its quantized linears in `layout`; atomic (temp file + rename)."""
-    if not artifact.manifest.get("runtime_compatible", True):
-        raise PackError(f"artifact of quantizer {artifact.manifest.get('quantizer', {}).get('name')!r} needs what the "
-                        f"runtime lacks ({artifact.manifest.get('runtime_incompatible_reason')}); it cannot be packed")
+@dataclass(frozen=True)
+class Entry:
+    """One tensor to write: its payload is made when the writer reaches it, then dropped."""
+    name: str
+    dtype: int
+    shape: tuple[int, ...]
+    size: int  # payload bytes, known before the payload is made
+    payload: Callable[[], bytes]
+
+
+def pack_artifact(artifact: Artifact | str | os.PathLike, path: str | os.PathLike, layout: str = "weightlet") -> Path:
+    """Write `artifact` (in memory, or its directory: then read one tensor at a time) as one packed file with its
+    quantized linears in `layout`; atomic (temp file + rename). Memory holds one layer's tensors at most."""
+    manifest, tensors = _artifact_tensors(artifact)
+    if not manifest.get("runtime_compatible", True):
+        raise PackError(f"artifact of quantizer {manifest.get('quantizer', {}).get('name')!r} needs what the "
+                        f"runtime lacks ({manifest.get('runtime_incompatible_reason')}); it cannot be packed")
     lay = get_layout(layout)
-    entries: list[tuple[str, int, tuple[int, ...], bytes]] = []
-    for name, q in artifact.linears.items():
-        codes, bits = q.codes.numpy(), q.bits.numpy()
-        entries.append((f"{name}.weight", lay.dtype, tuple(codes.shape), lay.encode(codes, bits)))
-        entries.append(_raw(f"{name}.w_scale", q.w_scale.numpy()))
-        entries.append(_raw(f"{name}.in_scale", q.in_scale.numpy()))
-        if q.act_scale is not None:
-            entries.append(_raw(f"{name}.act_scale", q.act_scale.numpy()))
-    for name, t in artifact.others.items():
-        entries.append(_raw(name, t.numpy()))
+    linears = [n[: -len(".codes")] for n in tensors.names()
+               if n.endswith(".codes") and n[: -len(".codes")].endswith(LINEAR_SUFFIXES)]
+    parts = {f"{n}.{k}" for n in linears for k in ("codes", "bits", "w_scale", "in_scale", "act_scale")}
+    entries = []
+    for name in linears:
+        bits = tensors.read(f"{name}.bits").numpy()
+        channels, dim = tensors.shape(f"{name}.codes")
+
+        def weight(name=name, bits=bits):
+            q = QuantLinear(*(tensors.read(f"{name}.{k}") for k in ("codes", "bits", "w_scale", "in_scale")), None)
+            q.validate(name)
+            return lay.encode(q.codes.numpy(), bits)
+        entries.append(Entry(f"{name}.weight", lay.dtype, (channels, dim), lay.payload_size(bits, dim), weight))
+        entries += [_raw(tensors, f"{name}.{k}") for k in ("w_scale", "in_scale", "act_scale")
+                    if f"{name}.{k}" in tensors.names()]
+    entries += [_raw(tensors, name) for name in tensors.names() if name not in parts]
     provenance = {"format": "edgeflow-packed", "version": VERSION, "layout": lay.name,
-                  "model": artifact.manifest.get("model"), "quantizer": artifact.manifest.get("quantizer")}
-    return write_packed(path, artifact.config, entries, provenance, lay.dtype)
+                  "model": manifest.get("model"), "quantizer": manifest.get("quantizer")}
+    return write_packed(path, manifest["model"]["config"], entries, provenance, lay.dtype)
 
 
-def write_packed(path, config: dict, entries, provenance: dict, packing: int) -> Path:
-    """entries: (name, dtype, shape, payload). Groups them into regions, lays them out, writes header and tables."""
+def _artifact_tensors(artifact):
+    """(manifest, tensors with names() / shape(name) / dtype(name) / read(name)) of an artifact or its directory."""
+    if isinstance(artifact, Artifact):
+        return artifact.manifest, _TensorDict(artifact.tensors())
+    directory = Path(artifact)
+    manifest = read_manifest(directory)
+    try:
+        return manifest, SafetensorsReader(directory / TENSORS)
+    except SafetensorsError as e:
+        raise ArtifactError(str(e)) from None
+
+
+class _TensorDict:
+    def __init__(self, tensors: dict):
+        self._t = tensors
+
+    def names(self):
+        return list(self._t)
+
+    def shape(self, name):
+        return tuple(self._t[name].shape)
+
+    def dtype(self, name):
+        return self._t[name].dtype
+
+    def read(self, name):
+        return self._t[name]
+
+
+def write_packed(path, config: dict, entries: list[Entry], provenance: dict, packing: int) -> Path:
+    """Group entries into regions, lay them out from their sizes, write each payload as it is made (its CRC kept),
+    then the header and tables in front."""
     regions = _group_by_region(entries)
     strings, name_offsets = bytearray(), {}
     for _, _, items in regions:
-        for name, *_ in items:
-            name_offsets[name] = len(strings)
-            strings += name.encode()
+        for e in items:
+            name_offsets[e.name] = len(strings)
+            strings += e.name.encode()
     js = json.dumps(provenance, sort_keys=True).encode()
     n_tensors = sum(len(items) for *_, items in regions)
     meta_size = CONFIG.size + REGION.size * len(regions) + TENSOR.size * n_tensors + len(strings) + len(js)
 
     # lay out: regions from the first 4096 boundary after the metadata, payloads 64-aligned inside a region
-    region_rows, tensor_rows, chunks = [], [], []
+    region_rows, placed = [], []
     cursor = _align(HEADER.size + meta_size, ALIGNMENT)
     for kind, layer, items in regions:
         start, pos = cursor, cursor
-        first = len(tensor_rows)
-        for name, dtype, shape, payload in items:
+        first = len(placed)
+        for e in items:
             pos = _align(pos, TENSOR_ALIGN)
-            dims = list(shape) + [0] * (4 - len(shape))
-            tensor_rows.append(TENSOR.pack(name_offsets[name], len(name.encode()), dtype, len(shape), 0,
-                                           len(region_rows), *dims, pos, len(payload), zlib.crc32(payload), 0, 0))
-            chunks.append((pos, payload))
-            pos += len(payload)
+            placed.append((e, pos, len(region_rows)))
+            pos += e.size
         cursor = _align(pos, ALIGNMENT)
         region_rows.append(REGION.pack(kind, layer, start, cursor - start, first, len(items)))
     file_size = cursor
@@ -117,58 +165,61 @@ def write_packed(path, config: dict, entries, provenance: dict, packing: int) ->
     flags = 1 if config.get("tie_word_embeddings", False) else 0
     cfg = CONFIG.pack(*(int(config.get(k) or 0) for k in PACKED_INT_FIELDS), float(config.get("rms_norm_eps", 1e-5)),
                       float(config.get("rope_theta", 10000.0)), flags, len(strings), len(js), 0, 0, 0)
-    meta = cfg + b"".join(region_rows) + b"".join(tensor_rows) + bytes(strings) + js
-    assert len(meta) == meta_size
-    head = HEADER.pack(MAGIC, VERSION, HEADER.size, file_size, HEADER.size, meta_size, zlib.crc32(meta), ALIGNMENT,
-                       len(regions), n_tensors, packing, 0)
-    head = head[:60] + struct.pack("<I", zlib.crc32(head[:60]))
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(head + meta)
-            for pos, payload in chunks:
-                f.seek(pos)
-                f.write(payload)
-            f.truncate(file_size)  # zero padding up to the last region's end
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    with atomic_file(Path(path)) as tmp, open(tmp, "wb") as f:
+        tensor_rows = []
+        for e, pos, region in placed:
+            payload = e.payload()
+            if len(payload) != e.size:
+                raise PackError(f"{e.name}: payload is {len(payload)} bytes, its layout said {e.size}")
+            f.seek(pos)
+            f.write(payload)
+            dims = list(e.shape) + [0] * (4 - len(e.shape))
+            tensor_rows.append(TENSOR.pack(name_offsets[e.name], len(e.name.encode()), e.dtype, len(e.shape), 0,
+                                           region, *dims, pos, e.size, zlib.crc32(payload), 0, 0))
+        f.truncate(file_size)  # zero padding up to the last region's end
+        meta = cfg + b"".join(region_rows) + b"".join(tensor_rows) + bytes(strings) + js
+        assert len(meta) == meta_size
+        head = HEADER.pack(MAGIC, VERSION, HEADER.size, file_size, HEADER.size, meta_size, zlib.crc32(meta),
+                           ALIGNMENT, len(regions), n_tensors, packing, 0)
+        f.seek(0)
+        f.write(head[:60] + struct.pack("<I", zlib.crc32(head[:60])) + meta)
+    return Path(path)
 
 
-def _raw(name: str, array: np.ndarray) -> tuple[str, int, tuple[int, ...], bytes]:
-    array = np.require(array, requirements="C")  # (ascontiguousarray would turn a scalar into shape [1])
-    if array.dtype not in DTYPE_OF_NUMPY:
-        raise PackError(f"{name}: dtype {array.dtype} cannot be stored (float32, float16, int8 or uint8)")
-    if array.ndim > 4:
-        raise PackError(f"{name}: {array.ndim} dimensions, at most 4 can be stored")
-    return name, DTYPE_OF_NUMPY[array.dtype], tuple(array.shape), array.tobytes()
+def _raw(tensors, name: str) -> Entry:
+    """A tensor stored as it is (float32, float16, int8 or uint8, at most 4 dimensions)."""
+    dtype, shape = np.dtype(str(tensors.dtype(name)).removeprefix("torch.")), tensors.shape(name)
+    if dtype not in DTYPE_OF_NUMPY:
+        raise PackError(f"{name}: dtype {dtype} cannot be stored (float32, float16, int8 or uint8)")
+    if len(shape) > 4:
+        raise PackError(f"{name}: {len(shape)} dimensions, at most 4 can be stored")
+    return Entry(name, DTYPE_OF_NUMPY[dtype], shape, math.prod(shape) * dtype.itemsize,
+                 lambda: np.require(tensors.read(name).numpy(), requirements="C").tobytes())
 
 
 def _group_by_region(entries):
     """[(kind, layer, entries in on-disk order)]: the embedding, each layer in turn, then everything else."""
     embedding, layers, final = [], {}, []
     for e in entries:
-        m = _LAYER_NAME.fullmatch(e[0])
+        m = _LAYER_NAME.fullmatch(e.name)
         if m:
             layers.setdefault(int(m.group(1)), []).append(e)
-        elif e[0].startswith("model.embed_tokens."):
+        elif e.name.startswith("model.embed_tokens."):
             embedding.append(e)
         else:
             final.append(e)
 
     def order(e):
-        rest = _LAYER_NAME.fullmatch(e[0]).group(2)
+        rest = _LAYER_NAME.fullmatch(e.name).group(2)
         module = next((i for i, m in enumerate(MODULE_ORDER) if rest.startswith(m + ".")), len(MODULE_ORDER))
-        return module, e[0]
+        return module, e.name
 
-    out = [(REGION_EMBEDDING, 0, sorted(embedding))] if embedding else []
+    def by_name(e):
+        return e.name
+
+    out = [(REGION_EMBEDDING, 0, sorted(embedding, key=by_name))] if embedding else []
     out += [(REGION_LAYER, i, sorted(layers[i], key=order)) for i in sorted(layers)]
-    out += [(REGION_FINAL, 0, sorted(final))] if final else []
+    out += [(REGION_FINAL, 0, sorted(final, key=by_name))] if final else []
     return out
 
 

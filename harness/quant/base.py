@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from fnmatch import fnmatchcase
 from typing import ClassVar
@@ -32,12 +32,13 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from harness.artifact import Artifact, QuantLinear
+from harness.artifact import LINEAR_SUFFIXES, Artifact, QuantLinear
 from harness.models.arch import runtime_config
-from harness.quant.calibrate import LinearStats, collect_stats, target_linears
+from harness.quant.calibrate import LinearStats, collect_stats
 from harness.quant.config import ConfigError, QuantizerConfig
 from harness.quant.numerics import quantize_per_channel
 from harness.registry import Registry, RegistryError
+from harness.safetensors_io import Chunks
 
 REGISTRY = Registry("quantizer", package="harness.quant.methods")  # name -> Quantizer subclass
 register = REGISTRY.register
@@ -100,56 +101,111 @@ class Quantizer(ABC):
         """Quantize one linear: weight float32 [C, D] -> LayerResult (see the module docstring)."""
 
     def quantize(self, model: nn.Module, model_name: str = "model") -> Artifact:
+        """The artifact of a loaded model, in memory (harness.quant.stream writes one from a checkpoint instead)."""
+        manifest: dict = {}
+        tensors = {name: t.materialize() if isinstance(t, Chunks) else t
+                   for name, t in self.quantized_tensors(ModelWeights(model), model.config, model_name, manifest)}
+        return Artifact.from_tensors(manifest, tensors)
+
+    def quantized_tensors(self, weights, config, model_name: str, manifest: dict) -> Iterator[tuple[str, object]]:
+        """The artifact's tensors (name, tensor or Chunks) one at a time, so a writer can drop each once written;
+        `manifest` is filled in when the iteration ends. weights: names() and read(name) / read_rows(name, a, b) of
+        the FP parameters (a loaded model or a checkpoint on disk); config: the model's Hugging Face config."""
         if self.stats is None:
             raise RuntimeError(f"quantizer {self.name!r}: call calibrate(model, calibration) before quantize(model)")
-        targets = target_linears(model)
+        targets = linear_names(weights.names())
         selected = select_layers(targets, self.config.layers)
-        linears, others, entries = {}, {}, {}
+        entries, tally = {}, BitsTally()
         for name in tqdm(selected, desc=f"quantize {self.name}", unit="linear", leave=False):
-            weight = _checked_weight(name, targets[name].weight)
+            weight = _checked_weight(name, weights.read(f"{name}.weight"))
             res = self.quantize_linear(name, weight, self.stats[name], self.config.budget_for(name))
-            linears[name] = res.linear
-            others.update({f"{name}.{k}": v for k, v in res.extras.items()})
+            del weight
+            res.linear.validate(name)
+            extras = {f"{name}.{k}": v for k, v in res.extras.items()}
+            tally.add(res.linear, extras.values())
             entries[name] = {**_bits_summary(res.linear.bits), **res.info}
+            yield from Artifact(manifest={}, linears={name: res.linear}, others=extras).tensors().items()
         kept_float = [n for n in targets if n not in selected]
         for name in kept_float:  # not selected: stored in FP16, which the runtime cannot run
-            others[f"{name}.weight"] = _checked_weight(name, targets[name].weight).half()
-        others.update(self._embeddings_and_norms(model))
+            yield f"{name}.weight", _checked_weight(name, weights.read(f"{name}.weight")).half()
+        yield from self._embeddings_and_norms(weights, config)
         compatible = self.runtime_compatible and not kept_float
-        manifest = {
-            "model": {"name": model_name, "config": runtime_config(model.config)},
+        manifest.update({
+            "model": {"name": model_name, "config": runtime_config(config)},
             "quantizer": {"name": self.name, "params": self.config.params()},
             "runtime_compatible": compatible,
-            "effective_bits_per_weight": effective_bits(linears, others),
+            "effective_bits_per_weight": tally.bits_per_weight,
             "linears": entries,
-        }
+        })
         if not compatible:
             reasons = [self.runtime_incompatible_reason] if not self.runtime_compatible else []
             if kept_float:
                 reasons.append(f"{len(kept_float)} projections kept in FP16 (not selected by quantizer.layers)")
             manifest["runtime_incompatible_reason"] = "; ".join(r for r in reasons if r)
-        return Artifact(manifest=manifest, linears=linears, others=others)
 
-    def _embeddings_and_norms(self, model: nn.Module) -> dict[str, torch.Tensor]:
-        out = {}
-        for name, p in model.named_parameters():
+    def _embeddings_and_norms(self, weights, config) -> Iterator[tuple[str, object]]:
+        """Norms in FP32; the embedding table and an untied LM head in FP16 or per-row INT8, in row blocks."""
+        for name in weights.names():
             if name.endswith("norm.weight"):
-                out[name] = p.detach().float().clone()
-        tables = {"model.embed_tokens": model.get_input_embeddings().weight}
-        if not model.config.tie_word_embeddings:
-            tables["lm_head"] = model.get_output_embeddings().weight
-        for name, w in tables.items():
-            w = _checked_weight(name, w)
+                yield name, weights.read(name).float()
+        tables = ["model.embed_tokens"] + ([] if config.tie_word_embeddings else ["lm_head"])
+        for name in tables:
+            rows, dim = weights.shape(f"{name}.weight")
+            blocks = [(a, min(a + TABLE_BLOCK_ROWS, rows)) for a in range(0, rows, TABLE_BLOCK_ROWS)]
+
+            def block(a, b, name=name):
+                return _checked_weight(name, weights.read_rows(f"{name}.weight", a, b))
             if self.config.embedding_bits == 16:
-                out[f"{name}.weight"] = w.half()
-            else:  # per-row INT8 weight-only
-                bits = torch.full((w.shape[0],), 8, dtype=torch.int64)
-                codes, scale = quantize_per_channel(w, bits)
-                out.update({f"{name}.codes": codes, f"{name}.w_scale": scale, f"{name}.bits": bits.to(torch.uint8)})
-        return out
+                yield f"{name}.weight", Chunks(torch.float16, (rows, dim), (block(a, b).half() for a, b in blocks))
+            else:  # per-row INT8 weight-only: rows are independent, so blocks give the whole table's result
+                scales = []
+
+                def codes(scales=scales, block=block):
+                    for a, b in blocks:
+                        c, s = quantize_per_channel(block(a, b), torch.full((b - a,), 8, dtype=torch.int64))
+                        scales.append(s)
+                        yield c
+                yield f"{name}.codes", Chunks(torch.int8, (rows, dim), codes())
+                yield f"{name}.w_scale", torch.cat(scales)
+                yield f"{name}.bits", torch.full((rows,), 8, dtype=torch.uint8)
 
 
-def select_layers(targets: dict[str, nn.Linear], patterns: list[str]) -> list[str]:
+TABLE_BLOCK_ROWS = 8192  # embedding / LM head rows quantized at once (8192 x 4096 x 4 B = 128 MB at most)
+
+
+class ModelWeights:
+    """A loaded model's parameters by name, in the interface of harness.safetensors_io.CheckpointReader."""
+
+    def __init__(self, model: nn.Module):
+        self._params = dict(model.named_parameters())
+
+    def names(self) -> list[str]:
+        return list(self._params)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return tuple(self._params[name].shape)
+
+    def read(self, name: str) -> torch.Tensor:
+        return self._params[name].detach()
+
+    def read_rows(self, name: str, start: int, stop: int) -> torch.Tensor:
+        return self._params[name].detach()[start:stop]
+
+
+def linear_names(parameter_names) -> list[str]:
+    """The quantizable projections (module names) among parameter names, in model order (layer, then module)."""
+    names = [n[: -len(".weight")] for n in parameter_names
+             if n.endswith(".weight") and n[: -len(".weight")].endswith(LINEAR_SUFFIXES)]
+    return sorted(names, key=_model_order)
+
+
+def _model_order(name: str):
+    parts = name.split(".")
+    layer = next((int(p) for p in parts if p.isdigit()), -1)
+    return layer, LINEAR_SUFFIXES.index(parts[-1]), name
+
+
+def select_layers(targets: list[str], patterns: list[str]) -> list[str]:
     """Target linears matched by any glob, in model order; a glob that matches none is an error."""
     for pattern in patterns:
         if not any(fnmatchcase(n, pattern) for n in targets):
@@ -159,17 +215,23 @@ def select_layers(targets: dict[str, nn.Linear], patterns: list[str]) -> list[st
     return [n for n in targets if any(fnmatchcase(n, p) for p in patterns)]
 
 
-def effective_bits(linears: dict[str, QuantLinear], others: dict[str, torch.Tensor]) -> float:
-    """Stored bits per weight of the quantized linears: codes at their bit-widths, 32-bit w_scale and 8-bit bit-width
-    per channel, 32-bit in_scale per input feature and act_scale, plus any extra tensors stored under a layer's name
-    (e.g. shadow outliers' float weights)."""
-    weights = stored = 0
-    for name, q in linears.items():
+class BitsTally:
+    """Stored bits per weight of the quantized linears, summed as they pass: codes at their bit-widths, 32-bit
+    w_scale and 8-bit bit-width per channel, 32-bit in_scale per input feature and act_scale, plus any extra tensors
+    stored under a layer's name (e.g. shadow outliers' float weights)."""
+
+    def __init__(self):
+        self.weights = self.stored = 0
+
+    def add(self, q: QuantLinear, extras=()) -> None:
         c, d = q.codes.shape
-        weights += c * d
-        stored += int(q.bits.to(torch.int64).sum()) * d + c * (32 + 8) + d * 32 + (32 if q.act_scale is not None else 0)
-        stored += sum(t.numel() * t.element_size() * 8 for k, t in others.items() if k.startswith(name + "."))
-    return stored / weights if weights else math.nan
+        self.weights += c * d
+        self.stored += int(q.bits.to(torch.int64).sum()) * d + c * (32 + 8) + d * 32 + (32 if q.act_scale is not None else 0)
+        self.stored += sum(t.numel() * t.element_size() * 8 for t in extras)
+
+    @property
+    def bits_per_weight(self) -> float:
+        return self.stored / self.weights if self.weights else math.nan
 
 
 def _bits_summary(bits: torch.Tensor) -> dict:

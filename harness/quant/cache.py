@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from harness.artifact import MANIFEST, save_artifact
+from harness.artifact import MANIFEST
 from harness.cache import cache_dir, progress_note
 from harness.quant.base import make_quantizer, quantizer_config
 
@@ -31,24 +31,26 @@ def artifact_path(model_name: str, config) -> Path:
     return cache_dir("artifacts", model_name) / f"{params['name']}-{params['budget_bits']:g}-{key}"
 
 
-def quantized_artifact(model_spec, config, model=None, tokenizer=None) -> Path:
-    """The artifact directory for `model_spec` quantized with `config` (a quantizer config mapping), made if missing."""
+def quantized_artifact(model_spec, config, tokenizer=None) -> Path:
+    """The artifact directory for `model_spec` quantized with `config` (a quantizer config mapping), made if missing
+    from the checkpoint on disk, one layer in memory at a time (harness.quant.stream)."""
     path = artifact_path(model_spec.name, config)
     if (path / MANIFEST).is_file():
         return path
-    from harness.data.streams import calibration_tokens
-    from harness.models.zoo import load_model
+    from transformers import AutoTokenizer
 
-    if model is None:
-        model, tokenizer = load_model(model_spec)
+    from harness.data.streams import calibration_tokens
+    from harness.models.zoo import checkpoint_dir
+    from harness.quant.stream import checkpoint_stats, write_artifact
+
+    checkpoint = checkpoint_dir(model_spec)
+    tokenizer = tokenizer or AutoTokenizer.from_pretrained(checkpoint)
     quantizer = make_quantizer(config)
     with progress_note(f"quantizing {model_spec.name} with {quantizer.name} at {quantizer.config.budget_bits:g} bits"):
         calibration = list(calibration_tokens(tokenizer, **CALIBRATION))
         t0 = time.perf_counter()
-        quantizer.calibrate(model, calibration)  # statistics are cached per model: often ~0 s after the first method
+        # statistics are cached per checkpoint and calibration: often ~0 s after the first quantizer or budget
+        quantizer.stats = checkpoint_stats(model_spec.name, checkpoint, calibration, quantizer.config.grid_tokens)
         t1 = time.perf_counter()
-        artifact = quantizer.quantize(model, model_spec.name)
-        # How long this artifact took to make, kept with it (a cached artifact is not re-timed).
-        artifact.manifest["timing_s"] = {"calibrate": t1 - t0, "quantize": time.perf_counter() - t1}
-        save_artifact(artifact, path)
+        write_artifact(checkpoint, quantizer, model_spec.name, path, manifest={"timing_s": {"calibrate": t1 - t0}})
     return path

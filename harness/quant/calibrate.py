@@ -9,6 +9,7 @@ The FP model runs without its LM head (the statistics do not need logits).
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from dataclasses import dataclass
 
@@ -64,39 +65,62 @@ def _collect(model, calibration, sample_rows, seed) -> dict[str, LinearStats]:
     linears = target_linears(model)
     if not linears:
         raise ValueError("the model has no q/k/v/o/gate/up/down_proj linear layers to calibrate")
-    lengths = [len(s) for s in calibration]
-    total = sum(lengths)
-    gen = torch.Generator().manual_seed(seed)
-    picks = torch.sort(torch.randperm(total, generator=gen)[: min(sample_rows, total)]).values
-    acc = {n: {"in": None, "out": None, "rows": []} for n in linears}
-    state = {"offset": 0, "length": 0}
+    collector = StatsCollector(linears, sample_picks(calibration, sample_rows, seed))
+    body = getattr(model, "model", model)  # LlamaForCausalLM.model: the decoder without the LM head
+    with collector, torch.inference_mode():
+        for seq in tqdm(calibration, desc="calibration", unit="seq", leave=False):
+            with collector.sequence(len(seq)):
+                body(input_ids=seq[None], use_cache=False)
+    return collector.stats()
 
-    def hook(name):
+
+def sample_picks(calibration: list[torch.Tensor], sample_rows: int, seed: int) -> torch.Tensor:
+    """Sorted positions, in the concatenation of all calibration sequences, of the rows kept for the alpha search."""
+    total = sum(len(s) for s in calibration)
+    gen = torch.Generator().manual_seed(seed)
+    return torch.sort(torch.randperm(total, generator=gen)[: min(sample_rows, total)]).values
+
+
+class StatsCollector:
+    """Forward hooks on some linears that accumulate their LinearStats while the calibration sequences pass, in
+    order, one `sequence(length)` block each (rows are picked by position in the concatenated sequences)."""
+
+    def __init__(self, linears: dict[str, nn.Module], picks: torch.Tensor):
+        self.linears, self.picks = linears, picks
+        self._acc = {n: {"in": None, "out": None, "rows": []} for n in linears}
+        self._offset, self._length, self._handles = 0, 0, []
+
+    def __enter__(self):
+        self._handles = [m.register_forward_hook(self._hook(n)) for n, m in self.linears.items()]
+        return self
+
+    def __exit__(self, *exc):
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+    @contextlib.contextmanager
+    def sequence(self, length: int):
+        self._length = length
+        yield
+        self._offset += length
+
+    def _hook(self, name):
         def fn(_module, args, output):
             x = args[0].detach().reshape(-1, args[0].shape[-1]).float()  # [T, D]
             y = output.detach().reshape(-1, output.shape[-1]).float()  # [T, C]
-            a = acc[name]
+            a = self._acc[name]
             in_max, out_max = x.abs().amax(0), y.abs().amax(0)
             a["in"] = in_max if a["in"] is None else torch.maximum(a["in"], in_max)
             a["out"] = out_max if a["out"] is None else torch.maximum(a["out"], out_max)
-            lo, hi = state["offset"], state["offset"] + state["length"]
-            sel = picks[(picks >= lo) & (picks < hi)] - lo
+            lo, hi = self._offset, self._offset + self._length
+            sel = self.picks[(self.picks >= lo) & (self.picks < hi)] - lo
             if sel.numel():
                 a["rows"].append(x[sel].clone())
         return fn
 
-    handles = [m.register_forward_hook(hook(n)) for n, m in linears.items()]
-    body = getattr(model, "model", model)  # LlamaForCausalLM.model: the decoder without the LM head
-    try:
-        with torch.inference_mode():
-            for seq in tqdm(calibration, desc="calibration", unit="seq", leave=False):
-                state["length"] = len(seq)
-                body(input_ids=seq[None], use_cache=False)
-                state["offset"] += len(seq)
-    finally:
-        for h in handles:
-            h.remove()
-    return {n: LinearStats(a["in"], a["out"], torch.cat(a["rows"])) for n, a in acc.items()}
+    def stats(self) -> dict[str, LinearStats]:
+        return {n: LinearStats(a["in"], a["out"], torch.cat(a["rows"])) for n, a in self._acc.items()}
 
 
 def model_fingerprint(model: nn.Module) -> str:

@@ -107,14 +107,15 @@ def _edgeflow_accuracy(job, dataset, requested: str) -> Iterator[dict]:
     from harness.eval.scorer_lm import ScoredLM, torch_logprobs
     from harness.quant.cache import quantized_artifact
     from harness.quant.fakequant import build_fakequant_model
+    from harness.systems.edgeflow import packed_file
 
     if job.cfg.get("quantizer") is None:
         raise ValueError("EdgeFlow's accuracy needs its quantizer group: add quantizer=edgeflow")
     model, tokenizer = _fp_model(job)
-    art_dir = quantized_artifact(job.model, job.cfg.quantizer, model, tokenizer)
+    art_dir = quantized_artifact(job.model, job.cfg.quantizer, tokenizer)
     artifact = load_artifact(art_dir)
     layout = str(job.cfg.packing.layout) if job.cfg.get("packing") is not None else "weightlet"
-    packed = _packed_file(job.model, art_dir, artifact, layout)
+    packed = packed_file(job.model.name, art_dir, layout)
     max_length = int(job.experiment.extra.get("max_length", 2048))
     with NativeEngine.open(packed, threads=int(job.cfg.system.threads), ctx=max_length) as engine:
         lm = ScoredLM(engine.logprobs, tokenizer, max_length,
@@ -154,16 +155,17 @@ def fidelity(job) -> Iterator[dict]:
     from harness.quant.cache import quantized_artifact
     from harness.quant.fakequant import build_fakequant_model
     from harness.runner.store import NOT_RUN
+    from harness.systems.edgeflow import packed_file
 
     if job.cfg.get("quantizer") is None:
         raise ValueError("experiment=fidelity compares a quantizer with the FP model: add quantizer=<option>")
     model, tokenizer = _fp_model(job)
-    art_dir = quantized_artifact(job.model, job.cfg.quantizer, model, tokenizer)
+    art_dir = quantized_artifact(job.model, job.cfg.quantizer, tokenizer)
     artifact = load_artifact(art_dir)
     manifest = artifact.manifest
     if manifest["runtime_compatible"]:
         layout = str(job.cfg.packing.layout) if job.cfg.get("packing") is not None else "weightlet"
-        packed = _packed_file(job.model, art_dir, artifact, layout)
+        packed = packed_file(job.model.name, art_dir, layout)
         yield job.row("packed_mb", packed.stat().st_size / 1e6, "MB", notes=f"{layout} packing: {packed.name}")
     else:
         yield job.row("packed_mb", None, "MB", status=NOT_RUN, label="not run",
@@ -219,18 +221,6 @@ def _engine_fidelity(job) -> Iterator[dict]:
         for i, v in enumerate(result[key]):
             yield job.row(metric, v, unit, repetition=i, bits=bits, dataset=HELD_OUT,
                           notes=f"{_scored_by(system, prepared)}; {result['protocol']}")
-
-
-def _packed_file(model_spec, art_dir, artifact, layout: str):
-    """The packed .efpk of an artifact, made once; the same cache path as the edgeflow system's prepare."""
-    from harness.cache import cache_dir, progress_note
-    from harness.pack import pack_artifact
-
-    packed = cache_dir("packed", model_spec.name) / f"{art_dir.name}-{layout}.efpk"
-    if not packed.is_file():
-        with progress_note(f"packing {art_dir.name} as {layout}"):
-            pack_artifact(artifact, packed, layout=layout)
-    return packed
 
 
 def pipeline_sim(job) -> Iterator[dict]:
@@ -296,7 +286,7 @@ def _model_under_test(job):
     if job.cfg.get("quantizer") is None:
         return model, tokenizer, {"quantizer": "fp16", "bits": 16.0}
     t0 = time.perf_counter()
-    artifact = load_artifact(quantized_artifact(job.model, job.cfg.quantizer, model, tokenizer))
+    artifact = load_artifact(quantized_artifact(job.model, job.cfg.quantizer, tokenizer))
     job.extra_rows.append(job.row("effective_bits", artifact.manifest["effective_bits_per_weight"], "bits/weight",
                                   notes=f"artifact ready in {time.perf_counter() - t0:.1f} s (cached after the first)"))
     return build_fakequant_model(artifact, model), tokenizer, {}

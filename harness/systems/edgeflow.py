@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from harness.cache import cache_dir, progress_note
 from harness.engine.run import ReportError, command, first_token_seen, parse_report
@@ -106,17 +107,13 @@ class EdgeFlowSystem(System):
         return float((self.quantizer or {}).get("budget_bits", requested))
 
     def prepare(self, model, bits, device) -> Prepared:
-        from harness.artifact import load_artifact
-        from harness.pack import pack_artifact
+        from harness.artifact import read_manifest
         from harness.quant.cache import quantized_artifact
 
         qcfg = {**(self.quantizer or {"name": "edgeflow"}), "budget_bits": float(bits)}
         art_dir = quantized_artifact(model, qcfg)
-        artifact = load_artifact(art_dir)  # pack_artifact refuses artifacts the runtime cannot run
-        packed = cache_dir("packed", model.name) / f"{art_dir.name}-{self.layout}.efpk"
-        if not packed.is_file():
-            with progress_note(f"packing {art_dir.name} as {self.layout}"):
-                pack_artifact(artifact, packed, layout=self.layout)
+        manifest = read_manifest(art_dir)
+        packed = packed_file(model.name, art_dir, self.layout)
         from harness.engine.build import engine_binary
 
         binary = engine_binary("host" if device.name == "local" else "aarch64")
@@ -125,7 +122,7 @@ class EdgeFlowSystem(System):
             remote = device.cfg.remote_dir
             binary = device.push(str(binary), f"{remote}/bin/edgeflow-run")
             packed = device.push(str(packed), f"{remote}/models/{packed.name}")
-        notes = [f"{self.layout} packing, {artifact.manifest['effective_bits_per_weight']:.2f} effective bits/weight "
+        notes = [f"{self.layout} packing, {manifest['effective_bits_per_weight']:.2f} effective bits/weight "
                  f"(quantized linears), file {os.path.getsize(packed) / 1e6:.1f} MB" if device.name == "local" else
                  f"{self.layout} packing"]
         files, artifacts = [str(packed)], {"binary": str(binary), "model": str(packed),
@@ -222,3 +219,14 @@ def engine_metrics(run) -> list[Metric]:
                                   "end of the prefill pipeline to the first decode step: EdgeFlow decodes on its CPU "
                                   "lane with the prefill's weights and KV cache, so there is no graph to switch to")
     return metrics
+
+
+def packed_file(model_name: str, art_dir: Path, layout: str) -> Path:
+    """The packed .efpk of an artifact directory, made once (one layer in memory at a time) and cached."""
+    from harness.pack import pack_artifact
+
+    packed = cache_dir("packed", model_name) / f"{art_dir.name}-{layout}.efpk"
+    if not packed.is_file():  # (pack_artifact refuses artifacts the runtime cannot run)
+        with progress_note(f"packing {art_dir.name} as {layout}"):
+            pack_artifact(art_dir, packed, layout=layout)
+    return packed

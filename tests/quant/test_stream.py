@@ -1,0 +1,86 @@
+"""Quantizing a checkpoint on disk layer by layer (harness/quant/stream.py) gives exactly what quantizing the loaded
+model gives: the same calibration statistics and the same artifact, for tied and untied embeddings, one file or
+shards, INT8 or FP16 tables; and bad checkpoints fail naming the problem."""
+import pytest
+import torch
+from transformers import LlamaForCausalLM
+
+from harness.artifact import load_artifact
+from harness.quant import make_quantizer
+from harness.quant.calibrate import collect_stats
+from harness.quant.stream import checkpoint_stats, write_artifact
+from harness.safetensors_io import SafetensorsError
+from tests.tiny_llama import tiny_llama
+
+
+def _calibration(n=3, length=40):
+    return [torch.randint(0, 256, (length - i,), generator=torch.Generator().manual_seed(i)) for i in range(n)]
+
+
+def _checkpoint(tmp_path, tie, shard):
+    """The tiny model saved in FP16 (as checkpoints are) and loaded back in FP32 (as load_model does)."""
+    path = tmp_path / "ckpt"
+    tiny_llama(layers=3, tie=tie, seed=5).half().save_pretrained(path, max_shard_size="100KB" if shard else "1GB")
+    assert (path / "model.safetensors.index.json").is_file() == shard
+    return path, LlamaForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+
+
+@pytest.mark.parametrize("tie,shard,embedding_bits", [(True, False, 8), (False, True, 8), (False, False, 16)])
+def test_the_streamed_artifact_equals_the_in_memory_one(tmp_path, monkeypatch, tie, shard, embedding_bits):
+    monkeypatch.setenv("EDGEFLOW_CACHE", str(tmp_path / "cache"))
+    checkpoint, model = _checkpoint(tmp_path, tie, shard)
+    config = {"name": "edgeflow", "budget_bits": 4.5, "alpha_grid": [0.0, 0.5], "embedding_bits": embedding_bits}
+    calibration = _calibration()
+
+    in_memory = make_quantizer(config)
+    in_memory.calibrate(model, calibration)
+    want = in_memory.quantize(model, "tiny")
+
+    streamed = make_quantizer(config)
+    streamed.stats = checkpoint_stats("tiny", checkpoint, calibration, streamed.config.grid_tokens)
+    assert set(streamed.stats) == set(in_memory.stats)
+    for name, stats in in_memory.stats.items():
+        got = streamed.stats[name]
+        assert torch.equal(got.in_max, stats.in_max) and torch.equal(got.out_max, stats.out_max)
+        assert torch.equal(got.rows, stats.rows), name
+    got = load_artifact(write_artifact(checkpoint, streamed, "tiny", tmp_path / "artifact"))
+
+    assert got.manifest.pop("timing_s")["quantize"] > 0
+    assert got.manifest == {"format": "edgeflow-qartifact", "version": 1, **want.manifest}
+    assert got.linears.keys() == want.linears.keys() and got.others.keys() == want.others.keys()
+    for name, q in want.linears.items():
+        for field in ("codes", "bits", "w_scale", "in_scale", "act_scale"):
+            assert torch.equal(getattr(got.linears[name], field), getattr(q, field)), f"{name}.{field}"
+    for name, t in want.others.items():
+        assert torch.equal(got.others[name], t), name
+
+
+def test_statistics_are_cached_per_checkpoint_and_calibration(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDGEFLOW_CACHE", str(tmp_path / "cache"))
+    checkpoint, _ = _checkpoint(tmp_path, True, False)
+    first = checkpoint_stats("tiny", checkpoint, _calibration(), 16)
+    assert checkpoint_stats("tiny", checkpoint, _calibration(), 16).path == first.path  # reused
+    assert checkpoint_stats("tiny", checkpoint, _calibration(n=2), 16).path != first.path  # other data
+    assert checkpoint_stats("tiny", checkpoint, _calibration(), 8).path != first.path  # other row sample
+
+
+def test_a_truncated_checkpoint_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDGEFLOW_CACHE", str(tmp_path / "cache"))
+    checkpoint, _ = _checkpoint(tmp_path, True, False)
+    weights = checkpoint / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1000])
+    with pytest.raises(SafetensorsError, match="model.safetensors.*does not fit the file"):
+        checkpoint_stats("tiny", checkpoint, _calibration(), 16)
+
+
+def test_stream_stats_match_collect_stats_on_a_real_shape(tmp_path, monkeypatch):
+    """GQA with more heads than the tiny default, and sequences of different lengths."""
+    monkeypatch.setenv("EDGEFLOW_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "gqa"
+    tiny_llama(hidden=96, intermediate=160, layers=2, heads=6, kv_heads=2, seed=1).half().save_pretrained(path)
+    model = LlamaForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    calibration = _calibration(n=4, length=33)
+    want = collect_stats(model, calibration, sample_rows=20)
+    got = checkpoint_stats("gqa", path, calibration, 20)
+    for name, stats in want.items():
+        assert torch.equal(got[name].rows, stats.rows) and torch.equal(got[name].in_max, stats.in_max), name
