@@ -24,7 +24,7 @@ help:
 	@echo "make reproduce-fig10  Figure 10 (cold TTFT + accuracy per system); also reproduce-{fig1,fig2,fig3,fig5,fig11,fig14,table3,table4,table5,fig12,fig13,fig4,fig15,fig16}, reproduce-all"
 	@echo "make report           results/REPORT.md and .html from the results store"
 	@echo "make baselines        build llama.cpp, convert the default model to GGUF Q8_0, export MNN INT8"
-	@echo "make bench-runtime    our engine vs llama.cpp Q8_0 and the INT8 peak; bench-unpack, bench-dequant, bench-quant, bench-baselines"
+	@echo "make bench-runtime    our engine vs llama.cpp Q8_0 and the INT8 peak; bench-unpack, bench-dequant, bench-quant, bench-baselines, bench-scale"
 	@echo "make compare-quantizers  QUANTIZERS=a,b BITS=4,5,6,7: quality, size and cold TTFT of quantizers side by side"
 	@echo "make test-native      C++ tests on the host and aarch64 (qemu); test-runtime, test-sanitize, fuzz"
 	@echo "make data             fetch the offline corpus and build the local proxy tasks; eval-local: FP16 accuracy on them"
@@ -176,6 +176,13 @@ eval-local: setup  ## FP16 accuracy of the default model on the local proxy task
 	$(PY) -m harness.eval.accuracy --model smollm2-135m --dataset lambada-local hellaswag-local $(if $(LIMIT),--limit $(LIMIT))
 
 # --- quant ---
+# Peak memory and time of every step from checkpoint to packed model at paper size (MODEL=shape-qwen1.5-1.8b by
+# default; STEPS=calibrate,quantize,pack,gguf-f16,gguf-q8_0,mnn-int8): EdgeFlow's streaming steps against their
+# bound, llama.cpp's and MNN's as they are (docs/paper-size.md; ~30 min here, mostly MNN's export)
+.PHONY: bench-scale
+bench-scale: setup
+	$(PY) -m harness.bench.scale $(if $(MODEL),--model $(MODEL)) $(if $(STEPS),--steps $(STEPS))
+
 .PHONY: bench-quant
 bench-quant: setup  ## time calibration + quantization (default model, and a random Llama at 1x and 2x width)
 	$(PY) -m harness.bench.quant --threads 1

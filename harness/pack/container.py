@@ -11,7 +11,7 @@ import re
 import math
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +21,7 @@ from harness.artifact import LINEAR_SUFFIXES, TENSORS, Artifact, ArtifactError, 
 from harness.cache import atomic_file
 from harness.models.arch import PACKED_INT_FIELDS
 from harness.pack.base import PackError, get_layout, layout_of_dtype
-from harness.safetensors_io import SafetensorsError, SafetensorsReader
+from harness.safetensors_io import SafetensorsError, SafetensorsReader, return_freed_memory
 
 MAGIC = b"EFPK\r\n\x1a\n"
 VERSION = 1
@@ -69,17 +69,18 @@ class RegionInfo:
 
 @dataclass(frozen=True)
 class Entry:
-    """One tensor to write: its payload is made when the writer reaches it, then dropped."""
+    """One tensor to write: its payload is made when the writer reaches it, in pieces written and dropped in turn."""
     name: str
     dtype: int
     shape: tuple[int, ...]
     size: int  # payload bytes, known before the payload is made
-    payload: Callable[[], bytes]
+    payload: Callable[[], Iterable[bytes | memoryview]]
 
 
 def pack_artifact(artifact: Artifact | str | os.PathLike, path: str | os.PathLike, layout: str = "weightlet") -> Path:
     """Write `artifact` (in memory, or its directory: then read one tensor at a time) as one packed file with its
     quantized linears in `layout`; atomic (temp file + rename). Memory holds one layer's tensors at most."""
+    return_freed_memory()
     manifest, tensors = _artifact_tensors(artifact)
     if not manifest.get("runtime_compatible", True):
         raise PackError(f"artifact of quantizer {manifest.get('quantizer', {}).get('name')!r} needs what the "
@@ -96,7 +97,7 @@ def pack_artifact(artifact: Artifact | str | os.PathLike, path: str | os.PathLik
         def weight(name=name, bits=bits):
             q = QuantLinear(*(tensors.read(f"{name}.{k}") for k in ("codes", "bits", "w_scale", "in_scale")), None)
             q.validate(name)
-            return lay.encode(q.codes.numpy(), bits)
+            return [lay.encode(q.codes.numpy(), bits)]
         entries.append(Entry(f"{name}.weight", lay.dtype, (channels, dim), lay.payload_size(bits, dim), weight))
         entries += [_raw(tensors, f"{name}.{k}") for k in ("w_scale", "in_scale", "act_scale")
                     if f"{name}.{k}" in tensors.names()]
@@ -134,6 +135,9 @@ class _TensorDict:
     def read(self, name):
         return self._t[name]
 
+    def read_rows(self, name, start, stop):
+        return self._t[name][start:stop]
+
 
 def write_packed(path, config: dict, entries: list[Entry], provenance: dict, packing: int) -> Path:
     """Group entries into regions, lay them out from their sizes, write each payload as it is made (its CRC kept),
@@ -168,14 +172,17 @@ def write_packed(path, config: dict, entries: list[Entry], provenance: dict, pac
     with atomic_file(Path(path)) as tmp, open(tmp, "wb") as f:
         tensor_rows = []
         for e, pos, region in placed:
-            payload = e.payload()
-            if len(payload) != e.size:
-                raise PackError(f"{e.name}: payload is {len(payload)} bytes, its layout said {e.size}")
             f.seek(pos)
-            f.write(payload)
+            written = crc = 0
+            for piece in e.payload():
+                f.write(piece)
+                crc = zlib.crc32(piece, crc)
+                written += len(piece)
+            if written != e.size:
+                raise PackError(f"{e.name}: payload is {written} bytes, its layout said {e.size}")
             dims = list(e.shape) + [0] * (4 - len(e.shape))
             tensor_rows.append(TENSOR.pack(name_offsets[e.name], len(e.name.encode()), e.dtype, len(e.shape), 0,
-                                           region, *dims, pos, e.size, zlib.crc32(payload), 0, 0))
+                                           region, *dims, pos, e.size, crc, 0, 0))
         f.truncate(file_size)  # zero padding up to the last region's end
         meta = cfg + b"".join(region_rows) + b"".join(tensor_rows) + bytes(strings) + js
         assert len(meta) == meta_size
@@ -193,8 +200,19 @@ def _raw(tensors, name: str) -> Entry:
         raise PackError(f"{name}: dtype {dtype} cannot be stored (float32, float16, int8 or uint8)")
     if len(shape) > 4:
         raise PackError(f"{name}: {len(shape)} dimensions, at most 4 can be stored")
-    return Entry(name, DTYPE_OF_NUMPY[dtype], shape, math.prod(shape) * dtype.itemsize,
-                 lambda: np.require(tensors.read(name).numpy(), requirements="C").tobytes())
+    size = math.prod(shape) * dtype.itemsize
+    return Entry(name, DTYPE_OF_NUMPY[dtype], shape, size, lambda: _row_blocks(tensors, name, shape, size))
+
+
+RAW_BLOCK_BYTES = 32 << 20  # a large raw tensor (the embedding table) is read and written in blocks of rows
+
+
+def _row_blocks(tensors, name: str, shape: tuple[int, ...], size: int) -> Iterator[memoryview]:
+    rows = shape[0] if shape else 1
+    step = max(1, rows * RAW_BLOCK_BYTES // size) if size > RAW_BLOCK_BYTES else rows
+    for a in range(0, rows, step):
+        block = tensors.read(name) if step == rows else tensors.read_rows(name, a, min(a + step, rows))
+        yield memoryview(np.ascontiguousarray(block.numpy())).cast("B")
 
 
 def _group_by_region(entries):

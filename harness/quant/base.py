@@ -149,9 +149,12 @@ class Quantizer(ABC):
             if name.endswith("norm.weight"):
                 yield name, weights.read(name).float()
         tables = ["model.embed_tokens"] + ([] if config.tie_word_embeddings else ["lm_head"])
+        # blocks no larger than the largest projection, so a table costs no more memory than a linear does
+        largest = max((math.prod(weights.shape(f"{n}.weight")) for n in linear_names(weights.names())), default=0)
         for name in tables:
             rows, dim = weights.shape(f"{name}.weight")
-            blocks = [(a, min(a + TABLE_BLOCK_ROWS, rows)) for a in range(0, rows, TABLE_BLOCK_ROWS)]
+            step = max(1, largest // dim) if largest else rows
+            blocks = [(a, min(a + step, rows)) for a in range(0, rows, step)]
 
             def block(a, b, name=name):
                 return _checked_weight(name, weights.read_rows(f"{name}.weight", a, b))
@@ -168,9 +171,6 @@ class Quantizer(ABC):
                 yield f"{name}.codes", Chunks(torch.int8, (rows, dim), codes())
                 yield f"{name}.w_scale", torch.cat(scales)
                 yield f"{name}.bits", torch.full((rows,), 8, dtype=torch.uint8)
-
-
-TABLE_BLOCK_ROWS = 8192  # embedding / LM head rows quantized at once (8192 x 4096 x 4 B = 128 MB at most)
 
 
 class ModelWeights:

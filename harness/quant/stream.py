@@ -28,7 +28,7 @@ from harness.artifact import write_artifact_files
 from harness.cache import cache_dir
 from harness.quant.calibrate import (LinearStats, StatsCollector, _tokens_digest, check_calibration, sample_picks,
                                      target_linears)
-from harness.safetensors_io import CheckpointReader, SafetensorsReader, write_safetensors
+from harness.safetensors_io import CheckpointReader, SafetensorsReader, return_freed_memory, write_safetensors
 
 STATS_FIELDS = ("in_max", "out_max", "rows")
 
@@ -40,6 +40,7 @@ class LayerStream:
     def __init__(self, checkpoint: Path):
         from transformers import AutoConfig, AutoModelForCausalLM
 
+        return_freed_memory()
         self.config = AutoConfig.from_pretrained(checkpoint)
         self.weights = CheckpointReader(checkpoint)
         with torch.device("meta"):
@@ -98,14 +99,20 @@ def checkpoint_stats(model_name: str, checkpoint: Path, calibration, sample_rows
     """The statistics of every projection of the checkpoint on `calibration` (1-D token tensors), from the cache or
     made with one layer in memory at a time."""
     checkpoint = Path(checkpoint)
-    stream = LayerStream(checkpoint)
-    calibration = check_calibration(calibration, stream.config.vocab_size)
+    calibration = check_calibration(calibration, json.loads((checkpoint / "config.json").read_text())["vocab_size"])
     key = hashlib.sha256(json.dumps([_checkpoint_identity(checkpoint), _tokens_digest(calibration), sample_rows, seed,
                                      _code_digest()]).encode()).hexdigest()[:16]
     path = cache_dir("calibration", model_name) / f"stats-{key}.safetensors"
     if not path.is_file():
-        write_safetensors(path, _layer_stats(stream, calibration, sample_picks(calibration, sample_rows, seed)))
+        write_stats(path, checkpoint, calibration, sample_rows, seed)
     return StatsFile(path)
+
+
+def write_stats(path: Path, checkpoint: Path, calibration, sample_rows: int, seed: int = 0) -> Path:
+    """Run the calibration through the checkpoint's layers one at a time; write the statistics file `path`."""
+    stream = LayerStream(Path(checkpoint))
+    calibration = check_calibration(calibration, stream.config.vocab_size)
+    return write_safetensors(path, _layer_stats(stream, calibration, sample_picks(calibration, sample_rows, seed)))
 
 
 def _layer_stats(stream: LayerStream, calibration, picks) -> Iterator[tuple[str, torch.Tensor]]:
@@ -128,6 +135,7 @@ def write_artifact(checkpoint: Path, quantizer, model_name: str, out: Path, mani
     from transformers import AutoConfig
 
     manifest = {} if manifest is None else manifest
+    return_freed_memory()
     weights = CheckpointReader(checkpoint)
     try:
         tensors = quantizer.quantized_tensors(weights, AutoConfig.from_pretrained(checkpoint), model_name, manifest)

@@ -49,12 +49,13 @@ def llmexport_dir() -> Path:
     return Path(spec.submodule_search_locations[0])
 
 
-def export(checkpoint: Path, model_name: str, bits: int = 8, quant_block: int = 0, timeout_s: float = 1800) -> Path:
+def export(checkpoint: Path, model_name: str, bits: int = 8, quant_block: int = 0, timeout_s: float = 1800,
+           out: Path | None = None) -> Path:
     """Directory with config.json, llm.mnn, llm.mnn.weight (`bits`-bit weights, 4 or 8; quant_block 0 = per output
-    channel), tokenizer.mtok, llm_config.json; cached."""
+    channel), tokenizer.mtok, llm_config.json; cached (under `out` if given)."""
     if bits not in (4, 8):
         raise ValueError(f"MNN's llmexport quantises weights to 4 or 8 bits, got bits={bits}")
-    out = cache_dir("mnn", model_name) / f"int{bits}-block{quant_block}"
+    out = out or cache_dir("mnn", model_name) / f"int{bits}-block{quant_block}"
     if (out / COMPLETE).is_file():
         return out
     pkg = llmexport_dir()

@@ -1,0 +1,205 @@
+"""`make bench-scale`: peak memory and time of every step that turns a checkpoint into what the engines load, on a
+paper-sized model (default shape-qwen1.5-1.8b: Qwen1.5-1.8B's shape, random weights).
+
+EdgeFlow's steps stream one layer at a time (harness/quant/stream.py, harness/pack/container.py) and must stay under
+
+    bound = 2 x the largest decoder layer in FP32 + the calibration activations (tokens x hidden x 4 B)
+
+above the process's baseline (its RSS once Python, torch and transformers are imported, before the step starts).
+llama.cpp's GGUF conversion and quantization and MNN's export are third-party steps, measured as they are, beside
+the whole model's FP32 size. Each step runs in a process of its own (`python -m harness.bench.scale --step ...`) so
+its peak RSS (VmHWM; for steps that run tools, the largest of its waited-for children too) is its own; outputs go to
+a scratch folder, never the caches, so every run measures the work. Rows go to the store as experiment
+`bench-scale`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+EDGEFLOW_STEPS = ("calibrate", "quantize", "pack")
+THIRD_PARTY_STEPS = ("gguf-f16", "gguf-q8_0", "mnn-int8")
+STEPS = EDGEFLOW_STEPS + THIRD_PARTY_STEPS
+QUANTIZER = {"name": "edgeflow", "budget_bits": 5.0}  # conf/quantizer/edgeflow.yaml's defaults otherwise
+
+
+def shape_bound(config: dict, calibration_tokens: int) -> dict:
+    """The memory bound of EdgeFlow's streaming steps, from the model's shape (bytes)."""
+    h, i = config["hidden_size"], config["intermediate_size"]
+    d = config.get("head_dim") or h // config["num_attention_heads"]
+    q, kv = config["num_attention_heads"] * d, config["num_key_value_heads"] * d
+    layer_params = h * q + 2 * h * kv + q * h + 3 * h * i + 2 * h  # q, k, v, o, gate/up/down, two norms
+    tables = config["vocab_size"] * h * (1 if config.get("tie_word_embeddings") else 2)
+    params = layer_params * config["num_hidden_layers"] + tables + h
+    layer_fp32, activations = 4 * layer_params, 4 * calibration_tokens * h
+    return {"params": params, "model_fp32": 4 * params, "layer_fp32": layer_fp32, "activations": activations,
+            "bound": 2 * layer_fp32 + activations}
+
+
+# --- one step, in its own process ---------------------------------------------------------------------------------
+
+def _rss(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def run_step(step: str, checkpoint: Path, scratch: Path, model_name: str = "model", random_calibration: bool = False) -> dict:
+    """Do `step` on `checkpoint` into `scratch`; its time and memory. The calibration is the corpus's (as
+    harness.quant.cache uses), or seeded random ids of the same count for a checkpoint without a tokenizer."""
+    # the libraries every step uses are imported before the baseline: their code is not the step's memory
+    import torch
+    import transformers.masking_utils  # noqa: F401
+    import transformers.models.llama.modeling_llama  # noqa: F401
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # noqa: F401
+
+    import harness.pack  # noqa: F401
+    from harness.data.streams import calibration_tokens
+    from harness.quant.cache import CALIBRATION
+    from harness.quant.stream import StatsFile, write_artifact, write_stats
+
+    stats = scratch / "stats.safetensors"
+    if random_calibration:
+        vocab = AutoConfig.from_pretrained(checkpoint).vocab_size
+        calibration = [torch.randint(0, vocab, (CALIBRATION["seq_len"],), generator=torch.Generator().manual_seed(i))
+                       for i in range(CALIBRATION["n_samples"])]
+    else:
+        calibration = list(calibration_tokens(AutoTokenizer.from_pretrained(checkpoint), **CALIBRATION))
+    baseline = _rss("VmRSS")
+    start = time.perf_counter()
+    if step == "calibrate":
+        from harness.quant import make_quantizer
+
+        write_stats(stats, checkpoint, calibration, make_quantizer(QUANTIZER).config.grid_tokens)
+    elif step == "quantize":
+        from harness.quant import make_quantizer
+
+        quantizer = make_quantizer(QUANTIZER)
+        quantizer.stats = StatsFile(stats)
+        write_artifact(checkpoint, quantizer, model_name, scratch / "artifact")
+    elif step == "pack":
+        from harness.pack import pack_artifact
+
+        pack_artifact(scratch / "artifact", scratch / "model.efpk", layout="weightlet")
+    elif step.startswith("gguf-"):
+        from harness.systems import llamacpp_build as build
+        from harness.systems.llamacpp import LlamaCppConfig
+
+        version = LlamaCppConfig().llamacpp_version
+        build.build_tools(version)  # built (or found) before the clock: not part of the step
+        start = time.perf_counter()
+        if step == "gguf-f16":
+            build.convert_to_gguf(checkpoint, scratch / "f16.gguf", version)
+        else:
+            build.quantize(scratch / "f16.gguf", scratch / "q8_0.gguf", "Q8_0", version)
+    elif step == "mnn-int8":
+        from harness.systems.mnn_export import export
+
+        export(checkpoint, model_name, bits=8, out=scratch / "mnn")
+    else:
+        raise ValueError(f"unknown step {step!r}; steps: {', '.join(STEPS)}")
+    seconds = time.perf_counter() - start
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    return {"step": step, "seconds": seconds, "baseline_bytes": baseline, "peak_bytes": _rss("VmHWM"),
+            "children_peak_bytes": children, "calibration_tokens": sum(len(s) for s in calibration)}
+
+
+# --- the bench ------------------------------------------------------------------------------------------------------
+
+def measure(step: str, checkpoint: Path, scratch: Path, model_name: str = "model", random_calibration: bool = False,
+            timeout_s: float = 7200) -> dict:
+    """Run one step in a fresh process; its time and memory, with the bound of the checkpoint's shape."""
+    cmd = [sys.executable, "-m", "harness.bench.scale", "--step", step, "--checkpoint", str(checkpoint),
+           "--scratch", str(scratch), "--model", model_name] + (["--random-calibration"] if random_calibration else [])
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    if res.returncode != 0:
+        raise RuntimeError(f"bench-scale step {step} failed (exit {res.returncode}):\n{res.stderr[-3000:]}")
+    r = json.loads(res.stdout.strip().splitlines()[-1])
+    bound = shape_bound(json.loads((Path(checkpoint) / "config.json").read_text()), r["calibration_tokens"])
+    r["above_baseline_bytes"] = r["peak_bytes"] - r["baseline_bytes"]
+    r.update({k: bound[k] for k in ("params", "model_fp32", "layer_fp32", "bound")})
+    r["within_bound"] = r["above_baseline_bytes"] <= bound["bound"] if step in EDGEFLOW_STEPS else None
+    return r
+
+
+def run(model_name: str = "shape-qwen1.5-1.8b", steps=STEPS, store=None, scratch: Path | None = None) -> list[dict]:
+    from harness.bench.record import BenchRecorder
+    from harness.cache import cache_dir
+    from harness.models.zoo import checkpoint_dir, load_model_spec
+    from harness.runner.store import ResultsStore
+
+    checkpoint = checkpoint_dir(load_model_spec(model_name))
+    scratch = scratch or cache_dir("bench-scale", model_name)
+    rec = BenchRecorder("scale", {"model": model_name, "steps": list(steps), "quantizer": QUANTIZER}, store or ResultsStore())
+    results = []
+    try:
+        for step in steps:
+            print(f"[bench] {model_name}: {step} ...", flush=True)
+            r = measure(step, checkpoint, scratch, model_name)
+            results.append(r)
+            _record(rec, r, model_name)
+            print(_line(r), flush=True)
+    finally:
+        rec.save()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return results
+
+
+def _record(rec, r: dict, model_name: str) -> None:
+    mb, step = 1e6, r["step"]
+    peak = max(r["peak_bytes"], r["children_peak_bytes"])
+    formula = (f"bound 2 x layer FP32 {r['layer_fp32'] / mb:.0f} MB + activations = {r['bound'] / mb:.0f} MB above "
+               f"a baseline of {r['baseline_bytes'] / mb:.0f} MB" if step in EDGEFLOW_STEPS else
+               f"third-party step; the whole model in FP32 is {r['model_fp32'] / mb:.0f} MB")
+    columns = {"model": model_name, "variant": step}
+    rec.add("seconds", r["seconds"], "s", notes=formula, **columns)
+    rec.add("seconds_per_billion_params", r["seconds"] / (r["params"] / 1e9), "s/Gparam", **columns)
+    rec.add("peak_rss_mb", peak / mb, "MB", notes=formula, **columns)
+    if step in EDGEFLOW_STEPS:
+        rec.add("above_baseline_mb", r["above_baseline_bytes"] / mb, "MB", notes=formula, **columns)
+        rec.add("bound_mb", r["bound"] / mb, "MB", notes=formula, **columns)
+
+
+def _line(r: dict) -> str:
+    mb = 1e6
+    peak = max(r["peak_bytes"], r["children_peak_bytes"])
+    text = (f"[bench] {r['step']}: {r['seconds']:.1f} s ({r['seconds'] / (r['params'] / 1e9):.1f} s per billion "
+            f"params), peak RSS {peak / mb:.0f} MB")
+    if r["within_bound"] is not None:
+        text += (f" = baseline {r['baseline_bytes'] / mb:.0f} + {r['above_baseline_bytes'] / mb:.0f} MB; bound "
+                 f"{r['bound'] / mb:.0f} MB (2 x layer {r['layer_fp32'] / mb:.0f} + activations): "
+                 f"{'within' if r['within_bound'] else 'OVER'}")
+    else:
+        text += f" (whole model in FP32: {r['model_fp32'] / mb:.0f} MB)"
+    return text
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="shape-qwen1.5-1.8b")
+    ap.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated, from {', '.join(STEPS)}")
+    # (internal: one step in this process)
+    ap.add_argument("--step", help=argparse.SUPPRESS)
+    ap.add_argument("--checkpoint", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--scratch", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--random-calibration", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.step:
+        print(json.dumps(run_step(a.step, a.checkpoint, a.scratch, a.model, a.random_calibration)))
+        return
+    steps = [s for s in a.steps.split(",") if s]
+    unknown = sorted(set(steps) - set(STEPS))
+    if unknown:
+        ap.error(f"unknown steps {unknown}; steps: {', '.join(STEPS)}")
+    run(a.model, steps)
+
+
+if __name__ == "__main__":
+    main()
