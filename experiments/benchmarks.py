@@ -1,6 +1,7 @@
-"""The benchmarks' rows in the report (`make bench-runtime`, `bench-pipeline`, `bench-quant`, `bench-baselines`;
-harness/bench/): the latest run of each, one table per benchmark with the median [min–max] of every metric, the
-ratios the benchmark recorded against its peer among them, and the CPU, commit and load average it ran with.
+"""The benchmarks' rows in the report (`make bench-runtime`, `bench-pipeline`, `bench-quant`, `bench-scale`,
+`bench-baselines`; harness/bench/): the latest run of each, one table per benchmark with the median [min–max] of
+every metric, the ratios the benchmark recorded against its peer among them, and the CPU, commit and load average it
+ran with.
 
 These are speed measurements of this host, not comparisons with the paper (Figures 13 and 4 compare the packing
 benchmark, `bench-unpack`, with the paper): the section carries no verdict.
@@ -19,7 +20,7 @@ from experiments.common import Section, fmt, md_table
 
 NAME = "benchmarks"
 TITLE = "Benchmarks - this host's speed: engines, pipeline policies, quantization, baselines"
-EXPERIMENTS = ("bench-runtime", "bench-pipeline", "bench-quant", "bench-baselines")
+EXPERIMENTS = ("bench-runtime", "bench-pipeline", "bench-quant", "bench-scale", "bench-baselines")
 KEYS = ["system", "model", "quantizer", "bits", "pipeline", "prompt_tokens", "flash_emulated_mbps", "variant", "metric",
         "unit"]
 _LOAD = re.compile(r"load average ([\d.]+)")
@@ -73,7 +74,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     if rows.empty:
         return Section(NAME, TITLE, common.NOT_RUN, "no benchmark has run",
                        "Not run yet: `make reproduce-benchmarks` (or one of `make bench-runtime`, `bench-pipeline`, "
-                       "`bench-quant`, `bench-baselines`: each prints its table and records its rows here).\n")
+                       "`bench-quant`, `bench-scale`, `bench-baselines`: each prints its table and records its rows here).\n")
     body = ["Speed on this host only (no paper values, no verdict); ratios (`ttft_ratio`) are against the peer "
             "named in the notes, measured in the same round.\n"]
     for experiment in EXPERIMENTS:

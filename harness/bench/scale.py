@@ -185,6 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="shape-qwen1.5-1.8b")
     ap.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated, from {', '.join(STEPS)}")
+    ap.add_argument("--results", default=None, help="results store root (default results/runs)")
     # (internal: one step in this process)
     ap.add_argument("--step", help=argparse.SUPPRESS)
     ap.add_argument("--checkpoint", type=Path, help=argparse.SUPPRESS)
@@ -198,7 +199,9 @@ def main(argv: list[str] | None = None) -> None:
     unknown = sorted(set(steps) - set(STEPS))
     if unknown:
         ap.error(f"unknown steps {unknown}; steps: {', '.join(STEPS)}")
-    run(a.model, steps)
+    from harness.runner.store import ResultsStore
+
+    run(a.model, steps, ResultsStore(a.results))
 
 
 if __name__ == "__main__":

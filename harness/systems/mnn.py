@@ -19,7 +19,7 @@ from harness.measure.workload import prompt_file, prompt_text
 from harness.models.zoo import checkpoint_dir
 from harness.systems.base import (Measurement, Metric, NotRun, Prepared, System, SystemConfig, cold_metrics,
                                   decode_metrics, register_system)
-from harness.systems.mnn_export import export
+from harness.systems.mnn_export import ExportTooLarge, export
 
 DRIVER = Path(__file__).with_name("mnn_driver.py")
 
@@ -46,7 +46,10 @@ class MNNSystem(System):
         if device.name != "local":
             raise NotRun(f"MNN runs here through the x86-64 `mnn` wheel only; on {device.name} it needs MNN's native "
                          "llm_demo built for the device, which no registry ships")
-        folder = export(checkpoint_dir(model), model.name, bits=bits, quant_block=self.cfg.mnn_quant_block)
+        try:
+            folder = export(checkpoint_dir(model), model.name, bits=bits, quant_block=self.cfg.mnn_quant_block)
+        except ExportTooLarge as e:
+            raise NotRun(str(e)) from None
         files = sorted(str(f) for f in folder.iterdir() if f.is_file() and not f.name.startswith("."))
         return Prepared(self.name, files,
                         {"config": str(folder / "config.json"), "checkpoint": str(checkpoint_dir(model))},

@@ -38,8 +38,38 @@ exec(code, {"__name__": "__main__", "__file__": sys.argv[0]})
 _REFUSING_PIP = "#!/bin/sh\necho 'edgeflow-bench: pip is disabled during the MNN export' >&2\nexit 1\n"
 
 
+# llmexport holds the whole model in FP32 and traces it to ONNX: `make bench-scale` measured a 6.6 GB peak for
+# shape-qwen1.5-1.8b (1.84e9 parameters), 3.6 bytes per parameter.
+EXPORT_BYTES_PER_PARAM = 3.6
+
+
 class ExportError(RuntimeError):
     """llmexport failed; the message carries its output tail."""
+
+
+class ExportTooLarge(ExportError):
+    """The export would need more memory than this host has available (refused before it starts)."""
+
+
+def check_memory(checkpoint: Path) -> None:
+    """Refuse an export that cannot fit: it would be killed by the OOM killer after minutes, or take the host down."""
+    params = sum(f.stat().st_size for f in Path(checkpoint).glob("*.safetensors")) / 2  # FP16 checkpoints
+    need = params * EXPORT_BYTES_PER_PARAM
+    available = _mem_available()
+    if available is not None and need > available:
+        raise ExportTooLarge(f"MNN's llmexport loads the whole model in FP32: about {need / 1e9:.0f} GB for "
+                             f"{params / 1e9:.1f}B parameters ({EXPORT_BYTES_PER_PARAM} bytes per parameter, measured "
+                             f"by make bench-scale), and this host has {available / 1e9:.0f} GB available")
+
+
+def _mem_available() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 def llmexport_dir() -> Path:
@@ -58,6 +88,7 @@ def export(checkpoint: Path, model_name: str, bits: int = 8, quant_block: int = 
     out = out or cache_dir("mnn", model_name) / f"int{bits}-block{quant_block}"
     if (out / COMPLETE).is_file():
         return out
+    check_memory(checkpoint)
     pkg = llmexport_dir()
     with tempfile.TemporaryDirectory(prefix="mnn-export-") as tmp, progress_note(f"llmexport {model_name} -> MNN INT{bits}"):
         tmp = Path(tmp)
