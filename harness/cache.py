@@ -54,6 +54,9 @@ def atomic_file(out: Path):
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # the permissions open() would give it (mkstemp makes it private)
     try:
         yield Path(tmp)
         os.replace(tmp, out)

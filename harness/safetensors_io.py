@@ -32,7 +32,7 @@ _COPY_CHUNK = 64 << 20
 @dataclass
 class Chunks:
     """A tensor that arrives in blocks along dim 0 (their concatenation has `shape`), so it is never whole in memory
-    while it is written."""
+    while it is written. A producer may rely on its blocks being consumed before it is asked for its next item."""
 
     dtype: torch.dtype
     shape: tuple[int, ...]

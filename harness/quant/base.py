@@ -147,7 +147,7 @@ class Quantizer(ABC):
         """Norms in FP32; the embedding table and an untied LM head in FP16 or per-row INT8, in row blocks."""
         for name in weights.names():
             if name.endswith("norm.weight"):
-                yield name, weights.read(name).float()
+                yield name, weights.read(name).float().clone()  # (a copy: never the model's own parameter)
         tables = ["model.embed_tokens"] + ([] if config.tie_word_embeddings else ["lm_head"])
         # blocks no larger than the largest projection, so a table costs no more memory than a linear does
         largest = max((math.prod(weights.shape(f"{n}.weight")) for n in linear_names(weights.names())), default=0)
@@ -163,13 +163,13 @@ class Quantizer(ABC):
             else:  # per-row INT8 weight-only: rows are independent, so blocks give the whole table's result
                 scales = []
 
-                def codes(scales=scales, block=block):
+                def codes(scales=scales, block=block, blocks=blocks):
                     for a, b in blocks:
                         c, s = quantize_per_channel(block(a, b), torch.full((b - a,), 8, dtype=torch.int64))
                         scales.append(s)
                         yield c
                 yield f"{name}.codes", Chunks(torch.int8, (rows, dim), codes())
-                yield f"{name}.w_scale", torch.cat(scales)
+                yield f"{name}.w_scale", torch.cat(scales)  # (filled while the consumer took the codes' blocks)
                 yield f"{name}.bits", torch.full((rows,), 8, dtype=torch.uint8)
 
 

@@ -54,7 +54,7 @@ def target_linears(model: nn.Module) -> dict[str, nn.Linear]:
 def collect_stats(model: nn.Module, calibration, sample_rows: int = 256, seed: int = 0) -> dict[str, LinearStats]:
     """Statistics for every target linear; cached in memory by (weights, data, sample_rows, seed)."""
     calibration = check_calibration(calibration, model.config.vocab_size)
-    key = (model_fingerprint(model), _tokens_digest(calibration), sample_rows, seed)
+    key = (model_fingerprint(model), tokens_digest(calibration), sample_rows, seed)
     if key not in _CACHE:
         _CACHE.clear()  # keep one model's statistics: a sweep reuses them, a new model replaces them
         _CACHE[key] = _collect(model, calibration, sample_rows, seed)
@@ -133,7 +133,7 @@ def model_fingerprint(model: nn.Module) -> str:
     return h.hexdigest()
 
 
-def _tokens_digest(calibration: list[torch.Tensor]) -> str:
+def tokens_digest(calibration: list[torch.Tensor]) -> str:
     h = hashlib.sha1()
     for seq in calibration:
         h.update(seq.numpy().tobytes())

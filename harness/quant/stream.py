@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 
 from harness.artifact import write_artifact_files
 from harness.cache import cache_dir
-from harness.quant.calibrate import (LinearStats, StatsCollector, _tokens_digest, check_calibration, sample_picks,
+from harness.quant.calibrate import (LinearStats, StatsCollector, tokens_digest, check_calibration, sample_picks,
                                      target_linears)
 from harness.safetensors_io import CheckpointReader, SafetensorsReader, return_freed_memory, write_safetensors
 
@@ -100,7 +100,7 @@ def checkpoint_stats(model_name: str, checkpoint: Path, calibration, sample_rows
     made with one layer in memory at a time."""
     checkpoint = Path(checkpoint)
     calibration = check_calibration(calibration, json.loads((checkpoint / "config.json").read_text())["vocab_size"])
-    key = hashlib.sha256(json.dumps([_checkpoint_identity(checkpoint), _tokens_digest(calibration), sample_rows, seed,
+    key = hashlib.sha256(json.dumps([_checkpoint_identity(checkpoint), tokens_digest(calibration), sample_rows, seed,
                                      _code_digest()]).encode()).hexdigest()[:16]
     path = cache_dir("calibration", model_name) / f"stats-{key}.safetensors"
     if not path.is_file():
@@ -112,7 +112,10 @@ def write_stats(path: Path, checkpoint: Path, calibration, sample_rows: int, see
     """Run the calibration through the checkpoint's layers one at a time; write the statistics file `path`."""
     stream = LayerStream(Path(checkpoint))
     calibration = check_calibration(calibration, stream.config.vocab_size)
-    return write_safetensors(path, _layer_stats(stream, calibration, sample_picks(calibration, sample_rows, seed)))
+    try:
+        return write_safetensors(path, _layer_stats(stream, calibration, sample_picks(calibration, sample_rows, seed)))
+    finally:
+        stream.weights.close()
 
 
 def _layer_stats(stream: LayerStream, calibration, picks) -> Iterator[tuple[str, torch.Tensor]]:
