@@ -9,10 +9,13 @@
 // cannot saturate either (a pair is at most 2 * 255 * 64 = 32640); the offset comes off as 128 * sum_k w:
 //   sum_k x[k] w[k] = sum_k (x[k] + 128) w[k] - 128 * sum_k w[k]
 // x + 128 is one xor per loaded activation vector, shared by every weight row of the tile, so a step is three
-// instructions (pmaddubsw, pmaddwd, paddd) instead of four. Which channels qualify is read off the codes: each
+// instructions (pmaddubsw, pmaddwd, paddd) instead of four; at 6 and 5 bits (|w| <= 32, 16) two and four steps'
+// pairs add up in int16 (paddw) before one pmaddwd + paddd. Which channels qualify is read off the codes: each
 // channel of a 16-channel block is scanned for max |w| (and its row sum) when the kernel runs - O(C * K) against
 // O(T * C * K) multiply-adds - so the answer is exact whatever bit width the file declared, and per channel:
 // EdgeFlow's mixed-width layers put 8-bit channels among narrow ones, so a per-block decision would rarely hold.
+#include <type_traits>
+
 #include "gemm.h"
 #include "gemm_blocked.h"
 #include "gemm_x86.h"
@@ -56,27 +59,47 @@ void sign_tile(int K, const int8_t* a, int lda, const int8_t* b, int ldb, const 
 }
 
 // The offset form for narrow channels (|w| <= 64 for k < K / 32 * 32): sum_k (x + 128) w - corr[cols[n]],
-// corr[c] = 128 * sum_k w of channel c. 4 x 3 keeps 12 accumulators, 3 weight vectors and the offset activation
-// vector in registers (the constants come from memory operands).
-template <int R, int N>
-void narrow_tile(int K, const int8_t* a, int lda, const int8_t* b, int ldb, const int* cols, const int32_t* corr,
+// corr[c] = 128 * sum_k w of channel c. Narrower channels add S steps' pmaddubsw pairs in int16 before widening
+// them (exact: a pair is at most 2 * 255 * |w|, so S = 4 at |w| <= 16 (5 bits), S = 2 at |w| <= 32 (6 bits), and
+// S = 1 at |w| <= 64 sums at most 32640), which saves the pmaddwd + paddd of S - 1 steps in S.
+// S = 1 runs 4 x 3 tiles (12 accumulators, 3 weight vectors and the offset activation vector in registers); S > 1
+// runs 2 x 3 (6 int16 sums and 6 int32 accumulators), its S steps kept as a loop: unrolled, the compiler hoisted
+// every product and spilled them (the 5-bit layer then ran no faster than the 7-bit one).
+template <int R, int N, int S>
+void offset_tile(int K, const int8_t* a, int lda, const int8_t* b, int ldb, const int* cols, const int32_t* corr,
                  int32_t* y, int ldy) {
     const int8_t* wr[N];
     for (int n = 0; n < N; ++n) wr[n] = b + cols[n] * ldb;
     __m256i acc[R][N];
     for (int r = 0; r < R; ++r)
         for (int n = 0; n < N; ++n) acc[r][n] = _mm256_setzero_si256();
-    const __m256i offset = _mm256_set1_epi8(char(0x80));
+    const __m256i offset = _mm256_set1_epi8(char(0x80)), ones = _mm256_set1_epi16(1);
+    auto xu = [&](int r, int k) {
+        return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + r * lda + k)), offset);
+    };
+    auto wv = [&](int n, int k) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr[n] + k)); };
     int k = 0;
-    for (; k + 32 <= K; k += 32) {
-        __m256i w[N];
-        for (int n = 0; n < N; ++n) w[n] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr[n] + k));
-        for (int r = 0; r < R; ++r) {
-            const __m256i xu =
-                _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + r * lda + k)), offset);
-            for (int n = 0; n < N; ++n) acc[r][n] = dot(acc[r][n], xu, w[n]);
+    for (; k + 32 * S <= K; k += 32 * S) {
+        __m256i sum[R][N];
+        for (int r = 0; r < R; ++r)
+            for (int n = 0; n < N; ++n) sum[r][n] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+        for (int step = 0; step < S; ++step) {  // (see above: not unrolled)
+            __m256i w[N];
+            for (int n = 0; n < N; ++n) w[n] = wv(n, k + 32 * step);
+            for (int r = 0; r < R; ++r) {
+                const __m256i x = xu(r, k + 32 * step);
+                for (int n = 0; n < N; ++n) sum[r][n] = _mm256_add_epi16(sum[r][n], _mm256_maddubs_epi16(x, w[n]));
+            }
         }
+        for (int r = 0; r < R; ++r)
+            for (int n = 0; n < N; ++n) acc[r][n] = _mm256_add_epi32(acc[r][n], _mm256_madd_epi16(sum[r][n], ones));
     }
+    for (; k + 32 <= K; k += 32)  // the steps left over from the groups of S
+        for (int r = 0; r < R; ++r) {
+            const __m256i x = xu(r, k);
+            for (int n = 0; n < N; ++n) acc[r][n] = dot(acc[r][n], x, wv(n, k));
+        }
     for (int r = 0; r < R; ++r)
         for (int n = 0; n < N; ++n) {
             int32_t tail = 0;  // the offset form of dot_tail, in int32: any weight value is exact here
@@ -85,10 +108,10 @@ void narrow_tile(int K, const int8_t* a, int lda, const int8_t* b, int ldb, cons
         }
 }
 
-// True if every weight of `row` that narrow_tile multiplies with pmaddubsw (k < K / 32 * 32) has |w| <= 64; then
-// *corr = 128 * sum_k row[k] over all K.
-bool narrow_row(int K, const int8_t* row, int32_t* corr) {
-    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1), limit = _mm256_set1_epi8(64);
+// The largest |w| among the weights of `row` that the offset tiles multiply with pmaddubsw (k < K / 32 * 32), as
+// the form that row can take: 16, 32 or 64 (then *corr = 128 * sum_k row[k] over all K), or 0 (the sign form).
+int offset_limit(int K, const int8_t* row, int32_t* corr) {
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
     __m256i mx = _mm256_setzero_si256(), sum = _mm256_setzero_si256();
     int k = 0;
     for (; k + 32 <= K; k += 32) {
@@ -96,21 +119,34 @@ bool narrow_row(int K, const int8_t* row, int32_t* corr) {
         mx = _mm256_max_epu8(mx, _mm256_abs_epi8(w));  // |-128| is 0x80: 128 as unsigned
         sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, w), ones16));
     }
-    // any byte of mx above 64: max_epu8(mx, 64) differs from 64 there
-    if (!_mm256_testz_si256(_mm256_xor_si256(_mm256_max_epu8(mx, limit), limit), _mm256_set1_epi8(-1))) return false;
+    int limit = 0;
+    for (int candidate : {16, 32, 64}) {
+        // any byte of mx above the candidate: max_epu8(mx, candidate) differs from it there
+        const __m256i c = _mm256_set1_epi8(char(candidate));
+        if (_mm256_testz_si256(_mm256_xor_si256(_mm256_max_epu8(mx, c), c), _mm256_set1_epi8(-1))) {
+            limit = candidate;
+            break;
+        }
+    }
+    if (!limit) return 0;
     int32_t s = hsum_epi32(sum);
     for (; k < K; ++k) s += row[k];
     *corr = 128 * s;
-    return true;
+    return limit;
 }
 
-// The channels cols[0..n) of a block for R rows: tiles of 3 (narrow) or 2 (sign), then single channels.
-template <int R>
-void narrow_rows(int n, const int* cols, int K, const int8_t* a, int lda, const int8_t* b, int ldb,
+// The channels cols[0..n) of a block for R rows in the offset form accumulating S steps in int16: tiles of 3
+// channels, then single channels.
+template <int R, int S>
+void offset_rows(int n, const int* cols, int K, const int8_t* a, int lda, const int8_t* b, int ldb,
                  const int32_t* corr, int32_t* y, int ldy) {
+    if constexpr (S > 1 && R > 2) {  // 2-row tiles: the int16 sums and the int32 accumulators fit the registers
+        for (int r = 0; r < R; r += 2) offset_rows<2, S>(n, cols, K, a + r * lda, lda, b, ldb, corr, y + r * ldy, ldy);
+        return;
+    }
     int i = 0;
-    for (; i + 3 <= n; i += 3) narrow_tile<R, 3>(K, a, lda, b, ldb, cols + i, corr, y, ldy);
-    for (; i < n; ++i) narrow_tile<R, 1>(K, a, lda, b, ldb, cols + i, corr, y, ldy);
+    for (; i + 3 <= n; i += 3) offset_tile<R, 3, S>(K, a, lda, b, ldb, cols + i, corr, y, ldy);
+    for (; i < n; ++i) offset_tile<R, 1, S>(K, a, lda, b, ldb, cols + i, corr, y, ldy);
 }
 
 template <int R>
@@ -123,34 +159,39 @@ void sign_rows(int n, const int* cols, int K, const int8_t* a, int lda, const in
 
 }  // namespace
 
-// Per 16-channel block (its weight rows stay in L1 while every activation row streams past), its narrow channels
-// in the offset form and the rest in the sign form. The scan costs about as much as multiplying one row, so small
-// T (decode's T = 1) skips it: the offset form saves one instruction in four per row.
+// Per 16-channel block (its weight rows stay in L1 while every activation row streams past), its channels grouped by
+// the offset form they can take (|w| <= 16, 32, 64) and the rest in the sign form. The scan costs about as much as
+// multiplying one row, so small T (decode's T = 1) skips it: the offset form saves one instruction in four per row.
 void gemm_s8_avx2(int T, int C, int K, const int8_t* a, int lda, const int8_t* b, int ldb, int32_t* y, int ldy) {
     constexpr int kCBlock = 16;
     constexpr int kNarrowMinRows = 8;
     int32_t corr[kCBlock];
-    int narrow[kCBlock], wide[kCBlock];
+    int n5[kCBlock], n6[kCBlock], n7[kCBlock], wide[kCBlock];  // channels with |w| <= 16, <= 32, <= 64, the rest
     for (int c0 = 0; c0 < C; c0 += kCBlock) {
         const int nc = C - c0 < kCBlock ? C - c0 : kCBlock;
         const int8_t* bb = b + c0 * ldb;
         int32_t* yb = y + c0;
-        int nn = 0, nw = 0;
+        int i5 = 0, i6 = 0, i7 = 0, iw = 0;
         for (int n = 0; n < nc; ++n) {
-            if (T >= kNarrowMinRows && narrow_row(K, bb + n * ldb, &corr[n]))
-                narrow[nn++] = n;
-            else
-                wide[nw++] = n;
+            switch (T >= kNarrowMinRows ? offset_limit(K, bb + n * ldb, &corr[n]) : 0) {
+                case 16: n5[i5++] = n; break;
+                case 32: n6[i6++] = n; break;
+                case 64: n7[i7++] = n; break;
+                default: wide[iw++] = n;
+            }
         }
+        auto rows = [&](auto r_tag, int t) {
+            constexpr int R = decltype(r_tag)::value;
+            const int8_t* at = a + t * lda;
+            int32_t* yt = yb + t * ldy;
+            offset_rows<R, 4>(i5, n5, K, at, lda, bb, ldb, corr, yt, ldy);
+            offset_rows<R, 2>(i6, n6, K, at, lda, bb, ldb, corr, yt, ldy);
+            offset_rows<R, 1>(i7, n7, K, at, lda, bb, ldb, corr, yt, ldy);
+            sign_rows<R>(iw, wide, K, at, lda, bb, ldb, yt, ldy);
+        };
         int t = 0;
-        for (; t + 4 <= T; t += 4) {
-            narrow_rows<4>(nn, narrow, K, a + t * lda, lda, bb, ldb, corr, yb + t * ldy, ldy);
-            sign_rows<4>(nw, wide, K, a + t * lda, lda, bb, ldb, yb + t * ldy, ldy);
-        }
-        for (; t < T; ++t) {
-            narrow_rows<1>(nn, narrow, K, a + t * lda, lda, bb, ldb, corr, yb + t * ldy, ldy);
-            sign_rows<1>(nw, wide, K, a + t * lda, lda, bb, ldb, yb + t * ldy, ldy);
-        }
+        for (; t + 4 <= T; t += 4) rows(std::integral_constant<int, 4>{}, t);
+        for (; t < T; ++t) rows(std::integral_constant<int, 1>{}, t);
     }
 }
 

@@ -13,8 +13,9 @@
 //   gemm_gops: our best kernel on the default model's prefill matmuls (T = 128 tokens), split over the threads as
 //     the accelerator emulator does; gemm_kernels: every SIMD kernel this CPU runs on the same matmuls, in total
 //     ("layer") and split by K (576: q, k, v, o, gate, up; 1536: down), each as a fraction of the peak of the
-//     instruction it is built on ("of_instruction"); "layer_gops_7bit": the layer again with weight codes of <= 7
-//     bits (|w| <= 64). Random codes elsewhere (8 bits).
+//     instruction it is built on ("of_instruction"); "layer_gops_7bit", "_6bit", "_5bit": the layer again with
+//     weight codes of 7, 6, 5 bits (|w| <= 64, 32, 16), and core_layer_gops_5bit per core. Random codes elsewhere
+//     (8 bits).
 //   per core, robust to other processes on a shared machine: core_instruction_gops (each peak instruction on one
 //     thread) and per kernel core_layer_gops / core_of_instruction (the layer's channel blocks one after another on
 //     one thread), all per thread CPU second, best of several runs. Output: one JSON object.
@@ -178,9 +179,9 @@ struct GemmRates {
     double layer, k576, k1536;
 };
 
-// Weight codes uniform in [-128, 127] (8 bits) or [-64, 64] (the range of <= 7-bit codes, which the AVX2 kernel
-// multiplies in a cheaper form).
-GemmRates measure_gemm(ThreadPool* pool, int threads, double seconds, GemmFn fn, bool narrow, bool per_k) {
+// Weight codes uniform in the range of `bits`-bit codes, [-2^(bits-1), 2^(bits-1) - 1] (the AVX2 kernel multiplies
+// codes of <= 7, 6 and 5 bits in cheaper forms).
+GemmRates measure_gemm(ThreadPool* pool, int threads, double seconds, GemmFn fn, int bits, bool per_k) {
     const int T = 128, H = 576, I = 1536, KV = 192;
     const int shapes[][2] = {{H, H}, {KV, H}, {KV, H}, {H, H}, {I, H}, {I, H}, {H, I}};  // [C, K]: q k v o gate up down
     // Activations and weights of random codes in the contract's ranges (speed does not depend on them).
@@ -191,7 +192,7 @@ GemmRates measure_gemm(ThreadPool* pool, int threads, double seconds, GemmFn fn,
     std::vector<std::vector<int8_t>> w;
     for (const auto& s : shapes) {
         w.emplace_back(size_t(s[0]) * s[1]);
-        for (auto& x : w.back()) x = int8_t(narrow ? next() % 129 - 64 : next() % 256 - 128);
+        for (auto& x : w.back()) x = int8_t(next() % (1 << bits) - (1 << (bits - 1)));
     }
     std::vector<int32_t> y(size_t(T) * I);
     auto run = [&](int K) {  // the matmuls of one layer with this K (0: all)
@@ -297,19 +298,24 @@ int main(int argc, char** argv) {
     };
     for (const auto& k : available_gemm_kernels()) {
         if (std::string(k.name) == "ref") continue;  // scalar: minutes per layer, and not a candidate
-        const GemmRates r = measure_gemm(&pool, threads, seconds, k.fn, false, true);
-        const GemmRates r7 = measure_gemm(&pool, threads, seconds, k.fn, true, false);
-        const GemmRates core = measure_gemm(nullptr, threads, seconds, k.fn, false, false);
+        const GemmRates r = measure_gemm(&pool, threads, seconds, k.fn, 8, true);
+        const GemmRates r7 = measure_gemm(&pool, threads, seconds, k.fn, 7, false);
+        const GemmRates r6 = measure_gemm(&pool, threads, seconds, k.fn, 6, false);
+        const GemmRates r5 = measure_gemm(&pool, threads, seconds, k.fn, 5, false);
+        const GemmRates core = measure_gemm(nullptr, threads, seconds, k.fn, 8, false);
+        const GemmRates core5 = measure_gemm(nullptr, threads, seconds, k.fn, 5, false);
         if (std::string(k.name) == best_gemm_kernel().name) best = r.layer;
         const double ipeak = lookup(instr_gops, kernel_instruction(k.name));
         const double cpeak = lookup(core_gops, kernel_instruction(k.name));
-        char buf[640];
+        char buf[1024];
         std::snprintf(buf, sizeof buf,
                       "%s\"%s\": {\"layer_gops\": %.2f, \"k576_gops\": %.2f, \"k1536_gops\": %.2f, "
-                      "\"layer_gops_7bit\": %.2f, \"instruction\": \"%s\", \"of_instruction\": %.3f, "
-                      "\"core_layer_gops\": %.2f, \"core_of_instruction\": %.3f}",
-                      kernels.empty() ? "" : ", ", k.name, r.layer, r.k576, r.k1536, r7.layer, kernel_instruction(k.name),
-                      ipeak > 0 ? r.layer / ipeak : 0.0, core.layer, cpeak > 0 ? core.layer / cpeak : 0.0);
+                      "\"layer_gops_7bit\": %.2f, \"layer_gops_6bit\": %.2f, \"layer_gops_5bit\": %.2f, "
+                      "\"instruction\": \"%s\", \"of_instruction\": %.3f, "
+                      "\"core_layer_gops\": %.2f, \"core_layer_gops_5bit\": %.2f, \"core_of_instruction\": %.3f}",
+                      kernels.empty() ? "" : ", ", k.name, r.layer, r.k576, r.k1536, r7.layer, r6.layer, r5.layer,
+                      kernel_instruction(k.name), ipeak > 0 ? r.layer / ipeak : 0.0, core.layer, core5.layer,
+                      cpeak > 0 ? core.layer / cpeak : 0.0);
         kernels += buf;
     }
     std::printf("{\"threads\": %d, \"instruction_gops\": {%s}, \"step_gops\": {%s}, \"int8_peak_gops\": %.2f, "

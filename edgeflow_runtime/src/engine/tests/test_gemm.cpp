@@ -3,7 +3,8 @@
 // K % 4, % 16, % 32, % 64), with tight and with padded strides (lda > K, ldb > K, ldy > C: y's padding must stay
 // untouched), on the extreme values that would saturate a careless pmaddubsw pairing or offset, on weights of every
 // stored bit width 2..8 (kernels may switch to a cheaper form when a block's codes are narrow, |w| <= 64 at <= 7
-// bits: whole blocks narrow, blocks mixing widths, one wide code among narrow ones, the boundary |w| = 64 and 65),
+// bits, <= 32 at 6, <= 16 at 5: whole blocks narrow, blocks mixing widths, one wide code among narrow ones, the
+// boundaries |w| = 16/17, 32/33 and 64/65),
 // and from several threads at once (kernels may keep per-thread scratch).
 #include <algorithm>
 #include <cstdio>
@@ -163,10 +164,11 @@ int main() {
             c.b[size_t(s[1] - 1) * c.ldb + 0] = int8_t(wide);
             compare_all(c, "7 bits and two wide codes");
         }
-        // The boundary of the narrow form: every w = +-64 (narrow) or +-65 (not: (127 + 128) * 65 * 2 would
-        // saturate an int16 pair) against every x = +-127.
+        // The boundaries of the offset forms: every w = +-16 (four steps summed in int16), +-17 and +-32 (two
+        // steps), +-33 and +-64 (one step) or +-65 (the sign form: (127 + 128) * 65 * 2 would saturate an int16
+        // pair) against every x = +-127.
         for (int sa : {127, -127})
-            for (int sb : {64, -64, 65, -65}) {
+            for (int sb : {16, -16, 17, -17, 32, -32, 33, -33, 64, -64, 65, -65}) {
                 compare_all(make_case(rng, s[0], s[1], s[2], false, Fill::Extreme, sa, sb), "extreme 7-bit");
                 compare_all(make_case(rng, s[0], s[1], s[2], true, Fill::Extreme, sa, sb), "extreme 7-bit, padded");
             }
