@@ -23,7 +23,8 @@ def test_the_bound_follows_the_shape():
     assert b["params"] == 24 * layer + 2 * 151936 * 2048 + 2048  # ~1.84e9, as published
 
 
-def test_streaming_steps_stay_under_the_bound(tmp_path):
+def test_streaming_steps_stay_under_the_bound(tmp_path, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the steps' processes: per-thread scratch as on this 2-core host
     config = LlamaConfig(hidden_size=1536, intermediate_size=4096, num_hidden_layers=4, num_attention_heads=12,
                          num_key_value_heads=12, vocab_size=8192, tie_word_embeddings=False)
     torch.manual_seed(0)
