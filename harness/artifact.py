@@ -25,6 +25,14 @@ TENSORS = "tensors.safetensors"
 
 # The Llama linear layers the quantizer may quantize, by their module-name suffix.
 LINEAR_SUFFIXES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# A quantized linear's stored tensors, "<module>.<field>" (act_scale absent for weight-only layers).
+LINEAR_FIELDS = ("codes", "bits", "w_scale", "in_scale", "act_scale")
+
+
+def quantized_linears(tensor_names) -> list[str]:
+    """The module names of the quantized linears among an artifact's tensor names (those with `<module>.codes`)."""
+    return [n[: -len(".codes")] for n in tensor_names
+            if n.endswith(".codes") and n[: -len(".codes")].endswith(LINEAR_SUFFIXES)]
 
 
 class ArtifactError(ValueError):
@@ -79,8 +87,7 @@ class Artifact:
         """Split a flat {name: tensor} (as stored) into quantized linears and the other tensors; validates."""
         tensors = dict(tensors)
         linears: dict[str, QuantLinear] = {}
-        for key in [k for k in tensors if k.endswith(".codes") and k[: -len(".codes")].endswith(LINEAR_SUFFIXES)]:
-            name = key[: -len(".codes")]
+        for name in quantized_linears(tensors):
             try:
                 q = QuantLinear(
                     codes=tensors.pop(f"{name}.codes"),

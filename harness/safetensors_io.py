@@ -174,9 +174,6 @@ class CheckpointReader:
     def names(self) -> list[str]:
         return list(self._shard_of)
 
-    def __contains__(self, name: str) -> bool:
-        return name in self._shard_of
-
     def _reader(self, name: str) -> SafetensorsReader:
         try:
             shard = self._shard_of[name]
@@ -201,6 +198,29 @@ class CheckpointReader:
         self._readers.clear()
 
 
+class TensorDict:
+    """Tensors already in memory ({name: tensor}, e.g. a loaded model's parameters) behind the readers' interface:
+    names(), shape(), dtype(), read(), read_rows()."""
+
+    def __init__(self, tensors: dict[str, torch.Tensor]):
+        self._tensors = tensors
+
+    def names(self) -> list[str]:
+        return list(self._tensors)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return tuple(self._tensors[name].shape)
+
+    def dtype(self, name: str) -> torch.dtype:
+        return self._tensors[name].dtype
+
+    def read(self, name: str) -> torch.Tensor:
+        return self._tensors[name].detach()
+
+    def read_rows(self, name: str, start: int, stop: int) -> torch.Tensor:
+        return self._tensors[name].detach()[start:stop]
+
+
 def write_safetensors(path: str | os.PathLike, tensors: Iterable[tuple[str, torch.Tensor]],
                       metadata: dict[str, str] | None = None) -> Path:
     """Write (name, tensor) pairs as they come (each may be dropped once written); atomic (temp file + rename).
@@ -216,7 +236,7 @@ def write_safetensors(path: str | os.PathLike, tensors: Iterable[tuple[str, torc
                 raise ValueError(f"tensor {name!r} written twice")
             begin = offset
             for part in (t.parts if isinstance(t, Chunks) else [t]):
-                data = _bytes(part)
+                data = byte_view(part)
                 spool.write(data)
                 offset += len(data)
             shape = tuple(t.shape)
@@ -234,8 +254,9 @@ def write_safetensors(path: str | os.PathLike, tensors: Iterable[tuple[str, torc
     return path
 
 
-def _bytes(t: torch.Tensor) -> bytes:
-    return t.detach().contiguous().cpu().reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+def byte_view(t: torch.Tensor) -> memoryview:
+    """The bytes of a tensor as stored (row-major), without a copy when it is already contiguous."""
+    return memoryview(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
 
 
 def _copy(src, dst, size: int) -> None:

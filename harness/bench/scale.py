@@ -51,7 +51,8 @@ def _rss(field: str) -> int:
     raise RuntimeError(f"/proc/self/status has no {field}")
 
 
-def run_step(step: str, checkpoint: Path, scratch: Path, model_name: str = "model", random_calibration: bool = False) -> dict:
+def run_step(step: str, checkpoint: Path, scratch: Path, model_name: str = "model",
+             random_calibration: bool = False) -> dict:
     """Do `step` on `checkpoint` into `scratch`; its time and memory. The calibration is the corpus's (as
     harness.quant.cache uses), or seeded random ids of the same count for a checkpoint without a tokenizer."""
     # the libraries every step uses are imported before the baseline: their code is not the step's memory
@@ -66,7 +67,9 @@ def run_step(step: str, checkpoint: Path, scratch: Path, model_name: str = "mode
     from harness.quant.stream import StatsFile, write_artifact, write_stats
 
     stats = scratch / "stats.safetensors"
-    if random_calibration:
+    if step != "calibrate":
+        calibration = None  # (only calibration reads the corpus)
+    elif random_calibration:
         vocab = AutoConfig.from_pretrained(checkpoint).vocab_size
         calibration = [torch.randint(0, vocab, (CALIBRATION["seq_len"],), generator=torch.Generator().manual_seed(i))
                        for i in range(CALIBRATION["n_samples"])]
@@ -108,7 +111,7 @@ def run_step(step: str, checkpoint: Path, scratch: Path, model_name: str = "mode
     seconds = time.perf_counter() - start
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     return {"step": step, "seconds": seconds, "baseline_bytes": baseline, "peak_bytes": _rss("VmHWM"),
-            "children_peak_bytes": children, "calibration_tokens": sum(len(s) for s in calibration)}
+            "children_peak_bytes": children}
 
 
 # --- the bench ------------------------------------------------------------------------------------------------------
@@ -121,10 +124,15 @@ def measure(step: str, checkpoint: Path, scratch: Path, model_name: str = "model
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     if res.returncode != 0:
         raise RuntimeError(f"bench-scale step {step} failed (exit {res.returncode}):\n{res.stderr[-3000:]}")
+    from harness.quant.cache import CALIBRATION
+
     r = json.loads(res.stdout.strip().splitlines()[-1])
-    bound = shape_bound(json.loads((Path(checkpoint) / "config.json").read_text()), r["calibration_tokens"])
+    tokens = CALIBRATION["n_samples"] * CALIBRATION["seq_len"]  # the calibration set: windows of seq_len tokens
+    bound = shape_bound(json.loads((Path(checkpoint) / "config.json").read_text()), tokens)
     r["above_baseline_bytes"] = r["peak_bytes"] - r["baseline_bytes"]
+    r["peak_rss_bytes"] = max(r["peak_bytes"], r["children_peak_bytes"])  # the step's process or its tools
     r.update({k: bound[k] for k in ("params", "model_fp32", "layer_fp32", "bound")})
+    r["seconds_per_gparam"] = r["seconds"] / (bound["params"] / 1e9)
     r["within_bound"] = r["above_baseline_bytes"] <= bound["bound"] if step in EDGEFLOW_STEPS else None
     return r
 
@@ -137,7 +145,8 @@ def run(model_name: str = "shape-qwen1.5-1.8b", steps=STEPS, store=None, scratch
 
     checkpoint = checkpoint_dir(load_model_spec(model_name))
     scratch = scratch or cache_dir("bench-scale", model_name)
-    rec = BenchRecorder("scale", {"model": model_name, "steps": list(steps), "quantizer": QUANTIZER}, store or ResultsStore())
+    rec = BenchRecorder("scale", {"model": model_name, "steps": list(steps), "quantizer": QUANTIZER},
+                        store or ResultsStore())
     results = []
     try:
         for step in steps:
@@ -154,14 +163,13 @@ def run(model_name: str = "shape-qwen1.5-1.8b", steps=STEPS, store=None, scratch
 
 def _record(rec, r: dict, model_name: str) -> None:
     mb, step = 1e6, r["step"]
-    peak = max(r["peak_bytes"], r["children_peak_bytes"])
     formula = (f"bound 2 x layer FP32 {r['layer_fp32'] / mb:.0f} MB + activations = {r['bound'] / mb:.0f} MB above "
                f"a baseline of {r['baseline_bytes'] / mb:.0f} MB" if step in EDGEFLOW_STEPS else
                f"third-party step; the whole model in FP32 is {r['model_fp32'] / mb:.0f} MB")
     columns = {"model": model_name, "variant": step}
     rec.add("seconds", r["seconds"], "s", notes=formula, **columns)
-    rec.add("seconds_per_billion_params", r["seconds"] / (r["params"] / 1e9), "s/Gparam", **columns)
-    rec.add("peak_rss_mb", peak / mb, "MB", notes=formula, **columns)
+    rec.add("seconds_per_billion_params", r["seconds_per_gparam"], "s/Gparam", **columns)
+    rec.add("peak_rss_mb", r["peak_rss_bytes"] / mb, "MB", notes=formula, **columns)
     if step in EDGEFLOW_STEPS:
         rec.add("above_baseline_mb", r["above_baseline_bytes"] / mb, "MB", notes=formula, **columns)
         rec.add("bound_mb", r["bound"] / mb, "MB", notes=formula, **columns)
@@ -169,9 +177,8 @@ def _record(rec, r: dict, model_name: str) -> None:
 
 def _line(r: dict) -> str:
     mb = 1e6
-    peak = max(r["peak_bytes"], r["children_peak_bytes"])
-    text = (f"[bench] {r['step']}: {r['seconds']:.1f} s ({r['seconds'] / (r['params'] / 1e9):.1f} s per billion "
-            f"params), peak RSS {peak / mb:.0f} MB")
+    text = (f"[bench] {r['step']}: {r['seconds']:.1f} s ({r['seconds_per_gparam']:.1f} s per billion params), "
+            f"peak RSS {r['peak_rss_bytes'] / mb:.0f} MB")
     if r["within_bound"] is not None:
         text += (f" = baseline {r['baseline_bytes'] / mb:.0f} + {r['above_baseline_bytes'] / mb:.0f} MB; bound "
                  f"{r['bound'] / mb:.0f} MB (2 x layer {r['layer_fp32'] / mb:.0f} + activations): "

@@ -6,9 +6,9 @@ field before trusting it, so a corrupt or truncated file raises PackError naming
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
-import math
 import struct
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -17,11 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.artifact import LINEAR_SUFFIXES, TENSORS, Artifact, ArtifactError, QuantLinear, read_manifest
+from harness.artifact import (LINEAR_FIELDS, TENSORS, Artifact, ArtifactError, QuantLinear, quantized_linears,
+                              read_manifest)
 from harness.cache import atomic_file
 from harness.models.arch import PACKED_INT_FIELDS
 from harness.pack.base import PackError, get_layout, layout_of_dtype
-from harness.safetensors_io import SafetensorsError, SafetensorsReader, return_freed_memory
+from harness.safetensors_io import SafetensorsError, SafetensorsReader, TensorDict, byte_view, return_freed_memory
 
 MAGIC = b"EFPK\r\n\x1a\n"
 VERSION = 1
@@ -86,22 +87,25 @@ def pack_artifact(artifact: Artifact | str | os.PathLike, path: str | os.PathLik
         raise PackError(f"artifact of quantizer {manifest.get('quantizer', {}).get('name')!r} needs what the "
                         f"runtime lacks ({manifest.get('runtime_incompatible_reason')}); it cannot be packed")
     lay = get_layout(layout)
-    linears = [n[: -len(".codes")] for n in tensors.names()
-               if n.endswith(".codes") and n[: -len(".codes")].endswith(LINEAR_SUFFIXES)]
-    parts = {f"{n}.{k}" for n in linears for k in ("codes", "bits", "w_scale", "in_scale", "act_scale")}
+    names = tensors.names()
+    linears = quantized_linears(names)
+    stored = set(names)
     entries = []
     for name in linears:
-        bits = tensors.read(f"{name}.bits").numpy()
+        bits = tensors.read(f"{name}.bits")
         channels, dim = tensors.shape(f"{name}.codes")
 
-        def weight(name=name, bits=bits):
-            q = QuantLinear(*(tensors.read(f"{name}.{k}") for k in ("codes", "bits", "w_scale", "in_scale")), None)
+        def weight(name=name, bits=bits):  # the codes, checked against their widths, in the layout
+            q = QuantLinear(tensors.read(f"{name}.codes"), bits, tensors.read(f"{name}.w_scale"),
+                            tensors.read(f"{name}.in_scale"), None)
             q.validate(name)
-            return [lay.encode(q.codes.numpy(), bits)]
-        entries.append(Entry(f"{name}.weight", lay.dtype, (channels, dim), lay.payload_size(bits, dim), weight))
+            return [lay.encode(q.codes.numpy(), bits.numpy())]
+        size = lay.payload_size(bits.numpy(), dim)
+        entries.append(Entry(f"{name}.weight", lay.dtype, (channels, dim), size, weight))
         entries += [_raw(tensors, f"{name}.{k}") for k in ("w_scale", "in_scale", "act_scale")
-                    if f"{name}.{k}" in tensors.names()]
-    entries += [_raw(tensors, name) for name in tensors.names() if name not in parts]
+                    if f"{name}.{k}" in stored]
+    parts = {f"{n}.{k}" for n in linears for k in LINEAR_FIELDS}
+    entries += [_raw(tensors, name) for name in names if name not in parts]
     provenance = {"format": "edgeflow-packed", "version": VERSION, "layout": lay.name,
                   "model": manifest.get("model"), "quantizer": manifest.get("quantizer")}
     return write_packed(path, manifest["model"]["config"], entries, provenance, lay.dtype)
@@ -110,33 +114,13 @@ def pack_artifact(artifact: Artifact | str | os.PathLike, path: str | os.PathLik
 def _artifact_tensors(artifact):
     """(manifest, tensors with names() / shape(name) / dtype(name) / read(name)) of an artifact or its directory."""
     if isinstance(artifact, Artifact):
-        return artifact.manifest, _TensorDict(artifact.tensors())
+        return artifact.manifest, TensorDict(artifact.tensors())
     directory = Path(artifact)
     manifest = read_manifest(directory)
     try:
         return manifest, SafetensorsReader(directory / TENSORS)
     except SafetensorsError as e:
         raise ArtifactError(str(e)) from None
-
-
-class _TensorDict:
-    def __init__(self, tensors: dict):
-        self._t = tensors
-
-    def names(self):
-        return list(self._t)
-
-    def shape(self, name):
-        return tuple(self._t[name].shape)
-
-    def dtype(self, name):
-        return self._t[name].dtype
-
-    def read(self, name):
-        return self._t[name]
-
-    def read_rows(self, name, start, stop):
-        return self._t[name][start:stop]
 
 
 def write_packed(path, config: dict, entries: list[Entry], provenance: dict, packing: int) -> Path:
@@ -212,7 +196,7 @@ def _row_blocks(tensors, name: str, shape: tuple[int, ...], size: int) -> Iterat
     step = max(1, rows * RAW_BLOCK_BYTES // size) if size > RAW_BLOCK_BYTES else rows
     for a in range(0, rows, step):
         block = tensors.read(name) if step == rows else tensors.read_rows(name, a, min(a + step, rows))
-        yield memoryview(np.ascontiguousarray(block.numpy())).cast("B")
+        yield byte_view(block)
 
 
 def _group_by_region(entries):

@@ -38,7 +38,7 @@ from harness.quant.calibrate import LinearStats, collect_stats
 from harness.quant.config import ConfigError, QuantizerConfig
 from harness.quant.numerics import quantize_per_channel
 from harness.registry import Registry, RegistryError
-from harness.safetensors_io import Chunks
+from harness.safetensors_io import Chunks, TensorDict
 
 REGISTRY = Registry("quantizer", package="harness.quant.methods")  # name -> Quantizer subclass
 register = REGISTRY.register
@@ -103,8 +103,9 @@ class Quantizer(ABC):
     def quantize(self, model: nn.Module, model_name: str = "model") -> Artifact:
         """The artifact of a loaded model, in memory (harness.quant.stream writes one from a checkpoint instead)."""
         manifest: dict = {}
+        weights = TensorDict(dict(model.named_parameters()))
         tensors = {name: t.materialize() if isinstance(t, Chunks) else t
-                   for name, t in self.quantized_tensors(ModelWeights(model), model.config, model_name, manifest)}
+                   for name, t in self.quantized_tensors(weights, model.config, model_name, manifest)}
         return Artifact.from_tensors(manifest, tensors)
 
     def quantized_tensors(self, weights, config, model_name: str, manifest: dict) -> Iterator[tuple[str, object]]:
@@ -173,25 +174,6 @@ class Quantizer(ABC):
                 yield f"{name}.bits", torch.full((rows,), 8, dtype=torch.uint8)
 
 
-class ModelWeights:
-    """A loaded model's parameters by name, in the interface of harness.safetensors_io.CheckpointReader."""
-
-    def __init__(self, model: nn.Module):
-        self._params = dict(model.named_parameters())
-
-    def names(self) -> list[str]:
-        return list(self._params)
-
-    def shape(self, name: str) -> tuple[int, ...]:
-        return tuple(self._params[name].shape)
-
-    def read(self, name: str) -> torch.Tensor:
-        return self._params[name].detach()
-
-    def read_rows(self, name: str, start: int, stop: int) -> torch.Tensor:
-        return self._params[name].detach()[start:stop]
-
-
 def linear_names(parameter_names) -> list[str]:
     """The quantizable projections (module names) among parameter names, in model order (layer, then module)."""
     names = [n[: -len(".weight")] for n in parameter_names
@@ -226,7 +208,8 @@ class BitsTally:
     def add(self, q: QuantLinear, extras=()) -> None:
         c, d = q.codes.shape
         self.weights += c * d
-        self.stored += int(q.bits.to(torch.int64).sum()) * d + c * (32 + 8) + d * 32 + (32 if q.act_scale is not None else 0)
+        self.stored += int(q.bits.to(torch.int64).sum()) * d + c * (32 + 8) + d * 32
+        self.stored += 32 if q.act_scale is not None else 0
         self.stored += sum(t.numel() * t.element_size() * 8 for t in extras)
 
     @property

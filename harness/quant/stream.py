@@ -156,7 +156,8 @@ def _timed(tensors, manifest: dict):
 def _checkpoint_identity(checkpoint: Path) -> list:
     """config.json and every weights file's name, size and modification time: a rewritten checkpoint is new."""
     files = sorted(checkpoint.glob("*.safetensors"))
-    return [(checkpoint / "config.json").read_text()] + [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+    return [(checkpoint / "config.json").read_text()] + [(f.name, f.stat().st_size, f.stat().st_mtime_ns)
+                                                           for f in files]
 
 
 def _code_digest() -> str:
