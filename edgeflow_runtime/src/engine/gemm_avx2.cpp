@@ -61,10 +61,16 @@ void sign_tile(int K, const int8_t* a, int lda, const int8_t* b, int ldb, const 
 // The offset form for narrow channels (|w| <= 64 for k < K / 32 * 32): sum_k (x + 128) w - corr[cols[n]],
 // corr[c] = 128 * sum_k w of channel c. Narrower channels add S steps' pmaddubsw pairs in int16 before widening
 // them (exact: a pair is at most 2 * 255 * |w|, so S = 4 at |w| <= 16 (5 bits), S = 2 at |w| <= 32 (6 bits), and
-// S = 1 at |w| <= 64 sums at most 32640), which saves the pmaddwd + paddd of S - 1 steps in S.
+// S = 1 at |w| <= 64 sums at most 32640), which saves the pmaddwd + paddd of S - 1 steps in S. (S = 8 at |w| <= 8
+// measured no faster than S = 4 on 4-bit codes: the step's loads and paddw, not the widening, bound it there.)
 // S = 1 runs 4 x 3 tiles (12 accumulators, 3 weight vectors and the offset activation vector in registers); S > 1
-// runs 2 x 3 (6 int16 sums and 6 int32 accumulators), its S steps kept as a loop: unrolled, the compiler hoisted
-// every product and spilled them (the 5-bit layer then ran no faster than the 7-bit one).
+// runs 2 x 3 (6 int16 sums, 6 int32 accumulators), its steps kept as a loop. What GCC 12 makes of that loop decides
+// the speed, so three things are spelled out (5-bit layer per core: 152 -> 166 GOPS, the 8-bit one unchanged):
+// such a tile is compiled on its own (offset_tile_apart), not inlined into the block loop, where GCC spilled int16
+// sums to the stack every step; the first step starts the sums; and empty asm statements pin the weight vectors and
+// the sums to registers, so each weight is loaded once per step rather than once per row, and the sums stay in their
+// registers across steps (without them: six vmovdqa copies per step, with them three). Fully unrolled, the compiler
+// hoisted every product and spilled them.
 template <int R, int N, int S>
 void offset_tile(int K, const int8_t* a, int lda, const int8_t* b, int ldb, const int* cols, const int32_t* corr,
                  int32_t* y, int ldy) {
@@ -81,16 +87,23 @@ void offset_tile(int K, const int8_t* a, int lda, const int8_t* b, int ldb, cons
     int k = 0;
     for (; k + 32 * S <= K; k += 32 * S) {
         __m256i sum[R][N];
-        for (int r = 0; r < R; ++r)
-            for (int n = 0; n < N; ++n) sum[r][n] = _mm256_setzero_si256();
+        for (int r = 0; r < R; ++r) {
+            const __m256i x = xu(r, k);
+            for (int n = 0; n < N; ++n) sum[r][n] = _mm256_maddubs_epi16(x, wv(n, k));
+        }
 #pragma GCC unroll 1
-        for (int step = 0; step < S; ++step) {  // (see above: not unrolled)
+        for (int step = 1; step < S; ++step) {  // (see above: a loop, and the asm statements)
             __m256i w[N];
-            for (int n = 0; n < N; ++n) w[n] = wv(n, k + 32 * step);
+            for (int n = 0; n < N; ++n) {
+                w[n] = wv(n, k + 32 * step);
+                asm("" : "+x"(w[n]));  // in a register: not re-read as a memory operand by every row
+            }
             for (int r = 0; r < R; ++r) {
                 const __m256i x = xu(r, k + 32 * step);
                 for (int n = 0; n < N; ++n) sum[r][n] = _mm256_add_epi16(sum[r][n], _mm256_maddubs_epi16(x, w[n]));
             }
+            for (int r = 0; r < R; ++r)
+                for (int n = 0; n < N; ++n) asm("" : "+x"(sum[r][n]));  // each sum stays in one register
         }
         for (int r = 0; r < R; ++r)
             for (int n = 0; n < N; ++n) acc[r][n] = _mm256_add_epi32(acc[r][n], _mm256_madd_epi16(sum[r][n], ones));
@@ -106,6 +119,13 @@ void offset_tile(int K, const int8_t* a, int lda, const int8_t* b, int ldb, cons
             for (int kk = k; kk < K; ++kk) tail += (int32_t(a[r * lda + kk]) + 128) * int32_t(wr[n][kk]);
             y[r * ldy + cols[n]] = hsum_epi32(acc[r][n]) + tail - corr[cols[n]];
         }
+}
+
+// S > 1 tiles compiled on their own (see offset_tile); S = 1 tiles stay inline, where they run ~4% faster.
+template <int R, int N, int S>
+__attribute__((noinline)) void offset_tile_apart(int K, const int8_t* a, int lda, const int8_t* b, int ldb,
+                                                 const int* cols, const int32_t* corr, int32_t* y, int ldy) {
+    offset_tile<R, N, S>(K, a, lda, b, ldb, cols, corr, y, ldy);
 }
 
 // The largest |w| among the weights of `row` that the offset tiles multiply with pmaddubsw (k < K / 32 * 32), as
@@ -144,9 +164,11 @@ void offset_rows(int n, const int* cols, int K, const int8_t* a, int lda, const 
         for (int r = 0; r < R; r += 2) offset_rows<2, S>(n, cols, K, a + r * lda, lda, b, ldb, corr, y + r * ldy, ldy);
         return;
     }
+    constexpr auto tile3 = S > 1 ? offset_tile_apart<R, 3, S> : offset_tile<R, 3, S>;
+    constexpr auto tile1 = S > 1 ? offset_tile_apart<R, 1, S> : offset_tile<R, 1, S>;
     int i = 0;
-    for (; i + 3 <= n; i += 3) offset_tile<R, 3, S>(K, a, lda, b, ldb, cols + i, corr, y, ldy);
-    for (; i < n; ++i) offset_tile<R, 1, S>(K, a, lda, b, ldb, cols + i, corr, y, ldy);
+    for (; i + 3 <= n; i += 3) tile3(K, a, lda, b, ldb, cols + i, corr, y, ldy);
+    for (; i < n; ++i) tile1(K, a, lda, b, ldb, cols + i, corr, y, ldy);
 }
 
 template <int R>
