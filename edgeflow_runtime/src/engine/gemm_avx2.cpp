@@ -61,8 +61,8 @@ void sign_tile(int K, const int8_t* a, int lda, const int8_t* b, int ldb, const 
 // The offset form for narrow channels (|w| <= 64 for k < K / 32 * 32): sum_k (x + 128) w - corr[cols[n]],
 // corr[c] = 128 * sum_k w of channel c. Narrower channels add S steps' pmaddubsw pairs in int16 before widening
 // them (exact: a pair is at most 2 * 255 * |w|, so S = 4 at |w| <= 16 (5 bits), S = 2 at |w| <= 32 (6 bits), and
-// S = 1 at |w| <= 64 sums at most 32640), which saves the pmaddwd + paddd of S - 1 steps in S. (S = 8 at |w| <= 8
-// measured no faster than S = 4 on 4-bit codes: the step's loads and paddw, not the widening, bound it there.)
+// S = 1 at |w| <= 64 sums at most 32640), which saves the pmaddwd + paddd of S - 1 steps in S. (An eight-step form
+// at |w| <= 8 measured no faster than S = 4 on 4-bit codes, so there is none.)
 // S = 1 runs 4 x 3 tiles (12 accumulators, 3 weight vectors and the offset activation vector in registers); S > 1
 // runs 2 x 3 (6 int16 sums, 6 int32 accumulators), its steps kept as a loop. What GCC 12 makes of that loop decides
 // the speed, so three things are spelled out (5-bit layer per core: 152 -> 166 GOPS, the 8-bit one unchanged):
