@@ -26,6 +26,7 @@ TITLE = "Figure 14 - pipeline ablation: placement, priority and stealing (512 to
 EXPERIMENTS = ("pipeline",)
 POLICIES = ("llmnpu-static", "place", "place+priority", "place+priority+steal")
 PAPER_MODELS = {"llama3-8b", "phi3-3.8b"}
+PROMPT_TOKENS = 512  # the paper's; Figure 5's runs of the same experiments at other lengths are not pooled in
 FILTERS = {"model": "models"}
 # metric of ours for each paper metric, per series: (measured, simulated)
 METRICS = {"latency": ("ttft_s", "sim_latency_s"), "cpu_bubble": ("edgeflow_cpu_bubble_rate", "sim_cpu_bubble_rate"),
@@ -34,7 +35,7 @@ METRICS = {"latency": ("ttft_s", "sim_latency_s"), "cpu_bubble": ("edgeflow_cpu_
 
 
 def sweep(models=("smollm2-135m",), bits: float = 5, device="local", flash_mbps: float | None = None,
-          prompt_tokens: int = 512, rounds: int = 3) -> list[list[str]]:
+          prompt_tokens: int = PROMPT_TOKENS, rounds: int = 3) -> list[list[str]]:
     """Per model: `rounds` rounds of one cold run under each policy (interleaved), and one simulation point."""
     points = []
     ef = ["system=edgeflow", "quantizer=edgeflow", f"quantizer.budget_bits={float(bits)}", "packing=weightlet"]
@@ -123,7 +124,24 @@ def draw(med: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> li
     return common.save_figure(fig, NAME, figures_dir)
 
 
+def _no_steal_note(rows: pd.DataFrame) -> str:
+    """Why stealing never fired: each prompt chunk's operators form one chain, so at most one task per chunk is ready
+    at a time and the accelerator queue can never hold more tasks than there are chunks."""
+    note = "Stealing never triggered (0 stolen tasks, measured and simulated), so the last step changes nothing"
+    chunks = rows["notes"].astype(str).str.extract(r'"chunk": (\d+)')[0].dropna().astype(int)
+    steal = rows.loc[rows["metric"] == "edgeflow_steal_threshold", "value"]
+    tokens = rows["prompt_tokens"].dropna()
+    if chunks.empty or steal.empty or tokens.empty:
+        return note + ".\n"
+    chunk, threshold, n = int(chunks.max()), int(steal.max()), int(tokens.max())
+    return (f"{note}: each prompt chunk's operators form one chain, so at most one task per chunk is ready at a "
+            f"time; {n} tokens in {chunk}-token chunks make {-(-n // chunk)}, and the accelerator queue never holds "
+            f"more than the threshold ({threshold}). Stealing needs more than {threshold * chunk} prompt tokens at "
+            f"this chunk size.\n")
+
+
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
+    rows = rows[rows["prompt_tokens"] == PROMPT_TOKENS] if len(rows) else rows
     med = medians(rows) if len(rows) else pd.DataFrame()
     if med.empty:
         return common.not_run_section(NAME, TITLE, "no pipeline rows in the store")
@@ -137,9 +155,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     wide = wide[[p for p in POLICIES if p in wide.columns]].reset_index()
     stolen = med[med["metric"].isin(["edgeflow_cpu_stolen_tasks", "sim_stolen_tasks"])
                  & (med["pipeline"] == "place+priority+steal")]
-    steal_note = ("" if stolen.empty or stolen["median"].max() > 0 else
-                  "Stealing never triggered (0 stolen tasks, measured and simulated): the accelerator queue never "
-                  "held more than the threshold (5) while a CPU worker was idle, so the last step changes nothing.\n")
+    steal_note = "" if stolen.empty or stolen["median"].max() > 0 else _no_steal_note(rows)
     tags = common.labels(rows)
     body = [f"![{TITLE}](figures/{figures[0].name})\n", "Labels: " + "; ".join(tags) + ".\n" if tags else "",
             common.models_differ_note(set(med["model"]), PAPER_MODELS), steal_note,

@@ -14,7 +14,8 @@ SIMULATED = {"llmnpu-static": (0.20, 0.28, 0.21), "place": (0.19, 0.03, 0.65), "
 
 def _rows():
     rows = []
-    base = {"experiment": "pipeline", "model": "smollm2-135m", "system": "edgeflow", "status": "ok", "device": "local"}
+    base = {"experiment": "pipeline", "model": "smollm2-135m", "system": "edgeflow", "status": "ok", "device": "local",
+            "prompt_tokens": 512}
     for policy, (ttft, cpu, acc) in MEASURED.items():
         for rep in range(2):
             rows += [{**base, "pipeline": policy, "metric": m, "value": v, "label": "measured", "repetition": rep,
@@ -45,3 +46,29 @@ def test_the_sweep_interleaves_policies_and_simulates_once():
     pts = fig14.sweep(rounds=2)
     assert len(pts) == 2 * 4 + 1 and pts[-1][0] == "experiment=pipeline_sim"
     assert [next(o for o in p if o.startswith("pipeline=")) for p in pts[:4]] == [f"pipeline={p}" for p in fig14.POLICIES]
+
+
+def test_stealing_that_cannot_trigger_says_why(tmp_path):
+    # 512 tokens in 128-token chunks: at most 4 tasks ready at once, never more than the threshold 5
+    rows = [r for r in _rows() if r["metric"] != "sim_stolen_tasks"]
+    rows += [{**r, "metric": "sim_stolen_tasks", "value": 0.0} for r in _rows() if r["metric"] == "sim_latency_s"]
+    engine = 'engine: {"accel_threads": 1, "chunk": 128, "cpu_threads": 1}'
+    rows = [{**r, "prompt_tokens": 512, "notes": engine} for r in rows]
+    rows += [{**r, "metric": "edgeflow_steal_threshold", "value": 5.0} for r in rows if r["metric"] == "ttft_s"]
+    store = ResultsStore(tmp_path / "runs")
+    store.append("pipeline", rows)
+    body = run.render("fig14", store, tmp_path / "out").body
+    assert "Stealing never triggered" in body
+    assert "512 tokens in 128-token chunks make 4" in body and "more than 640 prompt tokens" in body
+
+
+def test_runs_at_other_prompt_lengths_are_not_pooled_in(tmp_path):
+    # Figure 5 runs the same experiments at 256 and 1024 tokens; a slow 1024-token llmnpu-static run must not move
+    # Figure 14's 512-token medians.
+    rows = [{**r, "prompt_tokens": 512} for r in _rows()]
+    rows += [{**r, "prompt_tokens": 1024, "value": 9.0, "config_hash": "long"} for r in _rows()
+             if r["pipeline"] == "llmnpu-static" and r["metric"] == "ttft_s"]
+    store = ResultsStore(tmp_path / "runs")
+    store.append("pipeline", rows)
+    body = run.render("fig14", store, tmp_path / "out").body
+    assert "| smollm2-135m | measured | llmnpu-static -> place | latency | -4.0 | -4.2 |" in body
