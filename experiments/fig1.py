@@ -6,7 +6,8 @@ bottleneck. Ours: the cold (nothing preloaded) `preload` rows of Figure 2's swee
 starts, for llama.cpp, MNN and EdgeFlow, each split by the engine's own clock (secondary columns of the TTFT rows):
 
 - EdgeFlow (edgeflow-run's trace): setup, exposed load (I/O with no compute running), exposed weight preparation
-  (unpack with no compute running), prefill (any compute running), bubble (nothing running); process start is the
+  (unpack with neither compute nor I/O running: a layer is unpacked once read, so while both run the reads set the
+  pace), prefill (any compute running), bubble (nothing running); process start is the
   wall-clock TTFT minus the engine's own.
 - llama.cpp (its perf lines): load, prompt eval; setup (with process start) is the rest of the wall-clock TTFT. It maps
   the file, so page faults during prompt eval count as prefill: its exposed loading is under-counted.

@@ -112,8 +112,8 @@ TtftBreakdown breakdown(const std::vector<TraceEvent>& events, double t0, double
         const double a = std::max(e.t0, t0), z = std::min(e.t1, t1);
         const double dur = e.t1 - e.t0;
         int rank;
-        if (e.cat == "io") rank = 0, b.io_busy_s += dur;
-        else if (e.cat == "unpack") rank = 1, b.unpack_busy_s += dur;
+        if (e.cat == "unpack") rank = 0, b.unpack_busy_s += dur;
+        else if (e.cat == "io") rank = 1, b.io_busy_s += dur;
         else if (e.cat == "cpu") rank = 2, b.cpu_busy_s += dur;
         else rank = 2, b.accel_busy_s += dur;
         if (z > a) {
@@ -127,8 +127,8 @@ TtftBreakdown breakdown(const std::vector<TraceEvent>& events, double t0, double
     for (const auto& e : edges) {
         const double dt = e.t - t;
         if (running[2] > 0) b.compute_s += dt;
-        else if (running[1] > 0) b.unpack_s += dt;
-        else if (running[0] > 0) b.io_s += dt;
+        else if (running[1] > 0) b.io_s += dt;
+        else if (running[0] > 0) b.unpack_s += dt;
         else b.idle_s += dt;
         running[e.rank] += e.delta;
         t = e.t;
