@@ -134,8 +134,10 @@ def _no_steal_note(rows: pd.DataFrame) -> str:
     if chunks.empty or steal.empty or tokens.empty:
         return note + ".\n"
     chunk, threshold, n = int(chunks.max()), int(steal.max()), int(tokens.max())
+    if -(-n // chunk) > threshold:  # it could have fired; it did not
+        return note + f": the accelerator queue never held more than the threshold ({threshold}).\n"
     return (f"{note}: each prompt chunk's operators form one chain, so at most one task per chunk is ready at a "
-            f"time; {n} tokens in {chunk}-token chunks make {-(-n // chunk)}, and the accelerator queue never holds "
+            f"time; {n} tokens in {chunk}-token chunks make {-(-n // chunk)}, and the accelerator queue cannot hold "
             f"more than the threshold ({threshold}). Stealing needs more than {threshold * chunk} prompt tokens at "
             f"this chunk size.\n")
 
