@@ -134,10 +134,11 @@ def _no_steal_note(rows: pd.DataFrame) -> str:
     if chunks.empty or steal.empty or tokens.empty:
         return note + ".\n"
     chunk, threshold, n = int(chunks.max()), int(steal.max()), int(tokens.max())
-    if -(-n // chunk) > threshold:  # it could have fired; it did not
+    n_chunks = -(-n // chunk)
+    if n_chunks > threshold:  # it could have fired; it did not
         return note + f": the accelerator queue never held more than the threshold ({threshold}).\n"
     return (f"{note}: each prompt chunk's operators form one chain, so at most one task per chunk is ready at a "
-            f"time; {n} tokens in {chunk}-token chunks make {-(-n // chunk)}, and the accelerator queue cannot hold "
+            f"time; {n} tokens in {chunk}-token chunks make {n_chunks}, and the accelerator queue cannot hold "
             f"more than the threshold ({threshold}). Stealing needs more than {threshold * chunk} prompt tokens at "
             f"this chunk size.\n")
 
@@ -146,7 +147,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     rows = rows[rows["prompt_tokens"] == PROMPT_TOKENS] if len(rows) else rows
     med = medians(rows) if len(rows) else pd.DataFrame()
     if med.empty:
-        return common.not_run_section(NAME, TITLE, "no pipeline rows in the store")
+        return common.not_run_section(NAME, TITLE, f"no pipeline rows at {PROMPT_TOKENS} prompt tokens in the store "
+                                      "(Figure 14 compares at the paper's length; other lengths are Figure 5's)")
     figures = draw(med, paper, figures_dir)
     lines = compare(med, rows, paper)
     verdict, count = common.overall([line["verdict"] for line in lines])

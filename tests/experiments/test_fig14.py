@@ -53,7 +53,7 @@ def test_stealing_that_cannot_trigger_says_why(tmp_path):
     rows = [r for r in _rows() if r["metric"] != "sim_stolen_tasks"]
     rows += [{**r, "metric": "sim_stolen_tasks", "value": 0.0} for r in _rows() if r["metric"] == "sim_latency_s"]
     engine = 'engine: {"accel_threads": 1, "chunk": 128, "cpu_threads": 1}'
-    rows = [{**r, "prompt_tokens": 512, "notes": engine} for r in rows]
+    rows = [{**r, "notes": engine} for r in rows]
     rows += [{**r, "metric": "edgeflow_steal_threshold", "value": 5.0} for r in rows if r["metric"] == "ttft_s"]
     store = ResultsStore(tmp_path / "runs")
     store.append("pipeline", rows)
@@ -65,7 +65,7 @@ def test_stealing_that_cannot_trigger_says_why(tmp_path):
 def test_runs_at_other_prompt_lengths_are_not_pooled_in(tmp_path):
     # Figure 5 runs the same experiments at 256 and 1024 tokens; a slow 1024-token llmnpu-static run must not move
     # Figure 14's 512-token medians.
-    rows = [{**r, "prompt_tokens": 512} for r in _rows()]
+    rows = _rows()
     rows += [{**r, "prompt_tokens": 1024, "value": 9.0, "config_hash": "long"} for r in _rows()
              if r["pipeline"] == "llmnpu-static" and r["metric"] == "ttft_s"]
     store = ResultsStore(tmp_path / "runs")
