@@ -139,7 +139,9 @@ void test_corruptions() {
   };
   const size_t w = kTensors + 64;  // the weight's record
   CHECK_THROWS(FormatError, "bad magic", read_all(edit([](auto& f) { f[0] = 'G'; }, false)));
-  CHECK_THROWS(FormatError, "version 2", read_all(edit([](auto& f) { put<uint32_t>(f, 8, 2); }, true)));
+  CHECK_THROWS(FormatError, "version 3", read_all(edit([](auto& f) { put<uint32_t>(f, 8, 3); }, true)));
+  CHECK_THROWS(FormatError, "version 0", read_all(edit([](auto& f) { put<uint32_t>(f, 8, 0); }, true)));
+  read_all(edit([](auto& f) { put<uint32_t>(f, 8, 1); }, true));  // version 1 files are still read
   CHECK_THROWS(FormatError, "header checksum", read_all(edit([](auto& f) { f[20] ^= 1; }, false)));
   CHECK_THROWS(FormatError, "metadata checksum", read_all(edit([](auto& f) { f[kMeta + 3] ^= 1; }, false)));
   CHECK_THROWS(FormatError, "truncated", read_all(std::vector<uint8_t>(b.file.begin(), b.file.begin() + 30)));

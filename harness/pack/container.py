@@ -25,7 +25,8 @@ from harness.pack.base import PackError, get_layout, layout_of_dtype
 from harness.safetensors_io import SafetensorsError, SafetensorsReader, TensorDict, byte_view, return_freed_memory
 
 MAGIC = b"EFPK\r\n\x1a\n"
-VERSION = 1
+VERSION = 2  # 2: the U32 dtype and model.embed_tokens.row_crc32 (docs/format.md); version 1 files still read
+READABLE_VERSIONS = (1, 2)
 HEADER = struct.Struct("<8sIIQQQIIIIII")  # 64 bytes, see docs/format.md "Header"
 CONFIG = struct.Struct("<8I2f6I")  # 64 bytes: model config + sizes of the string table and the JSON
 REGION = struct.Struct("<IIQQII")  # 32 bytes
@@ -34,8 +35,8 @@ ALIGNMENT = 4096  # regions start and end here, so a layer can be read with O_DI
 TENSOR_ALIGN = 64  # payloads start here inside a region
 assert HEADER.size == CONFIG.size == TENSOR.size == 64 and REGION.size == 32
 
-F32, F16, I8, U8 = 1, 2, 3, 4
-RAW_DTYPES = {F32: np.float32, F16: np.float16, I8: np.int8, U8: np.uint8}
+F32, F16, I8, U8, U32 = 1, 2, 3, 4, 5
+RAW_DTYPES = {F32: np.float32, F16: np.float16, I8: np.int8, U8: np.uint8, U32: np.uint32}
 DTYPE_OF_NUMPY = {np.dtype(v): k for k, v in RAW_DTYPES.items()}
 REGION_EMBEDDING, REGION_LAYER, REGION_FINAL = 0, 1, 2
 
@@ -106,6 +107,8 @@ def pack_artifact(artifact: Artifact | str | os.PathLike, path: str | os.PathLik
                     if f"{name}.{k}" in stored]
     parts = {f"{n}.{k}" for n in linears for k in LINEAR_FIELDS}
     entries += [_raw(tensors, name) for name in names if name not in parts]
+    if EMBED_CODES in stored and VERSION >= 2:  # (a version 1 file, as tests write one, has no row CRCs)
+        entries.append(_row_crcs(tensors, EMBED_CODES, EMBED_ROW_CRCS))
     provenance = {"format": "edgeflow-packed", "version": VERSION, "layout": lay.name,
                   "model": manifest.get("model"), "quantizer": manifest.get("quantizer")}
     return write_packed(path, manifest["model"]["config"], entries, provenance, lay.dtype)
@@ -178,14 +181,29 @@ def write_packed(path, config: dict, entries: list[Entry], provenance: dict, pac
 
 
 def _raw(tensors, name: str) -> Entry:
-    """A tensor stored as it is (float32, float16, int8 or uint8, at most 4 dimensions)."""
+    """A tensor stored as it is (float32, float16, int8, uint8 or uint32, at most 4 dimensions)."""
     dtype, shape = np.dtype(str(tensors.dtype(name)).removeprefix("torch.")), tensors.shape(name)
     if dtype not in DTYPE_OF_NUMPY:
-        raise PackError(f"{name}: dtype {dtype} cannot be stored (float32, float16, int8 or uint8)")
+        raise PackError(f"{name}: dtype {dtype} cannot be stored (float32, float16, int8, uint8 or uint32)")
     if len(shape) > 4:
         raise PackError(f"{name}: {len(shape)} dimensions, at most 4 can be stored")
     size = math.prod(shape) * dtype.itemsize
     return Entry(name, DTYPE_OF_NUMPY[dtype], shape, size, lambda: _row_blocks(tensors, name, shape, size))
+
+
+EMBED_CODES, EMBED_ROW_CRCS = "model.embed_tokens.codes", "model.embed_tokens.row_crc32"
+
+
+def _row_crcs(tensors, name: str, crc_name: str) -> Entry:
+    """CRC-32 of each row of the int8 table `name` [V, H] as U32 [V]: the runtime reads an untied embedding only at
+    the rows a prompt looks up, and checks each against its own CRC (the table's CRC needs the whole table)."""
+    rows, cols = tensors.shape(name)
+
+    def payload():
+        crcs = [zlib.crc32(row) for block in _row_blocks(tensors, name, (rows, cols), rows * cols)
+                for row in np.frombuffer(block, np.int8).reshape(-1, cols)]
+        return [np.asarray(crcs, np.uint32).tobytes()]
+    return Entry(crc_name, U32, (rows,), 4 * rows, payload)
 
 
 RAW_BLOCK_BYTES = 32 << 20  # a large raw tensor (the embedding table) is read and written in blocks of rows
@@ -243,7 +261,8 @@ class PackedFile:
             (magic, version, header_size, file_size, meta_offset, meta_size, meta_crc, alignment, n_regions,
              n_tensors, self.packing, header_crc) = HEADER.unpack(head)
             self._check(magic == MAGIC, f"bad magic {magic!r}: not an EdgeFlow packed model file")
-            self._check(version == VERSION, f"format version {version}, this reader supports version {VERSION}")
+            self._check(version in READABLE_VERSIONS,
+                        f"format version {version}, this reader supports versions {READABLE_VERSIONS}")
             self._check(zlib.crc32(head[:60]) == header_crc, "header checksum mismatch")
             self._check(header_size == HEADER.size, f"header_size {header_size}, expected {HEADER.size}")
             self._check(file_size == actual_size, f"header says {file_size} bytes but the file has {actual_size} "
@@ -346,7 +365,7 @@ class PackedFile:
         return data
 
     def array(self, name: str) -> np.ndarray:
-        """A raw tensor (float32, float16, int8, uint8) as numpy, shape as stored."""
+        """A raw tensor (float32, float16, int8, uint8, uint32) as numpy, shape as stored."""
         t = self.info(name)
         if t.dtype not in RAW_DTYPES:
             raise PackError(f"{name} is a packed quantized weight: use quant_codes()")

@@ -224,8 +224,10 @@ def engine_metrics(run) -> list[Metric]:
 def packed_file(model_name: str, art_dir: Path, layout: str) -> Path:
     """The packed .efpk of an artifact directory, made once (one layer in memory at a time) and cached."""
     from harness.pack import pack_artifact
+    from harness.pack.container import VERSION
 
-    packed = cache_dir("packed", model_name) / f"{art_dir.name}-{layout}.efpk"
+    # the format version in the name: a file packed by an older writer is not reused
+    packed = cache_dir("packed", model_name) / f"{art_dir.name}-{layout}-v{VERSION}.efpk"
     if not packed.is_file():  # (pack_artifact refuses artifacts the runtime cannot run)
         with progress_note(f"packing {art_dir.name} as {layout}"):
             pack_artifact(art_dir, packed, layout=layout)

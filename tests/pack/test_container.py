@@ -83,7 +83,7 @@ def corruptions(data: bytes):
         return label, bytes(d), match
 
     yield case("bad magic", lambda d: d.__setitem__(slice(0, 4), b"GGUF"), "bad magic")
-    yield case("wrong version", lambda d: _rewrite_header(d, version=2), "version 2")
+    yield case("wrong version", lambda d: _rewrite_header(d, version=3), "version 3")
     yield case("header checksum", lambda d: d.__setitem__(20, d[20] ^ 1), "header checksum")
     yield case("metadata checksum", lambda d: d.__setitem__(64 + 70, d[64 + 70] ^ 1), "metadata checksum")
     yield "truncated", data[: len(data) - ALIGNMENT], "truncated"

@@ -15,7 +15,8 @@
 namespace edgeflow {
 
 inline constexpr char kMagic[8] = {'E', 'F', 'P', 'K', '\r', '\n', '\x1a', '\n'};
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;         // 2 added DType::U32 (per-row CRCs of the embedding)
+inline constexpr uint32_t kOldestVersion = 1;   // still read: a version 1 file has no U32 tensors
 inline constexpr uint32_t kHeaderSize = 64;
 inline constexpr uint32_t kTensorAlign = 64;  // payloads start on this inside a region
 
@@ -25,7 +26,7 @@ class FormatError : public std::runtime_error {
 };
 
 enum class DType : uint8_t {
-  F32 = 1, F16 = 2, I8 = 3, U8 = 4,
+  F32 = 1, F16 = 2, I8 = 3, U8 = 4, U32 = 5,
   QWeightlet = 16,  // EdgeFlow's SIMD-friendly weightlet layout
   QInt8 = 17,       // every code padded to 8 bits (baseline)
   QMixed48 = 18,    // each channel padded to 4 or 8 bits (baseline)

@@ -62,7 +62,10 @@ void Forward::embed(ChunkState& s) const {
             throw EngineError("token id " + std::to_string(s.tokens[t]) + " at position " +
                               std::to_string(s.pos0 + t) + " is outside the vocabulary [0, " +
                               std::to_string(e.rows) + ")");
-    embed_rows(s.T, e.cols, s.tokens.data(), e.codes.data(), e.w_scale.data(), s.x.data());
+    std::vector<const int8_t*> rows(s.T);
+    std::vector<float> scales(s.T);
+    for (int t = 0; t < s.T; ++t) rows[t] = e.row(s.tokens[t]), scales[t] = e.w_scale.data()[s.tokens[t]];
+    embed_rows(s.T, e.cols, rows.data(), scales.data(), s.x.data());
 }
 
 // x += dequantize(acc) when a matmul result is pending (residual add), then h = RMSNorm(x) and one int8 copy of h per

@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <unordered_map>
 
 #include "edgeflow/format.h"
 #include "edgeflow/unpack.h"
@@ -36,6 +37,129 @@ void* map_huge(size_t bytes) {
 }
 
 void unmap(void* p, size_t bytes) { munmap(p, bytes); }
+
+// The packed file, open for pread (O_DIRECT when asked), shared by the weight source and the embedding rows it
+// leaves on storage for later lookups.
+class FileReader {
+public:
+    static constexpr uint64_t kBlock = 4096;  // O_DIRECT's offset, size and buffer alignment (and a page anyway)
+
+    FileReader(const std::string& path, bool direct) : path_(path) {
+        fd_ = ::open(path.c_str(), O_RDONLY | (direct ? O_DIRECT : 0));
+        if (fd_ < 0)
+            throw IoError("cannot open " + path + (direct ? " with O_DIRECT" : "") + ": " + std::strerror(errno));
+        const off_t end = ::lseek(fd_, 0, SEEK_END);
+        if (end < 0) throw IoError("cannot size " + path + ": " + std::strerror(errno));
+        size_ = uint64_t(end);
+    }
+    ~FileReader() { ::close(fd_); }
+    FileReader(const FileReader&) = delete;
+    FileReader& operator=(const FileReader&) = delete;
+    const std::string& path() const { return path_; }
+
+    // Exactly n bytes at off into dst; what = the part of the file, for the error.
+    void read(uint8_t* dst, uint64_t n, uint64_t off, const std::string& what) const {
+        for (uint64_t done = 0; done < n;) {
+            const ssize_t got = ::pread(fd_, dst + done, n - done, off_t(off + done));
+            if (got < 0 && errno == EINTR) continue;
+            if (got < 0) throw IoError("read of " + path_ + " failed: " + std::strerror(errno));
+            if (got == 0) throw FormatError(path_ + ": file ends inside " + what);
+            done += uint64_t(got);
+        }
+    }
+
+    // Bytes [off, off + n) read as the whole kBlock-aligned blocks around them (readable with O_DIRECT too).
+    struct Span {
+        std::shared_ptr<uint8_t> blocks;
+        uint64_t first = 0, size = 0;  // file offset and bytes of blocks
+        const uint8_t* at(uint64_t off) const { return blocks.get() + (off - first); }
+    };
+    Span read_span(uint64_t off, uint64_t n, const std::string& what) const {
+        Span s;
+        s.first = off / kBlock * kBlock;
+        s.size = (off + n + kBlock - 1) / kBlock * kBlock - s.first;
+        void* p = nullptr;
+        if (posix_memalign(&p, kBlock, s.size) != 0) throw std::bad_alloc();
+        s.blocks.reset(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
+        // the last block may end past the file (its end is only 4096-aligned by the format): read what is there
+        const uint64_t want = std::min<uint64_t>(s.size, size_ - s.first);
+        read(s.blocks.get(), want, s.first, what);
+        return s;
+    }
+
+private:
+    std::string path_;
+    int fd_ = -1;
+    uint64_t size_ = 0;
+};
+
+// Rows of an int8 table [V, cols] (a raw tensor of the file), read together: rows whose bytes share or touch a
+// block come in one pread. Pure I/O; StoredRows checks them.
+struct RowBatch {
+    std::vector<int32_t> ids;  // ascending
+    FileReader::Span span;
+};
+
+uint64_t row_offset(const TensorInfo& table, int32_t r) { return table.offset + uint64_t(r) * table.shape[1]; }
+
+std::vector<RowBatch> read_rows(const FileReader& file, const TensorInfo& table, std::vector<int32_t> ids) {
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    auto block = [&](int32_t r) { return row_offset(table, r) / FileReader::kBlock; };
+    std::vector<RowBatch> out;
+    for (size_t a = 0; a < ids.size();) {
+        size_t b = a + 1;
+        while (b < ids.size() && block(ids[b]) <= block(ids[b - 1] + 1)) ++b;  // starts in a block already read
+        const uint64_t off = row_offset(table, ids[a]), end = row_offset(table, ids[b - 1]) + table.shape[1];
+        out.push_back({std::vector<int32_t>(ids.begin() + long(a), ids.begin() + long(b)),
+                       file.read_span(off, end - off, table.name + " row " + std::to_string(ids[a]))});
+        a = b;
+    }
+    return out;
+}
+
+// An untied embedding table left on storage: its rows are the prompt's (read with the embedding's region) plus any
+// row first looked up later (read then), each checked against its CRC-32 (model.embed_tokens.row_crc32,
+// docs/format.md). A prompt needs a few hundred of a vocabulary's rows; reading Qwen1.5-1.8B's whole 8-bit table
+// would be 311 MB, 1.5 s at 200 MB/s, before the first layer could start.
+class StoredRows : public RowSource {
+public:
+    StoredRows(std::shared_ptr<const FileReader> file, const TensorInfo& codes, SharedArray<uint32_t> crcs)
+        : file_(std::move(file)), codes_(codes), crcs_(std::move(crcs)) {}
+
+    void add(const RowBatch& batch) {
+        std::lock_guard<std::mutex> lk(mu_);
+        add_locked(batch);
+    }
+
+    const int8_t* row(int r) override {
+        std::lock_guard<std::mutex> lk(mu_);
+        auto it = rows_.find(r);
+        if (it != rows_.end()) return it->second.data();
+        for (const RowBatch& b : read_rows(*file_, codes_, {r})) add_locked(b);
+        return rows_.at(r).data();
+    }
+
+private:
+    void add_locked(const RowBatch& batch) {
+        for (int32_t r : batch.ids) keep(r, batch.span.at(row_offset(codes_, r)));
+    }
+    void keep(int32_t r, const uint8_t* bytes) {  // under mu_; a row once kept is never rewritten (readers hold it)
+        const size_t cols = codes_.shape[1];
+        if (rows_.count(r)) return;
+        if (crc32(bytes, cols) != crcs_.data()[r])
+            throw FormatError(file_->path() + ": " + codes_.name + " row " + std::to_string(r) +
+                              ": checksum mismatch (row corrupt)");
+        const auto* codes = reinterpret_cast<const int8_t*>(bytes);
+        rows_.emplace(r, std::vector<int8_t>(codes, codes + cols));
+    }
+
+    std::shared_ptr<const FileReader> file_;
+    TensorInfo codes_;
+    SharedArray<uint32_t> crcs_;
+    std::mutex mu_;
+    std::unordered_map<int32_t, std::vector<int8_t>> rows_;  // node-based: a row's data never moves once kept
+};
 
 // Region buffers (map_huge) and recycled: a buffer whose layer has been unpacked is reused for a later
 // region, so its pages are faulted in once instead of once per layer. A buffer comes back when its last reference
@@ -109,6 +233,7 @@ const char* raw_dtype(DType t) {
         case DType::F16: return "float16";
         case DType::I8: return "int8";
         case DType::U8: return "uint8";
+        case DType::U32: return "uint32";
         default: return nullptr;
     }
 }
@@ -145,36 +270,29 @@ public:
             throw FormatError(path + ": expected regions embedding, layer 0 .. " + std::to_string(cfg_.n_layers - 1) +
                               ", final; found " + std::to_string(regions.size()) + " regions in another order");
         make_code_arena();
-        fd_ = ::open(path.c_str(), O_RDONLY | (opt.direct_io ? O_DIRECT : 0));
-        if (fd_ < 0)
-            throw IoError("cannot open " + path + (opt.direct_io ? " with O_DIRECT" : "") + ": " +
-                              std::strerror(errno));
+        file_reader_ = std::make_shared<FileReader>(path, opt.direct_io);
         buffers_.resize(n);
-    }
-    ~PackedWeightSource() override {
-        if (fd_ >= 0) ::close(fd_);
+        find_stored_rows();
     }
 
     LlamaConfig config() const override { return cfg_; }
     void cancel() override { pool_->cancel(); }
     uint64_t bytes_read() const override { return bytes_read_.load(); }
 
+    void expect_tokens(const std::vector<int32_t>& tokens) override { prompt_tokens_ = tokens; }
+
     void load(int unit) override {
+        if (unit == 0 && embed_codes_) return load_embedding_rows();
         const RegionInfo& r = file_.regions().at(unit);
         std::shared_ptr<uint8_t> buf = pool_->acquire(r.size);
-        for (uint64_t done = 0; done < r.size;) {
-            const ssize_t got = ::pread(fd_, buf.get() + done, r.size - done, off_t(r.offset + done));
-            if (got < 0 && errno == EINTR) continue;
-            if (got < 0) throw IoError("read of " + path_ + " failed: " + std::strerror(errno));
-            if (got == 0) throw FormatError(path_ + ": file ends inside region " + std::to_string(unit));
-            done += uint64_t(got);
-        }
+        file_reader_->read(buf.get(), r.size, r.offset, "region " + std::to_string(unit));
         bytes_read_ += r.size;
         std::lock_guard<std::mutex> lk(mu_);
         buffers_[unit] = std::move(buf);
     }
 
     void unpack(int unit, Model& model) override {
+        if (unit == 0 && embed_codes_) return unpack_embedding_rows(model);
         std::shared_ptr<uint8_t> buf;  // shared: raw tables (the embedding) stay in it and keep it alive
         {
             std::lock_guard<std::mutex> lk(mu_);
@@ -196,6 +314,75 @@ public:
     }
 
 private:
+    // An untied embedding whose file has per-row CRCs is read at the prompt's rows only (StoredRows); a tied one is
+    // the LM head too and is read whole, as is any table in a version 1 file.
+    void find_stored_rows() {
+        if (cfg_.tied_embeddings) return;
+        const TensorInfo *codes = nullptr, *crcs = nullptr;
+        const RegionInfo& r = file_.regions().front();
+        for (uint32_t i = r.first_tensor; i < r.first_tensor + r.n_tensors; ++i) {
+            const TensorInfo& t = file_.tensors()[i];
+            if (t.name == "model.embed_tokens.codes" && t.dtype == DType::I8 && t.ndim == 2) codes = &t;
+            if (t.name == "model.embed_tokens.row_crc32") crcs = &t;
+        }
+        if (codes && crcs) embed_codes_ = codes;  // shapes are checked when unpacked
+    }
+
+    // Region 0 without the table's codes: its other tensors whole (scales, widths, row CRCs: 9 bytes a row) and
+    // the rows of the prompt's tokens.
+    void load_embedding_rows() {
+        const RegionInfo& r = file_.regions().front();
+        EmbeddingRead got;
+        for (uint32_t i = r.first_tensor; i < r.first_tensor + r.n_tensors; ++i) {
+            const TensorInfo& t = file_.tensors()[i];
+            if (&t == embed_codes_) continue;
+            got.tensors.emplace_back(&t, file_reader_->read_span(t.offset, t.size, t.name));
+            bytes_read_ += got.tensors.back().second.size;
+        }
+        std::vector<int32_t> ids;
+        for (int32_t id : prompt_tokens_)
+            if (id >= 0 && id < cfg_.vocab) ids.push_back(id);  // others fail in embed(), naming the position
+        got.rows = read_rows(*file_reader_, *embed_codes_, std::move(ids));
+        for (const RowBatch& b : got.rows) bytes_read_ += b.span.size;
+        std::lock_guard<std::mutex> lk(mu_);
+        embedding_read_ = std::move(got);
+    }
+
+    void unpack_embedding_rows(Model& model) {
+        EmbeddingRead got;
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            got = std::move(embedding_read_);
+        }
+        try {
+            for (auto& [t, span] : got.tensors) {
+                const uint8_t* payload = span.at(t->offset);
+                if (opt_.verify_crc) file_.verify_payload(*t, payload);
+                const char* dt = raw_dtype(t->dtype);
+                if (!dt) throw FormatError(path_ + ": tensor " + t->name + " has an unknown dtype");
+                TensorView view{t->name, dt, std::vector<int64_t>(t->shape, t->shape + t->ndim), payload,
+                                span.blocks};
+                std::lock_guard<std::mutex> lk(mu_);
+                set_named_tensor(model, staging_, view);
+            }
+            const TensorInfo& codes = *embed_codes_;
+            RowTable& e = model.embed;
+            if (codes.shape[0] != uint32_t(cfg_.vocab) || codes.shape[1] != uint32_t(cfg_.hidden))
+                throw EngineError(codes.name + ": expected int8 [vocab, hidden]");
+            if (e.row_crc32.size() != size_t(cfg_.vocab)) throw EngineError("model.embed_tokens.row_crc32 missing");
+            auto rows = std::make_shared<StoredRows>(file_reader_, codes, e.row_crc32);
+            for (const RowBatch& b : got.rows) rows->add(b);  // row CRCs are checked even with verify_crc off
+            e.rows = cfg_.vocab;
+            e.cols = cfg_.hidden;
+            e.on_demand = std::move(rows);
+            model.check_embedding();
+        } catch (const IoError&) {
+            throw;
+        } catch (const EngineError& e) {  // as in unpack(): the file is wrong, not the request
+            throw FormatError(path_ + ": " + e.what());
+        }
+    }
+
     // One huge-page mapping for the int8 codes of every quantized linear (106 MB for the default model).
     void make_code_arena() {
         size_t total = 0;
@@ -239,8 +426,14 @@ private:
     LoadOptions opt_;
     PackedFile file_;
     LlamaConfig cfg_;
-    int fd_ = -1;
+    std::shared_ptr<FileReader> file_reader_;
     std::mutex mu_;
+    const TensorInfo* embed_codes_ = nullptr;  // set: the embedding stays on storage (StoredRows)
+    std::vector<int32_t> prompt_tokens_;       // expect_tokens()
+    struct EmbeddingRead {                     // load(0) -> unpack(0) when the embedding stays on storage
+        std::vector<std::pair<const TensorInfo*, FileReader::Span>> tensors;  // all but the codes
+        std::vector<RowBatch> rows;
+    } embedding_read_;
     std::shared_ptr<BufferPool> pool_ = std::make_shared<BufferPool>();
     std::shared_ptr<int8_t> arena_;                   // codes of every quantized linear
     std::map<std::string, size_t> arena_offset_;      // tensor name -> byte offset in arena_

@@ -55,18 +55,18 @@ void Model::check_layer(int i) const {
 }
 
 namespace {
-bool table_ok(const RowTable& t, const LlamaConfig& cfg) {
-    return t.rows == cfg.vocab && t.cols == cfg.hidden && t.codes.size() == size_t(t.rows) * t.cols &&
-           t.w_scale.size() == size_t(t.rows);
+bool table_ok(const RowTable& t, const LlamaConfig& cfg, bool on_demand_ok) {
+    const bool codes = t.codes.size() == size_t(t.rows) * t.cols || (on_demand_ok && t.on_demand);
+    return t.rows == cfg.vocab && t.cols == cfg.hidden && codes && t.w_scale.size() == size_t(t.rows);
 }
 }  // namespace
 
 void Model::check_embedding() const {
-    expect(table_ok(embed, cfg), "embed_tokens must be an INT8 table of [vocab, hidden] with a scale per row");
+    expect(table_ok(embed, cfg, !cfg.tied_embeddings), "embed_tokens must be an INT8 table of [vocab, hidden] with a scale per row");
 }
 
 void Model::check_final() const {
-    expect(cfg.tied_embeddings || table_ok(lm_head, cfg), "lm_head must be an INT8 table of [vocab, hidden]");
+    expect(cfg.tied_embeddings || table_ok(lm_head, cfg, false), "lm_head must be an INT8 table of [vocab, hidden]");
     expect(final_norm.size() == size_t(cfg.hidden), "model.norm.weight must have [hidden]");
 }
 

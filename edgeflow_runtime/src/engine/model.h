@@ -56,11 +56,25 @@ struct SharedArray {
     std::shared_ptr<const void> owner;
 };
 
-// Per-row INT8 table for the embeddings and the weight-only LM head.
+// Rows of an INT8 table that stay on storage until first looked up (the loader's, for an untied embedding).
+class RowSource {
+public:
+    virtual ~RowSource() = default;
+    // Row r's cols codes, valid while the source lives; throws EngineError naming the row if it cannot be read or
+    // fails its check. Safe to call from several threads.
+    virtual const int8_t* row(int r) = 0;
+};
+
+// Per-row INT8 table for the embeddings and the weight-only LM head: in memory (codes), or, for an embedding that
+// is not also the LM head, read row by row when looked up (on_demand; codes empty).
 struct RowTable {
     int rows = 0, cols = 0;
-    SharedArray<int8_t> codes;   // [rows, cols]
-    SharedArray<float> w_scale;  // [rows]
+    SharedArray<int8_t> codes;       // [rows, cols]
+    SharedArray<float> w_scale;      // [rows]
+    SharedArray<uint32_t> row_crc32; // [rows] CRC-32 of each row's codes, when the packed file has them
+    std::shared_ptr<RowSource> on_demand;
+
+    const int8_t* row(int r) const { return on_demand ? on_demand->row(r) : codes.data() + size_t(r) * cols; }
 };
 
 // The int8 codes of one linear: owned (resize/assign, left uninitialised: the unpack kernels write them right

@@ -127,12 +127,9 @@ void swiglu_quantize_rows(int T, int I, const int32_t* acc_g, const int32_t* acc
     }
 }
 
-void embed_rows(int T, int H, const int32_t* tokens, const int8_t* codes, const float* w_scale, float* x) {
-    for (int t = 0; t < T; ++t) {
-        const int8_t* row = codes + size_t(tokens[t]) * H;
-        const float s = w_scale[tokens[t]];
-        for (int i = 0; i < H; ++i) x[t * H + i] = float(row[i]) * s;
-    }
+void embed_rows(int T, int H, const int8_t* const* rows, const float* scales, float* x) {
+    for (int t = 0; t < T; ++t)
+        for (int i = 0; i < H; ++i) x[size_t(t) * H + i] = float(rows[t][i]) * scales[t];
 }
 
 EF_VECTOR_CLONES

@@ -40,8 +40,8 @@ void silu_mul(int n, float* g, const float* u);
 void swiglu_quantize_rows(int T, int I, const int32_t* acc_g, const int32_t* acc_u, int ldacc, const float* scale_g,
                           const float* scale_u, const float* m, int8_t* xq, float* scratch);
 
-// Embedding lookup: x[t] = codes[tok[t]] * w_scale[tok[t]]; codes [V, H] int8.
-void embed_rows(int T, int H, const int32_t* tokens, const int8_t* codes, const float* w_scale, float* x);
+// Embedding lookup: x[t] = rows[t][0..H) * scales[t], rows[t] the int8 codes of token t's table row.
+void embed_rows(int T, int H, const int8_t* const* rows, const float* scales, float* x);
 
 // Weight-only INT8 LM head for vocabulary rows [v0, v1): logits[t, v] = w_scale[v] * sum_k h[t, k] * codes[v, k].
 // h [T, H], logits [T, V] (only columns v0..v1 written).

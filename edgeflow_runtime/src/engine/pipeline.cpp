@@ -57,7 +57,10 @@ std::vector<ChunkState> run_prefill(Model& model, WeightSource* source, KvCache&
                           std::to_string(cache.ctx));
     const int n_chunks = (n_tok + opt.chunk - 1) / opt.chunk;
     const int L = cfg.n_layers;
-    if (source) model.layers.resize(L);
+    if (source) {
+        model.layers.resize(L);
+        source->expect_tokens(tokens);
+    }
 
     std::vector<ChunkState> chunks(n_chunks);
     for (int c = 0; c < n_chunks; ++c) {

@@ -34,6 +34,8 @@ public:
     virtual void load(int unit) = 0;
     virtual void unpack(int unit, Model& model) = 0;
     virtual uint64_t bytes_read() const = 0;
+    // The token ids the prefill will embed, told before any load(): a source may read only their embedding rows.
+    virtual void expect_tokens(const std::vector<int32_t>& tokens) { (void)tokens; }
     // Called once when any task of the prefill fails: a load() blocked on unpacking must give up (throw).
     virtual void cancel() {}
 };

@@ -107,6 +107,9 @@ void set_named_tensor(Model& model, ScaleStaging& staging, const TensorView& t) 
         } else if (field == "w_scale") {
             expect_tensor(t, "float32", {V});
             tab.w_scale = shared<float>(t);
+        } else if (field == "row_crc32" && embed) {
+            expect_tensor(t, "uint32", {V});
+            tab.row_crc32 = shared<uint32_t>(t);
         } else if (field == "bits") {
             expect_tensor(t, "uint8", {V});
             const auto* b = static_cast<const uint8_t*>(t.data);

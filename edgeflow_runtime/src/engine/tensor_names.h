@@ -12,7 +12,7 @@
 namespace edgeflow {
 
 struct TensorView {
-    std::string name, dtype;  // dtype "int8", "uint8", "float32"
+    std::string name, dtype;  // dtype "int8", "uint8", "uint32", "float32"
     std::vector<int64_t> shape;
     const void* data;
     std::shared_ptr<const void> owner = nullptr;  // keeps data alive: large tables borrow it instead of copying

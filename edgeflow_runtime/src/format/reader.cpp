@@ -23,7 +23,8 @@ bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul
 
 uint64_t elem_size(DType t) {
   switch (t) {
-    case DType::F32: return 4;
+    case DType::F32:
+    case DType::U32: return 4;
     case DType::F16: return 2;
     case DType::I8:
     case DType::U8: return 1;
@@ -43,6 +44,7 @@ const char* dtype_name(DType t) {
     case DType::F16: return "f16";
     case DType::I8: return "i8";
     case DType::U8: return "u8";
+    case DType::U32: return "u32";
     case DType::QWeightlet: return "q_weightlet";
     case DType::QInt8: return "q_int8";
     case DType::QMixed48: return "q_mixed48";
@@ -72,8 +74,9 @@ void PackedFile::parse() {
   src_->read(0, h, kHeaderSize);
   if (std::memcmp(h, kMagic, 8) != 0) fail("bad magic: not an EdgeFlow packed model file");
   const uint32_t version = get<uint32_t>(h + 8);
-  if (version != kVersion)
-    fail("format version " + std::to_string(version) + ", this reader supports version " + std::to_string(kVersion));
+  if (version < kOldestVersion || version > kVersion)
+    fail("format version " + std::to_string(version) + ", this reader supports versions " +
+         std::to_string(kOldestVersion) + " to " + std::to_string(kVersion));
   if (crc32(h, 60) != get<uint32_t>(h + 60)) fail("header checksum mismatch");
   if (get<uint32_t>(h + 12) != kHeaderSize) fail("header_size is not 64");
   file_size_ = get<uint64_t>(h + 16);

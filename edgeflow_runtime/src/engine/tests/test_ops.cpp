@@ -66,9 +66,10 @@ static void test_norm_rope_attention() {
 static void test_embed_head_silu() {
     const int8_t codes[] = {1, -2, 3, 127, -128, 0};  // V = 2 rows of H = 3
     const float ws[] = {0.5f, 2.f};
-    const int32_t tok[] = {1, 0};
+    const int8_t* rows[] = {codes + 3, codes};  // tokens 1, 0
+    const float row_scales[] = {ws[1], ws[0]};
     float x[6];
-    embed_rows(2, 3, tok, codes, ws, x);
+    embed_rows(2, 3, rows, row_scales, x);
     CHECK(x[0] == 254.f && x[1] == -256.f && x[2] == 0.f && x[3] == 0.5f);
     const float h[] = {1.f, 1.f, 1.f};
     float logits[2];
