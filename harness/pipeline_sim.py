@@ -49,9 +49,10 @@ def stage_lane(policy: str, stage: str) -> str:
 
 
 def stage_priority(policy: str, layer: int, chunk: int, stage_index: int, n_layers: int, n_chunks: int) -> int:
-    """pipeline.cpp stage_priority: topological (layer-major) or position-guided (chunk-major); lower first."""
+    """pipeline.cpp stage_priority, lower first: topological (layer, then stage, then chunk: the execution graph's
+    order) or position-guided (chunk, then layer, then stage)."""
     if policy in ("llmnpu-static", "place"):
-        return ((layer + 1) * n_chunks + chunk) * 16 + stage_index
+        return ((layer + 1) * 16 + stage_index) * n_chunks + chunk
     return (chunk * (n_layers + 2) + (layer + 1)) * 16 + stage_index
 
 

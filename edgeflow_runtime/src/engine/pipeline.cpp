@@ -35,14 +35,16 @@ Lane stage_lane(Policy policy, const std::string& stage) {
     return Lane::CPU;
 }
 
-// Lower runs first. Topological (llmnpu-static, place): layer-major, the order of the model's execution graph, so
-// later chunks' stages of a layer go before any stage of the next layer. Position-guided (place+priority*):
-// chunk-major, an earlier prompt chunk's stage before any later chunk's, which unlocks its accelerator stages sooner.
-// layer -1 is the embedding, n_layers the head; stage_index < 16 orders stages within a layer.
+// Lower runs first. Topological (llmnpu-static, place): the order of the model's execution graph, layer by layer
+// and within a layer stage by stage, each stage for every chunk (section 4.3, Figure 9a: the NPU runs Q/K/V for all
+// chunks first), so a later chunk's O projection goes before an earlier chunk's FFN. Position-guided
+// (place+priority*): by chunk position, an earlier prompt chunk's stage before any later chunk's (Figure 9b), which
+// unlocks its accelerator stages sooner. layer -1 is the embedding, n_layers the head; stage_index < 16 orders
+// stages within a layer.
 long stage_priority(Policy policy, int layer, int chunk, int stage_index, int n_layers, int n_chunks) {
     constexpr int kStages = 16;
     if (policy == Policy::LlmNpuStatic || policy == Policy::Place)
-        return (long(layer + 1) * n_chunks + chunk) * kStages + stage_index;
+        return (long(layer + 1) * kStages + stage_index) * n_chunks + chunk;
     return (long(chunk) * (n_layers + 2) + (layer + 1)) * kStages + stage_index;
 }
 

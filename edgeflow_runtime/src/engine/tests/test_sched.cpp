@@ -218,6 +218,10 @@ static void test_serial_order_deterministic() {
     };
     CHECK(index_of(pos, "down", 1, 0) < index_of(pos, "attn_in", 0, 1));
     CHECK(index_of(topo, "down", 1, 0) > index_of(topo, "attn_in", 0, 1));
+    // Topological is the execution graph's stage order within a layer: the last chunk's O projection before the
+    // first chunk's FFN (the tie of section 4.3 that position-guided priority breaks the other way).
+    CHECK(index_of(topo, "o_proj", 0, 4) < index_of(topo, "ffn_in", 0, 0));
+    CHECK(index_of(pos, "ffn_in", 0, 0) < index_of(pos, "o_proj", 0, 4));
 }
 
 static void test_bad_options() {
