@@ -7,7 +7,8 @@ Two series, never pooled:
   The host's "accelerator" lane is CPU cores (DESIGN.md), so the lanes are equally fast: the paper's effects, which
   come from a slow-at-non-matmul NPU, need not show.
 - simulated: each policy replayed by harness/pipeline_sim.py over the operator costs of one measured cold prefill,
-  the accelerator at the paper's Figure 5b ratios (experiment=pipeline_sim; labelled emulated).
+  the accelerator at the paper's Figure 5b ratios (experiment=pipeline_sim; labelled emulated): one decoder layer,
+  as the paper's Figure 14 times it ("simulated, one layer"), and the whole prefill ("simulated").
 Each step's change against the previous policy is compared with the paper's (results/paper/fig14.csv); single
 medians and a simulation carry no interval, so verdicts are capped at qualitative.
 """
@@ -28,10 +29,13 @@ POLICIES = ("llmnpu-static", "place", "place+priority", "place+priority+steal")
 PAPER_MODELS = {"llama3-8b", "phi3-3.8b"}
 PROMPT_TOKENS = 512  # the paper's; Figure 5's runs of the same experiments at other lengths are not pooled in
 FILTERS = {"model": "models"}
-# metric of ours for each paper metric, per series: (measured, simulated)
-METRICS = {"latency": ("ttft_s", "sim_latency_s"), "cpu_bubble": ("edgeflow_cpu_bubble_rate", "sim_cpu_bubble_rate"),
-           "accel_bubble": ("edgeflow_accel_bubble_rate", "sim_accel_bubble_rate"),
-           "accel_busy": ("edgeflow_accel_busy_s", None), "stolen": ("edgeflow_cpu_stolen_tasks", "sim_stolen_tasks")}
+SERIES = ("measured", "simulated, one layer", "simulated")  # host cold TTFT; sim_layer_*; sim_* (whole prefill)
+# metric of ours for each paper metric, per series
+METRICS = {"latency": ("ttft_s", "sim_layer_latency_s", "sim_latency_s"),
+           "cpu_bubble": ("edgeflow_cpu_bubble_rate", "sim_layer_cpu_bubble_rate", "sim_cpu_bubble_rate"),
+           "accel_bubble": ("edgeflow_accel_bubble_rate", "sim_layer_accel_bubble_rate", "sim_accel_bubble_rate"),
+           "accel_busy": ("edgeflow_accel_busy_s", None, None),
+           "stolen": ("edgeflow_cpu_stolen_tasks", "sim_layer_stolen_tasks", "sim_stolen_tasks")}
 
 
 def sweep(models=("smollm2-135m",), bits: float = 5, device="local", flash_mbps: float | None = None,
@@ -54,7 +58,8 @@ def sweep(models=("smollm2-135m",), bits: float = 5, device="local", flash_mbps:
 def medians(rows: pd.DataFrame) -> pd.DataFrame:
     """Median of every metric per model, series (measured / simulated) and policy."""
     ok = rows[(rows["status"] == "ok") & rows["pipeline"].isin(POLICIES)].dropna(subset=["value"])
-    ok = ok.assign(series=ok["metric"].str.startswith("sim_").map({True: "simulated", False: "measured"}))
+    series = ok["metric"].map(lambda m: SERIES[2] if m.startswith("sim_") else SERIES[0])
+    ok = ok.assign(series=series.where(~ok["metric"].str.startswith("sim_layer_"), SERIES[1]))
     return ok.groupby(["model", "series", "pipeline", "metric"])["value"].agg(["median", "count"]).reset_index()
 
 
@@ -72,11 +77,11 @@ def compare(med: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None) -
         caps = common.cap_reasons(rows[rows["model"] == model], PAPER_MODELS)
         for p in steps.itertuples():
             what = p.metric.removesuffix("_change_pct")
-            for i, series in enumerate(("measured", "simulated")):
+            for i, series in enumerate(SERIES):
                 metric = METRICS[what][i]
                 new, old = (_value(med, model, series, pol, metric) if metric else None for pol in (p.policy, p.versus))
                 ours = None if new is None or not old else 100 * (new / old - 1)
-                extra = [] if series == "measured" else ["simulated at the paper's NPU/CPU ratios"]
+                extra = [] if i == 0 else ["simulated at the paper's NPU/CPU ratios"]
                 verdict = common.NOT_RUN if ours is None else common.ratio_verdict(
                     1 + ours / 100, 1 + p.value / 100, caps=caps + extra)
                 lines.append({"model": model, "series": series, "step": f"{p.versus} -> {p.policy}",
@@ -96,16 +101,17 @@ def draw(med: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> li
     fig, axes = plt.subplots(len(models), 2, figsize=(12, 3.8 * len(models)), squeeze=False)
     x = np.arange(len(POLICIES))
     for (ax_l, ax_b), model in zip(axes, models):
-        for k, series in enumerate(("measured", "simulated")):
+        colors, hatches = ("#4c72b0", "#dd8452", "#c9a26b"), ("", "//", "..")
+        what = ("host, cold TTFT", "phone-like ratios, one layer", "phone-like ratios, whole prefill")
+        for k, series in enumerate(SERIES):
             lat = [_value(med, model, series, p, METRICS["latency"][k]) for p in POLICIES]
             base = lat[0] or next((v for v in lat if v), None)
             if base:
-                ax_l.bar(x + (k - 0.5) * 0.38, [(v or np.nan) / base for v in lat], 0.36,
-                         label=f"{series} ({'host, cold TTFT' if k == 0 else 'phone-like ratios, simulated'})",
-                         color=("#4c72b0", "#dd8452")[k], hatch=("", "//")[k])
+                ax_l.bar(x + (k - 1) * 0.27, [(v or np.nan) / base for v in lat], 0.26,
+                         label=f"{series} ({what[k]})", color=colors[k], hatch=hatches[k])
             for lane, style in (("cpu_bubble", "-o"), ("accel_bubble", "--s")):
                 ys = [_value(med, model, series, p, METRICS[lane][k]) for p in POLICIES]
-                ax_b.plot(x, [np.nan if v is None else v for v in ys], style, color=("#4c72b0", "#dd8452")[k],
+                ax_b.plot(x, [np.nan if v is None else v for v in ys], style, color=colors[k],
                           label=f"{series}: {lane.replace('_', ' ')}")
         ax_l.axhline(1, color="black", linewidth=0.6)
         ax_l.set_xticks(x, POLICIES, fontsize=8)
@@ -157,7 +163,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     wide = table.assign(cell=[f"{fmt(m)} (n={n})" for m, n in zip(table["median"], table["count"])]).pivot_table(
         index=["model", "series", "metric"], columns="pipeline", values="cell", aggfunc="first")
     wide = wide[[p for p in POLICIES if p in wide.columns]].reset_index()
-    stolen = med[med["metric"].isin(["edgeflow_cpu_stolen_tasks", "sim_stolen_tasks"])
+    stolen = med[med["metric"].isin(["edgeflow_cpu_stolen_tasks", "sim_stolen_tasks", "sim_layer_stolen_tasks"])
                  & (med["pipeline"] == "place+priority+steal")]
     steal_note = "" if stolen.empty or stolen["median"].max() > 0 else _no_steal_note(rows)
     tags = common.labels(rows)
@@ -166,7 +172,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             "**Each step's change**, ours beside the paper's (ratio rule on 1 + change; medians, no interval):\n",
             md_table(pd.DataFrame(lines)) if lines else "_(no paper values loaded)_\n",
             "\n**Our medians** per policy (wall-clock TTFT, the engine's own TTFT, bubble rates, busy time, stolen "
-            "tasks; the simulation's in sim_*):\n", md_table(wide)]
+            "tasks; the simulation's in sim_layer_* for one layer, sim_* for the whole prefill):\n", md_table(wide)]
     bad = common.unrun_reasons(rows)
     if len(bad):
         body += ["\n**Did not run:**\n", md_table(bad[["model", "pipeline", "reason"]].drop_duplicates())]

@@ -164,6 +164,14 @@ class CostTable:
             fine[(stage, "cpu", c)], fine[(stage, "accel", c)] = cpu, scale(stage, cpu)
         return CostTable(self.chunk, out, fine)
 
+    def layers_only(self) -> "CostTable":
+        """These costs with the embedding lookup and the LM head free: the decoder layers' pipeline alone (the paper's
+        Figure 14 times one layer)."""
+        def free(key):
+            return key[0] in ("embed", "head")
+        return CostTable(self.chunk, {k: 0.0 if free(k) else v for k, v in self.seconds.items()},
+                         {k: 0.0 if free(k) else v for k, v in self.per_chunk.items()})
+
 
 @dataclass
 class Run:

@@ -225,7 +225,8 @@ def _engine_fidelity(job) -> Iterator[dict]:
 
 def pipeline_sim(job) -> Iterator[dict]:
     """One cold edgeflow-run --profile-ops prefill of experiment.extra.prompt_tokens tokens on this host (the default
-    policy; every operator's cost per lane), then each policy simulated over those costs at phone-like ratios."""
+    policy; every operator's cost per lane), then each policy simulated over those costs at phone-like ratios: the
+    whole prefill (sim_*) and one layer of it (sim_layer_*: what the paper's Figure 14 times)."""
     import json
     import tempfile
 
@@ -255,13 +256,14 @@ def pipeline_sim(job) -> Iterator[dict]:
     notes = (f"simulated (harness/pipeline_sim.py) over the operator costs of one measured cold {n}-token prefill, "
              "accelerator at the paper's Figure 5b ratios (non-matmul 2.1x slower, INT8 matmul 5x faster than the CPU)")
     for policy in POLICIES:
-        run = simulate(policy, costs, n_layers=profile["n_layers"], n_tokens=n, chunk=costs.chunk, threads=threads)
-        s = run.summary()
-        for metric, value, unit in (("sim_latency_s", s["makespan_s"], "s"),
-                                    ("sim_cpu_bubble_rate", s.get("cpu-0_bubble_rate"), "ratio"),
-                                    ("sim_accel_bubble_rate", s.get("accel-0_bubble_rate"), "ratio"),
-                                    ("sim_stolen_tasks", s["stolen"], "count")):
-            yield job.row(metric, value, unit, pipeline=policy, label="emulated", prompt_tokens=n, notes=notes)
+        for layers, prefix, table in ((profile["n_layers"], "sim_", costs), (1, "sim_layer_", costs.layers_only())):
+            s = simulate(policy, table, n_layers=layers, n_tokens=n, chunk=costs.chunk, threads=threads).summary()
+            for metric, value, unit in (("latency_s", s["makespan_s"], "s"),
+                                        ("cpu_bubble_rate", s.get("cpu-0_bubble_rate"), "ratio"),
+                                        ("accel_bubble_rate", s.get("accel-0_bubble_rate"), "ratio"),
+                                        ("stolen_tasks", s["stolen"], "count")):
+                yield job.row(prefix + metric, value, unit, pipeline=policy, label="emulated", prompt_tokens=n,
+                              notes=notes + ("" if layers > 1 else "; one layer (the paper's Figure 14 measure)"))
 
 
 KINDS: dict[str, Callable[..., Iterator[dict]]] = {

@@ -23,9 +23,11 @@ def _rows():
                                                                      ("edgeflow_accel_bubble_rate", acc),
                                                                      ("edgeflow_cpu_stolen_tasks", 0.0))]
     for policy, (lat, cpu, acc) in SIMULATED.items():
-        rows += [{**base, "pipeline": policy, "metric": m, "value": v, "label": "emulated", "config_hash": "sim"}
-                 for m, v in (("sim_latency_s", lat), ("sim_cpu_bubble_rate", cpu), ("sim_accel_bubble_rate", acc),
-                              ("sim_stolen_tasks", 3.0 if policy.endswith("steal") else 0.0))]
+        for prefix, scale in (("sim_", 1.0), ("sim_layer_", 1 / 30)):  # one layer of a 30-layer prefill
+            rows += [{**base, "pipeline": policy, "metric": prefix + m, "value": v, "label": "emulated",
+                      "config_hash": "sim"}
+                     for m, v in (("latency_s", lat * scale), ("cpu_bubble_rate", cpu), ("accel_bubble_rate", acc),
+                                  ("stolen_tasks", 3.0 if policy.endswith("steal") else 0.0))]
     return rows
 
 
@@ -38,6 +40,7 @@ def test_steps_beside_the_papers(tmp_path):
     assert "| smollm2-135m | measured | llmnpu-static -> place | latency | -4.0 | -4.2 |" in body
     assert "| smollm2-135m | simulated | place+priority+steal -> place+priority | latency" not in body
     assert "| smollm2-135m | simulated | place+priority -> place+priority+steal | latency | -11.1 | -11.3 |" in body
+    assert "| smollm2-135m | simulated, one layer | place+priority -> place+priority+steal | latency | -11.1 |" in body
     assert "Stealing never triggered" not in body  # the simulation stole 3 tasks
     assert section.verdict in ("qualitative", "differs")
 
@@ -50,8 +53,9 @@ def test_the_sweep_interleaves_policies_and_simulates_once():
 
 def test_stealing_that_cannot_trigger_says_why(tmp_path):
     # 512 tokens in 128-token chunks: at most 4 tasks ready at once, never more than the threshold 5
-    rows = [r for r in _rows() if r["metric"] != "sim_stolen_tasks"]
-    rows += [{**r, "metric": "sim_stolen_tasks", "value": 0.0} for r in _rows() if r["metric"] == "sim_latency_s"]
+    rows = [r for r in _rows() if not r["metric"].endswith("stolen_tasks")]
+    rows += [{**r, "metric": m, "value": 0.0} for r in _rows() if r["metric"] == "sim_latency_s"
+             for m in ("sim_stolen_tasks", "sim_layer_stolen_tasks")]
     engine = 'engine: {"accel_threads": 1, "chunk": 128, "cpu_threads": 1}'
     rows = [{**r, "notes": engine} for r in rows]
     rows += [{**r, "metric": "edgeflow_steal_threshold", "value": 5.0} for r in rows if r["metric"] == "ttft_s"]

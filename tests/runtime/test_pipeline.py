@@ -116,6 +116,15 @@ def test_simulated_tasks_run_once_after_inputs(policy, threads):
         assert all(a[1] <= b[0] + 1e-12 for a, b in zip(mine, mine[1:]))
 
 
+def test_one_layer_simulation_leaves_out_the_embedding_and_head():
+    """Figure 14 times one decoder layer: with one chunk the layer is a chain, so its latency is the stages' sum."""
+    stages = ("embed", "attn_in", "qkv", "attention", "o_proj", "ffn_in", "gate_up", "swiglu", "down", "head")
+    costs = CostTable(128, {(s, "cpu"): (i + 1) * 1e-3 for i, s in enumerate(stages)}).layers_only()
+    run = simulate("place", costs, n_layers=1, n_tokens=128, chunk=128)
+    assert run.makespan == pytest.approx(sum(range(2, 10)) * 1e-3)
+    assert {t.stage for t, _, s, e, _ in run.spans if e > s} == set(stages[1:-1])
+
+
 def test_pipeline_group_reaches_the_command_and_rows():
     from harness.config import ConfigError
     from harness.runner.job import prepare_job
