@@ -9,8 +9,11 @@ starts, for llama.cpp, MNN and EdgeFlow, each split by the engine's own clock (s
   (unpack with neither compute nor I/O running: a layer is unpacked once read, so while both run the reads set the
   pace), prefill (any compute running), bubble (nothing running); process start is the
   wall-clock TTFT minus the engine's own.
-- llama.cpp (its perf lines): load, prompt eval; setup (with process start) is the rest of the wall-clock TTFT. It maps
-  the file, so page faults during prompt eval count as prefill: its exposed loading is under-counted.
+- llama.cpp (its perf lines): prefill is its prompt eval; its perf clock starts after the model is loaded (the
+  "load time" it prints runs from there to the end of the first evaluation, i.e. tokenizing plus the prompt eval), so
+  load is the wall-clock TTFT before that clock: process start, model loading and context setup, which its logs do
+  not separate; setup is its clock's time outside the prompt eval. It maps the file, so page faults during prompt
+  eval count as prefill.
 - MNN (our driver's timers): Python start-up + `import MNN` (setup), load, prefill; the rest is process start.
 """
 from __future__ import annotations
@@ -47,8 +50,8 @@ def split(system: str, m: dict) -> dict | None:
                  "load": m.get("edgeflow_io_s", 0.0), "weight preparation": m.get("edgeflow_unpack_s", 0.0),
                  "prefill": m.get("edgeflow_compute_s", 0.0), "bubble": m.get("edgeflow_idle_s", 0.0)}
     elif system == "llamacpp" and "llamacpp_load_s" in m:
-        load, prefill = m["llamacpp_load_s"], m["llamacpp_prompt_eval_s"]
-        parts = {"setup": ttft - load - prefill, "load": load, "prefill": prefill}  # setup: incl. process start
+        clock, prefill = m["llamacpp_load_s"], m["llamacpp_prompt_eval_s"]  # clock: perf reset to first eval's end
+        parts = {"load": ttft - clock, "setup": clock - prefill, "prefill": prefill}  # load: incl. process start
     elif system == "mnn" and "mnn_load_s" in m:
         # setup: import MNN and the tokenizer (EdgeFlow's setup holds its tokenizer too; llama.cpp's load does)
         setup, load, prefill = m["mnn_import_s"] + m.get("mnn_tokenize_s", 0.0), m["mnn_load_s"], m["mnn_prefill_s"]
