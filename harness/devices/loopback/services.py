@@ -73,12 +73,12 @@ def run_shell(stream: Stream, sandbox: Sandbox, command: str, v2: bool, use_pty:
         if raw:
             tty.setraw(slave)
         proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=sandbox.root,
-                                env=env, start_new_session=True, preexec_fn=_take_terminal)
+                                env=env, start_new_session=True, preexec_fn=_as_device_shell_with_terminal)
         os.close(slave)
         stdin_fd, outputs = master, [(master, ID_STDOUT)]
     else:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                cwd=sandbox.root, env=env, start_new_session=True)
+                                cwd=sandbox.root, env=env, start_new_session=True, preexec_fn=_as_device_shell)
         stdin_fd = proc.stdin.fileno()
         outputs = [(proc.stdout.fileno(), ID_STDOUT), (proc.stderr.fileno(), ID_STDERR)]
 
@@ -116,7 +116,14 @@ def run_shell(stream: Stream, sandbox: Sandbox, command: str, v2: bool, use_pty:
         os.close(master)
 
 
-def _take_terminal():
+def _as_device_shell():
+    """A phone's shell starts with SIGHUP at its default (adbd's hang-up kills it); this process may have inherited
+    it ignored (run under nohup), and exec would pass that on."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+def _as_device_shell_with_terminal():
+    _as_device_shell()
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # the PTY becomes the new session's terminal: closing it sends SIGHUP
 
 
