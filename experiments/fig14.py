@@ -55,11 +55,14 @@ def sweep(models=("smollm2-135m",), bits: float = 5, device="local", flash_mbps:
     return points
 
 
+def _series(metric: str) -> str:
+    return SERIES[1] if metric.startswith("sim_layer_") else SERIES[2] if metric.startswith("sim_") else SERIES[0]
+
+
 def medians(rows: pd.DataFrame) -> pd.DataFrame:
     """Median of every metric per model, series (measured / simulated) and policy."""
     ok = rows[(rows["status"] == "ok") & rows["pipeline"].isin(POLICIES)].dropna(subset=["value"])
-    series = ok["metric"].map(lambda m: SERIES[2] if m.startswith("sim_") else SERIES[0])
-    ok = ok.assign(series=series.where(~ok["metric"].str.startswith("sim_layer_"), SERIES[1]))
+    ok = ok.assign(series=ok["metric"].map(_series))
     return ok.groupby(["model", "series", "pipeline", "metric"])["value"].agg(["median", "count"]).reset_index()
 
 

@@ -292,20 +292,9 @@ public:
     }
 
     void unpack(int unit, Model& model) override {
-        if (unit == 0 && embed_codes_) return unpack_embedding_rows(model);
-        std::shared_ptr<uint8_t> buf;  // shared: raw tables (the embedding) stay in it and keep it alive
-        {
-            std::lock_guard<std::mutex> lk(mu_);
-            buf = std::move(buffers_[unit]);
-        }
-        const RegionInfo& r = file_.regions().at(unit);
         try {
-            for (uint32_t i = r.first_tensor; i < r.first_tensor + r.n_tensors; ++i)
-                unpack_tensor(file_.tensors()[i], buf.get() + (file_.tensors()[i].offset - r.offset), buf, model);
-            std::lock_guard<std::mutex> lk(mu_);
-            if (r.kind == RegionKind::Layer) staging_.finish_layer(model, int(r.layer));
-            else if (r.kind == RegionKind::Embedding) model.check_embedding();
-            else model.check_final();
+            if (unit == 0 && embed_codes_) unpack_embedding_rows(model);
+            else unpack_region(unit, model);
         } catch (const IoError&) {
             throw;
         } catch (const EngineError& e) {  // a tensor the engine cannot use: the file is wrong, not the request
@@ -348,39 +337,39 @@ private:
         embedding_read_ = std::move(got);
     }
 
+    void unpack_region(int unit, Model& model) {
+        std::shared_ptr<uint8_t> buf;  // shared: raw tables (the embedding) stay in it and keep it alive
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            buf = std::move(buffers_[unit]);
+        }
+        const RegionInfo& r = file_.regions().at(unit);
+        for (uint32_t i = r.first_tensor; i < r.first_tensor + r.n_tensors; ++i)
+            unpack_tensor(file_.tensors()[i], buf.get() + (file_.tensors()[i].offset - r.offset), buf, model);
+        std::lock_guard<std::mutex> lk(mu_);
+        if (r.kind == RegionKind::Layer) staging_.finish_layer(model, int(r.layer));
+        else if (r.kind == RegionKind::Embedding) model.check_embedding();
+        else model.check_final();
+    }
+
     void unpack_embedding_rows(Model& model) {
         EmbeddingRead got;
         {
             std::lock_guard<std::mutex> lk(mu_);
             got = std::move(embedding_read_);
         }
-        try {
-            for (auto& [t, span] : got.tensors) {
-                const uint8_t* payload = span.at(t->offset);
-                if (opt_.verify_crc) file_.verify_payload(*t, payload);
-                const char* dt = raw_dtype(t->dtype);
-                if (!dt) throw FormatError(path_ + ": tensor " + t->name + " has an unknown dtype");
-                TensorView view{t->name, dt, std::vector<int64_t>(t->shape, t->shape + t->ndim), payload,
-                                span.blocks};
-                std::lock_guard<std::mutex> lk(mu_);
-                set_named_tensor(model, staging_, view);
-            }
-            const TensorInfo& codes = *embed_codes_;
-            RowTable& e = model.embed;
-            if (codes.shape[0] != uint32_t(cfg_.vocab) || codes.shape[1] != uint32_t(cfg_.hidden))
-                throw EngineError(codes.name + ": expected int8 [vocab, hidden]");
-            if (e.row_crc32.size() != size_t(cfg_.vocab)) throw EngineError("model.embed_tokens.row_crc32 missing");
-            auto rows = std::make_shared<StoredRows>(file_reader_, codes, e.row_crc32);
-            for (const RowBatch& b : got.rows) rows->add(b);  // row CRCs are checked even with verify_crc off
-            e.rows = cfg_.vocab;
-            e.cols = cfg_.hidden;
-            e.on_demand = std::move(rows);
-            model.check_embedding();
-        } catch (const IoError&) {
-            throw;
-        } catch (const EngineError& e) {  // as in unpack(): the file is wrong, not the request
-            throw FormatError(path_ + ": " + e.what());
-        }
+        for (auto& [t, span] : got.tensors) unpack_tensor(*t, span.at(t->offset), span.blocks, model);
+        const TensorInfo& codes = *embed_codes_;
+        RowTable& e = model.embed;
+        if (codes.shape[0] != uint32_t(cfg_.vocab) || codes.shape[1] != uint32_t(cfg_.hidden))
+            throw EngineError(codes.name + ": expected int8 [vocab, hidden]");
+        if (e.row_crc32.size() != size_t(cfg_.vocab)) throw EngineError("model.embed_tokens.row_crc32 missing");
+        auto rows = std::make_shared<StoredRows>(file_reader_, codes, e.row_crc32);
+        for (const RowBatch& b : got.rows) rows->add(b);  // row CRCs are checked even with verify_crc off
+        e.rows = cfg_.vocab;
+        e.cols = cfg_.hidden;
+        e.on_demand = std::move(rows);
+        model.check_embedding();
     }
 
     // One huge-page mapping for the int8 codes of every quantized linear (106 MB for the default model).
