@@ -6,10 +6,13 @@ Two series, never pooled:
   ttft kind, rounds interleaving the policies), with the engine's own CPU/accelerator bubble rates and stolen tasks.
   The host's "accelerator" lane is CPU cores (DESIGN.md), so the lanes are equally fast: the paper's effects, which
   come from a slow-at-non-matmul NPU, need not show.
-- simulated: each policy replayed by harness/pipeline_sim.py over the operator costs of one measured cold prefill,
-  the accelerator at the paper's Figure 5b ratios (experiment=pipeline_sim; labelled emulated): one decoder layer,
-  as the paper's Figure 14 times it ("simulated, one layer"), and the whole prefill ("simulated").
-Each step's change against the previous policy is compared with the paper's (results/paper/fig14.csv); single
+- simulated: each policy replayed by harness/pipeline_sim.py over the operator costs of warm prefills measured on
+  this host, the accelerator at the paper's Figure 5b ratios (experiment=pipeline_sim; labelled emulated): one
+  decoder layer, as the paper's Figure 14 times it ("simulated, one layer"), and the whole prefill ("simulated").
+Each series at several chunk sizes (rows' `variant`, "chunk 32"), never pooled: stealing needs more ready accelerator
+tasks than its threshold (5), and each chunk has at most one ready (its operators are a chain), so at 512 tokens the
+runtime's default 128-token chunks (4 of them) can never steal; 32-token chunks make 16 (the paper's Figure 9 draws
+10). Each step's change against the previous policy is compared with the paper's (results/paper/fig14.csv); single
 medians and a simulation carry no interval, so verdicts are capped at qualitative.
 """
 from __future__ import annotations
@@ -21,6 +24,7 @@ import pandas as pd
 from experiments import common
 from experiments.base import SweepArtifact, register_artifact
 from experiments.common import Section, fmt, md_table
+from harness.systems.edgeflow import PipelineConfig
 
 NAME = "fig14"
 TITLE = "Figure 14 - pipeline ablation: placement, priority and stealing (512 tokens)"
@@ -28,6 +32,8 @@ EXPERIMENTS = ("pipeline",)
 POLICIES = ("llmnpu-static", "place", "place+priority", "place+priority+steal")
 PAPER_MODELS = {"llama3-8b", "phi3-3.8b"}
 PROMPT_TOKENS = 512  # the paper's; Figure 5's runs of the same experiments at other lengths are not pooled in
+CHUNKS = (32, 64, 128)  # prompt tokens per prefill chunk (pipeline.chunk); 128 is the runtime's default
+DEFAULT_CHUNK = 128  # what rows stored before the chunk size was recorded in `variant` ran
 FILTERS = {"model": "models"}
 SERIES = ("measured", "simulated, one layer", "simulated")  # host cold TTFT; sim_layer_*; sim_* (whole prefill)
 # metric of ours for each paper metric, per series
@@ -39,20 +45,31 @@ METRICS = {"latency": ("ttft_s", "sim_layer_latency_s", "sim_latency_s"),
 
 
 def sweep(models=("smollm2-135m",), bits: float = 5, device="local", flash_mbps: float | None = None,
-          prompt_tokens: int = PROMPT_TOKENS, rounds: int = 3) -> list[list[str]]:
-    """Per model: `rounds` rounds of one cold run under each policy (interleaved), and one simulation point."""
+          prompt_tokens: int = PROMPT_TOKENS, rounds: int = 3, chunks=CHUNKS) -> list[list[str]]:
+    """Per model and chunk size: `rounds` rounds of one cold run under each policy (interleaved), and one simulation
+    point."""
     points = []
     ef = ["system=edgeflow", "quantizer=edgeflow", f"quantizer.budget_bits={float(bits)}", "packing=weightlet"]
     for model in models:
-        for r in range(int(rounds)):
-            for policy in POLICIES:
-                p = ["experiment=pipeline", f"model={model}", *ef, f"pipeline={policy}", f"device={device}",
-                     f"experiment.extra.prompt_tokens={int(prompt_tokens)}", f"experiment.notes=round-{r + 1}-of-{rounds}",
-                     "protocol.repetitions=1", *([] if r == 0 else ["protocol.warmup_runs=0"])]
-                points.append(p + ([f"device.flash_read_mbps={float(flash_mbps)}"] if flash_mbps else []))
-        points.append(["experiment=pipeline_sim", f"model={model}", *ef,
-                       f"experiment.extra.prompt_tokens={int(prompt_tokens)}"])
+        for chunk in chunks:
+            for r in range(int(rounds)):
+                for policy in POLICIES:
+                    p = ["experiment=pipeline", f"model={model}", *ef, f"pipeline={policy}",
+                         f"pipeline.chunk={int(chunk)}", f"device={device}",
+                         f"experiment.extra.prompt_tokens={int(prompt_tokens)}",
+                         f"experiment.notes=round-{r + 1}-of-{rounds}", "protocol.repetitions=1",
+                         *([] if r == 0 else ["protocol.warmup_runs=0"])]
+                    points.append(p + ([f"device.flash_read_mbps={float(flash_mbps)}"] if flash_mbps else []))
+            points.append(["experiment=pipeline_sim", f"model={model}", *ef, f"pipeline={POLICIES[-1]}",
+                           f"pipeline.chunk={int(chunk)}", f"experiment.extra.prompt_tokens={int(prompt_tokens)}"])
     return points
+
+
+def with_chunk(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows with their chunk size as a `chunk` column (from `variant`, "chunk 32")."""
+    variant = rows["variant"] if "variant" in rows else pd.Series(index=rows.index, dtype=object)
+    chunk = variant.astype(str).str.extract(r"^chunk (\d+)$")[0].astype(float).fillna(DEFAULT_CHUNK)
+    return rows.assign(chunk=chunk.astype(int))
 
 
 def _series(metric: str) -> str:
@@ -60,15 +77,23 @@ def _series(metric: str) -> str:
 
 
 def medians(rows: pd.DataFrame) -> pd.DataFrame:
-    """Median of every metric per model, series (measured / simulated) and policy."""
-    ok = rows[(rows["status"] == "ok") & rows["pipeline"].isin(POLICIES)].dropna(subset=["value"])
+    """Median of every metric per model, chunk size, series (measured / simulated) and policy."""
+    ok = with_chunk(rows[(rows["status"] == "ok") & rows["pipeline"].isin(POLICIES)].dropna(subset=["value"]))
     ok = ok.assign(series=ok["metric"].map(_series))
-    return ok.groupby(["model", "series", "pipeline", "metric"])["value"].agg(["median", "count"]).reset_index()
+    return ok.groupby(PANEL + ["series", "pipeline", "metric"])["value"].agg(["median", "count"]).reset_index()
 
 
-def _value(med: pd.DataFrame, model, series, policy, metric) -> float | None:
-    hit = med[(med["model"] == model) & (med["series"] == series) & (med["pipeline"] == policy)
-              & (med["metric"] == metric)]
+PANEL = ["model", "chunk"]  # one comparison per model and chunk size
+
+
+def _panels(med: pd.DataFrame) -> list[tuple[str, int]]:
+    return sorted(set(zip(med["model"], med["chunk"])))
+
+
+def _value(med: pd.DataFrame, panel, series, policy, metric) -> float | None:
+    model, chunk = panel
+    hit = med[(med["model"] == model) & (med["chunk"] == chunk) & (med["series"] == series)
+              & (med["pipeline"] == policy) & (med["metric"] == metric)]
     return float(hit["median"].iloc[0]) if len(hit) else None
 
 
@@ -76,21 +101,36 @@ def compare(med: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None) -
     """Each of the paper's step changes beside ours, measured and simulated."""
     lines = []
     steps = paper[paper["versus"].notna()] if paper is not None else pd.DataFrame()
-    for model in sorted(med["model"].unique()):
+    for panel in _panels(med):
+        model, chunk = panel
         caps = common.cap_reasons(rows[rows["model"] == model], PAPER_MODELS)
         for p in steps.itertuples():
             what = p.metric.removesuffix("_change_pct")
             for i, series in enumerate(SERIES):
                 metric = METRICS[what][i]
-                new, old = (_value(med, model, series, pol, metric) if metric else None for pol in (p.policy, p.versus))
+                new, old = (_value(med, panel, series, pol, metric) if metric else None for pol in (p.policy, p.versus))
                 ours = None if new is None or not old else 100 * (new / old - 1)
                 extra = [] if i == 0 else ["simulated at the paper's NPU/CPU ratios"]
                 verdict = common.NOT_RUN if ours is None else common.ratio_verdict(
                     1 + ours / 100, 1 + p.value / 100, caps=caps + extra)
-                lines.append({"model": model, "series": series, "step": f"{p.versus} -> {p.policy}",
+                lines.append({"model": model, "chunk": chunk, "series": series, "step": f"{p.versus} -> {p.policy}",
                               "change of": what.replace("_", " "), "ours %": "–" if ours is None else f"{ours:+.1f}",
                               "paper %": f"{p.value:+g}", "verdict": verdict})
     return lines
+
+
+def paper_latency(paper: pd.DataFrame | None) -> list[float] | None:
+    """The paper's latency per policy relative to llmnpu-static's: its step changes chained (each is relative to
+    the previous step)."""
+    if paper is None:
+        return None
+    steps = paper[paper["metric"] == "latency_change_pct"].set_index("policy")["value"]
+    out = [1.0]
+    for policy in POLICIES[1:]:
+        if policy not in steps:
+            return None
+        out.append(out[-1] * (1 + float(steps[policy]) / 100))
+    return out
 
 
 def draw(med: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> list[Path]:
@@ -100,56 +140,65 @@ def draw(med: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> li
     import matplotlib.pyplot as plt
     import numpy as np
 
-    models = sorted(med["model"].unique())
-    fig, axes = plt.subplots(len(models), 2, figsize=(12, 3.8 * len(models)), squeeze=False)
+    panels = _panels(med)
+    theirs = paper_latency(paper)
+    fig, axes = plt.subplots(len(panels), 2, figsize=(12, 3.6 * len(panels) + 0.6), squeeze=False)
     x = np.arange(len(POLICIES))
-    for (ax_l, ax_b), model in zip(axes, models):
-        colors, hatches = ("#4c72b0", "#dd8452", "#c9a26b"), ("", "//", "..")
-        what = ("host, cold TTFT", "phone-like ratios, one layer", "phone-like ratios, whole prefill")
+    colors, hatches = ("#4c72b0", "#dd8452", "#c9a26b"), ("", "//", "..")
+    what = ("host, cold TTFT", "phone-like ratios, one layer", "phone-like ratios, whole prefill")
+    for (ax_l, ax_b), panel in zip(axes, panels):
+        title = f"{panel[0]}, {panel[1]}-token chunks ({-(-PROMPT_TOKENS // panel[1])} chunks)"
         for k, series in enumerate(SERIES):
-            lat = [_value(med, model, series, p, METRICS["latency"][k]) for p in POLICIES]
+            lat = [_value(med, panel, series, p, METRICS["latency"][k]) for p in POLICIES]
             base = lat[0] or next((v for v in lat if v), None)
             if base:
                 ax_l.bar(x + (k - 1) * 0.27, [(v or np.nan) / base for v in lat], 0.26,
                          label=f"{series} ({what[k]})", color=colors[k], hatch=hatches[k])
             for lane, style in (("cpu_bubble", "-o"), ("accel_bubble", "--s")):
-                ys = [_value(med, model, series, p, METRICS[lane][k]) for p in POLICIES]
+                ys = [_value(med, panel, series, p, METRICS[lane][k]) for p in POLICIES]
                 ax_b.plot(x, [np.nan if v is None else v for v in ys], style, color=colors[k],
                           label=f"{series}: {lane.replace('_', ' ')}")
+        if theirs:
+            ax_l.plot(x, theirs, "k_", markersize=28, markeredgewidth=2, label="paper (Llama3-8B, Phi3-3.8B; phone)")
         ax_l.axhline(1, color="black", linewidth=0.6)
         ax_l.set_xticks(x, POLICIES, fontsize=8)
         ax_l.set_ylabel("latency / llmnpu-static's")
-        ax_l.set_title(f"{model}: latency per policy (paper: -4.2%, -5.2%, -11.3% per step)", fontsize=9)
-        ax_l.legend(fontsize=7)
+        ax_l.set_title(f"{title}\nlatency per policy (paper: -4.2%, -5.2%, -11.3% per step)", fontsize=8.5)
+        if panel == panels[0]:  # the same series in every row
+            ax_l.legend(fontsize=6.5, loc="lower left")
         ax_b.set_xticks(x, POLICIES, fontsize=8)
         ax_b.set_ylim(0, 1)
         ax_b.set_ylabel("bubble rate (idle / span)")
-        ax_b.set_title(f"{model}: bubble rates (paper: NPU -82.2% with priority, CPU -61.6% with stealing)",
-                       fontsize=9)
-        ax_b.legend(fontsize=7)
+        ax_b.set_title(f"{title}\nbubble rates (paper: NPU -82.2% with priority, CPU -61.6% with stealing)",
+                       fontsize=8.5)
+        if panel == panels[0]:
+            ax_b.legend(fontsize=6.5, loc="upper right")
     fig.suptitle("Figure 14 (ours): pipeline policies at 512 tokens; measured on this host and simulated at the "
                  "paper's NPU/CPU ratios", fontsize=9.5)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / (3.6 * len(panels) + 0.6)))
     return common.save_figure(fig, NAME, figures_dir)
 
 
-def _no_steal_note(rows: pd.DataFrame) -> str:
-    """Why stealing never fired: each prompt chunk's operators form one chain, so at most one task per chunk is ready
-    at a time and the accelerator queue can never hold more tasks than there are chunks."""
-    note = "Stealing never triggered (0 stolen tasks, measured and simulated), so the last step changes nothing"
-    chunks = rows["notes"].astype(str).str.extract(r'"chunk": (\d+)')[0].dropna().astype(int)
+def _no_steal_notes(med: pd.DataFrame, rows: pd.DataFrame) -> str:
+    """Per model and chunk size where stealing never fired, why: each prompt chunk's operators form one chain, so at
+    most one task per chunk is ready at a time and the accelerator queue never holds more tasks than there are
+    chunks."""
+    stolen = med[med["metric"].isin(["edgeflow_cpu_stolen_tasks", "sim_stolen_tasks", "sim_layer_stolen_tasks"])
+                 & (med["pipeline"] == POLICIES[-1])]
     steal = rows.loc[rows["metric"] == "edgeflow_steal_threshold", "value"]
-    tokens = rows["prompt_tokens"].dropna()
-    if chunks.empty or steal.empty or tokens.empty:
-        return note + ".\n"
-    chunk, threshold, n = int(chunks.max()), int(steal.max()), int(tokens.max())
-    n_chunks = -(-n // chunk)
-    if n_chunks > threshold:  # it could have fired; it did not
-        return note + f": the accelerator queue never held more than the threshold ({threshold}).\n"
-    return (f"{note}: each prompt chunk's operators form one chain, so at most one task per chunk is ready at a "
-            f"time; {n} tokens in {chunk}-token chunks make {n_chunks}, and the accelerator queue cannot hold "
-            f"more than the threshold ({threshold}). Stealing needs more than {threshold * chunk} prompt tokens at "
-            f"this chunk size.\n")
+    threshold = int(steal.max()) if len(steal) else PipelineConfig.steal_threshold
+    notes = []
+    for (model, chunk), g in stolen.groupby(PANEL):
+        if g["median"].max() > 0:
+            continue
+        n_chunks = -(-PROMPT_TOKENS // int(chunk))
+        why = (f"the accelerator queue never held more than the threshold ({threshold})" if n_chunks > threshold else
+               f"{PROMPT_TOKENS} tokens in {chunk}-token chunks make {n_chunks}, at most one ready accelerator task "
+               f"each (a chunk's operators are a chain), never more than the threshold ({threshold}); stealing needs "
+               f"more than {threshold * chunk} prompt tokens at this chunk size")
+        notes.append(f"- {model}, {chunk}-token chunks: stealing never triggered (0 stolen tasks, measured and "
+                     f"simulated), so the last step changes nothing: {why}.\n")
+    return "".join(notes)
 
 
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
@@ -164,11 +213,9 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     shown = ["ttft_s", "edgeflow_ttft_s", *(m for pair in METRICS.values() for m in pair if m)]
     table = med[med["metric"].isin(shown)]
     wide = table.assign(cell=[f"{fmt(m)} (n={n})" for m, n in zip(table["median"], table["count"])]).pivot_table(
-        index=["model", "series", "metric"], columns="pipeline", values="cell", aggfunc="first")
+        index=[*PANEL, "series", "metric"], columns="pipeline", values="cell", aggfunc="first")
     wide = wide[[p for p in POLICIES if p in wide.columns]].reset_index()
-    stolen = med[med["metric"].isin(["edgeflow_cpu_stolen_tasks", "sim_stolen_tasks", "sim_layer_stolen_tasks"])
-                 & (med["pipeline"] == "place+priority+steal")]
-    steal_note = "" if stolen.empty or stolen["median"].max() > 0 else _no_steal_note(rows)
+    steal_note = _no_steal_notes(med, rows)
     tags = common.labels(rows)
     body = [f"![{TITLE}](figures/{figures[0].name})\n", "Labels: " + "; ".join(tags) + ".\n" if tags else "",
             common.models_differ_note(set(med["model"]), PAPER_MODELS), steal_note,

@@ -22,6 +22,7 @@ TITLE = "Figure 5 - llm.npu-style pipeline: bubble rates by prompt length, opera
 EXPERIMENTS = ("pipeline",)
 PROMPT_TOKENS = (256, 512, 1024)
 POLICY = "llmnpu-static"
+CHUNK = fig14.DEFAULT_CHUNK  # the runtime's; Figure 14's runs at other chunk sizes are not pooled in
 PAPER_MODELS = {"llama3-8b"}
 FILTERS = {"model": "models"}
 BUBBLES = {"measured": ("edgeflow_cpu_bubble_rate", "edgeflow_accel_bubble_rate"),
@@ -34,7 +35,7 @@ def sweep(models=("smollm2-135m",), bits: float = 5, device="local", prompt_toke
     once), and one simulation per length."""
     points = []
     for n in prompt_tokens:
-        pts = fig14.sweep(models, bits, device, None, int(n), rounds)
+        pts = fig14.sweep(models, bits, device, None, int(n), rounds, chunks=(CHUNK,))
         points += [p for p in pts if f"pipeline={POLICY}" in p or p[0] == "experiment=pipeline_sim"]
     return points
 
@@ -94,6 +95,7 @@ def draw(b: pd.DataFrame, ops: pd.DataFrame, figures_dir: Path) -> list[Path]:
 
 
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
+    rows = rows[fig14.with_chunk(rows)["chunk"] == CHUNK] if len(rows) else rows
     b = bubbles(rows) if len(rows) else pd.DataFrame()
     if b.empty:
         return common.not_run_section(NAME, TITLE, "no llmnpu-static pipeline rows in the store")

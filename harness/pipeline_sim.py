@@ -20,7 +20,7 @@ chunk index) where measured. Build one from the runtime's `edgeflow-run --profil
 ratios (`phone_like`): non-matmul operators 2.1x slower on the NPU than on the CPU, INT8 matmuls `matmul_speedup`x
 faster on the NPU than on the CPU (the paper sets the steal threshold, 5, from that ratio).
 
-    python -m harness.pipeline_sim PROFILE.json [--tokens 512] [--phone-like] [--threads 2]
+    python -m harness.pipeline_sim PROFILE.json [--tokens 512] [--warm] [--phone-like] [--threads 2]
 """
 from __future__ import annotations
 
@@ -130,19 +130,21 @@ class CostTable:
         return self.seconds[key] * tokens / self.chunk
 
     @classmethod
-    def from_profile(cls, profile: dict, prefill: int | None = None) -> "CostTable":
-        """Median per (stage, lane) of an `edgeflow-run --profile-ops` file; prefill = one prefill index (0 cold)."""
+    def from_profile(cls, profile: dict, prefill: int | None = None, warm: bool = False) -> "CostTable":
+        """Median per (stage, lane) of an `edgeflow-run --profile-ops` file: of one prefill (0 is the cold one), of
+        the warm ones (`--repeat-prefill N`: weights in memory, no I/O or unpack thread competing for the cores), or
+        of all."""
         groups: dict[tuple[str, str], list[float]] = {}
         fine: dict[tuple[str, str, int], list[float]] = {}
         for t in profile["tasks"]:
-            if prefill is not None and t.get("prefill") != prefill:
+            if (prefill is not None and t.get("prefill") != prefill) or (warm and t.get("prefill", 0) == 0):
                 continue
             # A stolen accelerator task ran on a CPU thread: it is a CPU-lane cost of that stage.
             lane = "cpu" if t["stolen"] else t["lane"]
             groups.setdefault((t["stage"], lane), []).append(t["t1"] - t["t0"])
             fine.setdefault((t["stage"], lane, t["chunk"]), []).append(t["t1"] - t["t0"])
         if not groups:
-            raise ValueError("the profile holds no compute tasks (for that prefill)")
+            raise ValueError("the profile holds no compute tasks (for that prefill; warm ones need --repeat-prefill)")
         med = statistics.median
         return cls(int(profile.get("chunk", 128)), {k: med(v) for k, v in groups.items()},
                    {k: med(v) for k, v in fine.items()})
@@ -276,13 +278,14 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("profile", type=Path, help="edgeflow-run --profile-ops output")
     ap.add_argument("--prefill", type=int, default=None, help="costs of one prefill only (0 cold; default all)")
+    ap.add_argument("--warm", action="store_true", help="costs of the warm prefills only (--repeat-prefill N)")
     ap.add_argument("--tokens", type=int, default=512)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steal-threshold", type=int, default=5)
     ap.add_argument("--phone-like", action="store_true", help="rescale with the paper's Figure 5b ratios")
     a = ap.parse_args(argv)
     profile = json.loads(a.profile.read_text())
-    costs = CostTable.from_profile(profile, a.prefill)
+    costs = CostTable.from_profile(profile, a.prefill, warm=a.warm)
     if a.phone_like:
         costs = costs.phone_like()
     for policy in POLICIES:

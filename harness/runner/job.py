@@ -65,6 +65,8 @@ class Job:
                 base[group] = str(node[key])
         if self.cfg.get("quantizer") is not None and self.cfg.quantizer.get("budget_bits") is not None:
             base["bits"] = float(self.cfg.quantizer.budget_bits)
+        if self.cfg.get("pipeline") is not None and self.cfg.pipeline.get("chunk") is not None:
+            base["variant"] = f"chunk {int(self.cfg.pipeline.chunk)}"  # policies compare only at one chunk size
         row = {**base, **fields}
         if self.model.source == "random":  # a paper shape with random weights: every row says so
             from harness.models.random_shape import RECIPE_TEXT

@@ -224,9 +224,10 @@ def _engine_fidelity(job) -> Iterator[dict]:
 
 
 def pipeline_sim(job) -> Iterator[dict]:
-    """One cold edgeflow-run --profile-ops prefill of experiment.extra.prompt_tokens tokens on this host (the default
-    policy; every operator's cost per lane), then each policy simulated over those costs at phone-like ratios: the
-    whole prefill (sim_*) and one layer of it (sim_layer_*: what the paper's Figure 14 times)."""
+    """One cold edgeflow-run --profile-ops run of experiment.extra.prompt_tokens tokens on this host (the default
+    policy, pipeline.chunk-token chunks), then each policy simulated at phone-like ratios over the median operator
+    costs of its warm prefills: the whole prefill (sim_*) and one layer of it (sim_layer_*: what the paper's Figure 14
+    times). Rows say their chunk size in `variant` ("chunk 128")."""
     import json
     import tempfile
 
@@ -246,23 +247,31 @@ def pipeline_sim(job) -> Iterator[dict]:
     prepared = system.prepare(job.model, system.weight_bits(8), get_device({"name": "local"}))
     n = int(job.experiment.extra.get("prompt_tokens", 512))
     threads = int(job.experiment.extra.get("threads", 2))
+    warm = int(job.experiment.extra.get("warm_prefills", 3))
+    chunk = int(system.pipeline.chunk)
     ids = list(fixed_length_prompts(AutoTokenizer.from_pretrained(checkpoint_dir(job.model)), n, 1)[0].ids)
     with tempfile.TemporaryDirectory() as tmp:
         profile_path = f"{tmp}/profile.json"
         run_edgeflow(prepared.artifacts["model"], ids, threads=threads, evict_cache=True,
-                     extra_args=("--ctx", str(n + 1), "--profile-ops", profile_path))
+                     extra_args=("--ctx", str(n + 1), "--chunk", str(chunk), "--repeat-prefill", str(warm),
+                                 "--profile-ops", profile_path))
         profile = json.loads(open(profile_path).read())
-    costs = CostTable.from_profile(profile, prefill=0).phone_like()
-    notes = (f"simulated (harness/pipeline_sim.py) over the operator costs of one measured cold {n}-token prefill, "
-             "accelerator at the paper's Figure 5b ratios (non-matmul 2.1x slower, INT8 matmul 5x faster than the CPU)")
+    # Warm costs: on this host the cold prefill's operators share two cores with the I/O and unpack threads, which on
+    # a phone run beside the NPU on other cores.
+    costs = CostTable.from_profile(profile, warm=True).phone_like()
+    notes = (f"simulated (harness/pipeline_sim.py) over the median operator costs of {warm} warm {n}-token prefills "
+             f"in {chunk}-token chunks, accelerator at the paper's Figure 5b ratios (non-matmul 2.1x slower, INT8 "
+             "matmul 5x faster than the CPU)")
     for policy in POLICIES:
         for layers, prefix, table in ((profile["n_layers"], "sim_", costs), (1, "sim_layer_", costs.layers_only())):
-            s = simulate(policy, table, n_layers=layers, n_tokens=n, chunk=costs.chunk, threads=threads).summary()
+            s = simulate(policy, table, n_layers=layers, n_tokens=n, chunk=chunk, threads=threads,
+                         steal_threshold=system.pipeline.steal_threshold).summary()
             for metric, value, unit in (("latency_s", s["makespan_s"], "s"),
                                         ("cpu_bubble_rate", s.get("cpu-0_bubble_rate"), "ratio"),
                                         ("accel_bubble_rate", s.get("accel-0_bubble_rate"), "ratio"),
                                         ("stolen_tasks", s["stolen"], "count")):
                 yield job.row(prefix + metric, value, unit, pipeline=policy, label="emulated", prompt_tokens=n,
+                              variant=f"chunk {chunk}",
                               notes=notes + ("" if layers > 1 else "; one layer (the paper's Figure 14 measure)"))
 
 

@@ -37,18 +37,19 @@ def test_steps_beside_the_papers(tmp_path):
     section = run.render("fig14", store, tmp_path / "out")
     assert [p.name for p in section.figures] == ["fig14.png", "fig14.pdf"]
     body = section.body
-    assert "| smollm2-135m | measured | llmnpu-static -> place | latency | -4.0 | -4.2 |" in body
-    assert "| smollm2-135m | simulated | place+priority+steal -> place+priority | latency" not in body
-    assert "| smollm2-135m | simulated | place+priority -> place+priority+steal | latency | -11.1 | -11.3 |" in body
-    assert "| smollm2-135m | simulated, one layer | place+priority -> place+priority+steal | latency | -11.1 |" in body
-    assert "Stealing never triggered" not in body  # the simulation stole 3 tasks
+    assert "| smollm2-135m | 128 | measured | llmnpu-static -> place | latency | -4.0 | -4.2 |" in body
+    assert "| smollm2-135m | 128 | simulated | place+priority+steal -> place+priority | latency" not in body
+    assert "| smollm2-135m | 128 | simulated | place+priority -> place+priority+steal | latency | -11.1 | -11.3 |" in body
+    assert "| smollm2-135m | 128 | simulated, one layer | place+priority -> place+priority+steal | latency | -11.1 |" in body
+    assert "stealing never triggered" not in body  # the simulation stole 3 tasks
     assert section.verdict in ("qualitative", "differs")
 
 
-def test_the_sweep_interleaves_policies_and_simulates_once():
-    pts = fig14.sweep(rounds=2)
-    assert len(pts) == 2 * 4 + 1 and pts[-1][0] == "experiment=pipeline_sim"
+def test_the_sweep_interleaves_policies_and_simulates_once_per_chunk_size():
+    pts = fig14.sweep(rounds=2, chunks=(32, 128))
+    assert len(pts) == 2 * (2 * 4 + 1) and pts[8][0] == pts[-1][0] == "experiment=pipeline_sim"
     assert [next(o for o in p if o.startswith("pipeline=")) for p in pts[:4]] == [f"pipeline={p}" for p in fig14.POLICIES]
+    assert all("pipeline.chunk=32" in p for p in pts[:9]) and all("pipeline.chunk=128" in p for p in pts[9:])
 
 
 def test_stealing_that_cannot_trigger_says_why(tmp_path):
@@ -56,14 +57,28 @@ def test_stealing_that_cannot_trigger_says_why(tmp_path):
     rows = [r for r in _rows() if not r["metric"].endswith("stolen_tasks")]
     rows += [{**r, "metric": m, "value": 0.0} for r in _rows() if r["metric"] == "sim_latency_s"
              for m in ("sim_stolen_tasks", "sim_layer_stolen_tasks")]
-    engine = 'engine: {"accel_threads": 1, "chunk": 128, "cpu_threads": 1}'
-    rows = [{**r, "notes": engine} for r in rows]
     rows += [{**r, "metric": "edgeflow_steal_threshold", "value": 5.0} for r in rows if r["metric"] == "ttft_s"]
+    stealing = [{**r, "variant": "chunk 32", "config_hash": r["config_hash"] + "-32"} for r in _rows()]
     store = ResultsStore(tmp_path / "runs")
-    store.append("pipeline", rows)
+    store.append("pipeline", [{**r, "variant": "chunk 128"} for r in rows] + stealing)
     body = run.render("fig14", store, tmp_path / "out").body
-    assert "Stealing never triggered" in body
+    assert "- smollm2-135m, 128-token chunks: stealing never triggered" in body
     assert "512 tokens in 128-token chunks make 4" in body and "more than 640 prompt tokens" in body
+    assert "32-token chunks: stealing never triggered" not in body  # that panel stole
+
+
+def test_chunk_sizes_are_separate_panels_never_pooled(tmp_path):
+    # the same policies at 32-token chunks, all twice as slow: their own rows of the table, the 128 ones unmoved
+    slow = [{**r, "variant": "chunk 32", "config_hash": r["config_hash"] + "-32",
+             "value": 2 * r["value"] if r["metric"].endswith(("latency_s", "ttft_s")) else r["value"]}
+            for r in _rows()]
+    store = ResultsStore(tmp_path / "runs")
+    store.append("pipeline", _rows() + slow)  # rows without a variant ran the runtime's default chunk, 128
+    body = run.render("fig14", store, tmp_path / "out").body
+    assert "| smollm2-135m | 128 | measured | llmnpu-static -> place | latency | -4.0 | -4.2 |" in body
+    assert "| smollm2-135m | 32 | measured | llmnpu-static -> place | latency | -4.0 | -4.2 |" in body
+    assert "| smollm2-135m | 128 | measured | ttft_s | 1 (n=2) | 0.96 (n=2) |" in body
+    assert "| smollm2-135m | 32 | measured | ttft_s | 2 (n=2) | 1.92 (n=2) |" in body
 
 
 def test_runs_at_other_prompt_lengths_are_not_pooled_in(tmp_path):
@@ -75,4 +90,14 @@ def test_runs_at_other_prompt_lengths_are_not_pooled_in(tmp_path):
     store = ResultsStore(tmp_path / "runs")
     store.append("pipeline", rows)
     body = run.render("fig14", store, tmp_path / "out").body
-    assert "| smollm2-135m | measured | llmnpu-static -> place | latency | -4.0 | -4.2 |" in body
+    assert "| smollm2-135m | 128 | measured | llmnpu-static -> place | latency | -4.0 | -4.2 |" in body
+
+
+def test_the_papers_series_chains_its_step_changes():
+    import pandas as pd
+
+    paper = pd.DataFrame({"policy": ["place", "place+priority", "place+priority+steal", "place"],
+                          "metric": ["latency_change_pct"] * 3 + ["accel_bubble_change_pct"],
+                          "value": [-4.2, -5.2, -11.3, 100.0]})
+    assert fig14.paper_latency(paper) == pytest.approx([1, 0.958, 0.958 * 0.948, 0.958 * 0.948 * 0.887])
+    assert fig14.paper_latency(paper[paper["policy"] != "place+priority"]) is None and fig14.paper_latency(None) is None

@@ -116,6 +116,16 @@ def test_simulated_tasks_run_once_after_inputs(policy, threads):
         assert all(a[1] <= b[0] + 1e-12 for a, b in zip(mine, mine[1:]))
 
 
+def test_warm_costs_leave_out_the_cold_prefill():
+    profile = {"chunk": 4, "tasks": [{"stage": "qkv", "lane": "accel", "chunk": 0, "stolen": False, "prefill": p,
+                                      "t0": 0.0, "t1": t} for p, t in ((0, 9.0), (1, 1.0), (2, 3.0))]}
+    assert CostTable.from_profile(profile).cost("qkv", "accel", 4) == 3.0  # all three: the median
+    assert CostTable.from_profile(profile, warm=True).cost("qkv", "accel", 4) == 2.0
+    assert CostTable.from_profile(profile, prefill=0).cost("qkv", "accel", 4) == 9.0
+    with pytest.raises(ValueError, match="warm ones need --repeat-prefill"):
+        CostTable.from_profile({"chunk": 4, "tasks": profile["tasks"][:1]}, warm=True)
+
+
 def test_one_layer_simulation_leaves_out_the_embedding_and_head():
     """Figure 14 times one decoder layer: with one chunk the layer is a chain, so its latency is the stages' sum."""
     stages = ("embed", "attn_in", "qkv", "attention", "o_proj", "ffn_in", "gate_up", "swiglu", "down", "head")
@@ -137,6 +147,9 @@ def test_pipeline_group_reaches_the_command_and_rows():
                           "system.threads=4", "pipeline.accel_fraction=0.25"])
     job = prepare_job(cfg)
     assert job.row("ttft_s", 1.0, "s")["pipeline"] == "llmnpu-static"
+    assert job.row("ttft_s", 1.0, "s")["variant"] == "chunk 128"  # policies compare only at one chunk size
+    assert prepare_job(compose_config(["experiment=ttft", "system=edgeflow", "pipeline.chunk=32"])).row(
+        "ttft_s", 1.0, "s")["variant"] == "chunk 32"
     system = get_system(cfg.system)
     system.configure(cfg)
     cmd = system.command(Prepared("edgeflow", [], {"binary": "edgeflow-run", "model": "m.efpk"}, "", []),
