@@ -66,10 +66,13 @@ def sweep(models=("smollm2-135m",), bits: float = 5, device="local", flash_mbps:
 
 
 def with_chunk(rows: pd.DataFrame) -> pd.DataFrame:
-    """The rows with their chunk size as a `chunk` column (from `variant`, "chunk 32")."""
+    """The rows with their chunk size as a `chunk` column (from `variant`, "chunk 32"). Rows from before the chunk
+    size was recorded: measured ones ran the runtime's default; simulated ones are left out (they replayed the cold
+    prefill's costs, another basis than today's warm ones)."""
     variant = rows["variant"] if "variant" in rows else pd.Series(index=rows.index, dtype=object)
-    chunk = variant.astype(str).str.extract(r"^chunk (\d+)$")[0].astype(float).fillna(DEFAULT_CHUNK)
-    return rows.assign(chunk=chunk.astype(int))
+    chunk = variant.astype(str).str.extract(r"^chunk (\d+)$")[0].astype(float)
+    keep = chunk.notna() | ~rows["metric"].astype(str).str.startswith("sim_")
+    return rows[keep].assign(chunk=chunk[keep].fillna(DEFAULT_CHUNK).astype(int))
 
 
 def _series(metric: str) -> str:

@@ -95,7 +95,9 @@ def draw(b: pd.DataFrame, ops: pd.DataFrame, figures_dir: Path) -> list[Path]:
 
 
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
-    rows = rows[fig14.with_chunk(rows)["chunk"] == CHUNK] if len(rows) else rows
+    if len(rows):
+        rows = fig14.with_chunk(rows)
+        rows = rows[rows["chunk"] == CHUNK]
     b = bubbles(rows) if len(rows) else pd.DataFrame()
     if b.empty:
         return common.not_run_section(NAME, TITLE, "no llmnpu-static pipeline rows in the store")
@@ -125,7 +127,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             md_table(pd.DataFrame(lines)), "\n**Bubble rates** of llmnpu-static by prompt length (median):\n",
             md_table(wide)]
     if len(ops):
-        table = ops.pivot_table(index="operator", columns="prompt_tokens", values="value").map(fmt).reset_index()
+        table = ops.pivot_table(index=["model", "operator"], columns="prompt_tokens", values="value").map(
+            fmt).reset_index()
         body += ["\n**Operator times** (s, engine trace, all layers and chunks; median):\n", md_table(table)]
     return Section(NAME, TITLE, verdict, count, "\n".join(b for b in body if b), figures)
 

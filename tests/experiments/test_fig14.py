@@ -25,7 +25,7 @@ def _rows():
     for policy, (lat, cpu, acc) in SIMULATED.items():
         for prefix, scale in (("sim_", 1.0), ("sim_layer_", 1 / 30)):  # one layer of a 30-layer prefill
             rows += [{**base, "pipeline": policy, "metric": prefix + m, "value": v, "label": "emulated",
-                      "config_hash": "sim"}
+                      "config_hash": "sim", "variant": "chunk 128"}
                      for m, v in (("latency_s", lat * scale), ("cpu_bubble_rate", cpu), ("accel_bubble_rate", acc),
                                   ("stolen_tasks", 3.0 if policy.endswith("steal") else 0.0))]
     return rows
@@ -101,3 +101,14 @@ def test_the_papers_series_chains_its_step_changes():
                           "value": [-4.2, -5.2, -11.3, 100.0]})
     assert fig14.paper_latency(paper) == pytest.approx([1, 0.958, 0.958 * 0.948, 0.958 * 0.948 * 0.887])
     assert fig14.paper_latency(paper[paper["policy"] != "place+priority"]) is None and fig14.paper_latency(None) is None
+
+
+def test_simulations_from_before_the_chunk_record_are_left_out(tmp_path):
+    # they replayed the cold prefill's costs; measured rows without a variant ran the default chunk and stay
+    old = [{**r, "variant": None, "config_hash": "old-sim", "value": 99.0} for r in _rows()
+           if r["metric"].startswith("sim_")]
+    store = ResultsStore(tmp_path / "runs")
+    store.append("pipeline", _rows() + old)
+    body = run.render("fig14", store, tmp_path / "out").body
+    assert "| smollm2-135m | 128 | simulated | place+priority -> place+priority+steal | latency | -11.1 | -11.3 |" in body
+    assert "99" not in body

@@ -12,7 +12,7 @@ def _rows():
         rows += [{**base, "metric": m, "value": v, "label": "measured", "config_hash": f"m{n}"}
                  for m, v in (("edgeflow_cpu_bubble_rate", cpu), ("edgeflow_accel_bubble_rate", accel),
                               ("edgeflow_op_qkv_s", 0.01 * n / 256), ("ttft_s", 0.1))]
-        rows += [{**base, "metric": m, "value": v, "label": "emulated", "config_hash": f"s{n}"}
+        rows += [{**base, "metric": m, "value": v, "label": "emulated", "config_hash": f"s{n}", "variant": "chunk 128"}
                  for m, v in (("sim_cpu_bubble_rate", sim_cpu), ("sim_accel_bubble_rate", sim_accel))]
     rows.append({**base, "pipeline": "place", "metric": "edgeflow_cpu_bubble_rate", "value": 0.99, "label": "measured",
                  "status": "ok", "config_hash": "other-policy"})
@@ -28,6 +28,19 @@ def test_highest_bubble_beside_the_papers(tmp_path):
     assert "| smollm2-135m | simulated | highest bubble rate over prompt lengths | 80% (accelerator, 256 tokens) | 91% |" \
         in section.body
     assert "no NPU here" in section.body and section.figures[0].name == "fig5.png"
+    assert "| smollm2-135m | qkv | 0.01 | 0.04 |" in section.body  # operator times per model, never averaged across
+
+
+def test_operator_times_are_per_model_and_runs_at_other_chunk_sizes_stay_out(tmp_path):
+    rows = _rows()
+    rows += [{**r, "model": "shape-qwen1.5-1.8b", "value": 10 * r["value"], "config_hash": "q" + r["config_hash"]}
+             for r in _rows() if r["metric"] == "edgeflow_op_qkv_s"]
+    rows += [{**r, "variant": "chunk 32", "value": 5.0, "config_hash": "c32" + r["config_hash"]} for r in _rows()]
+    store = ResultsStore(tmp_path / "runs")
+    store.append("pipeline", rows)
+    body = run.render("fig5", store, tmp_path / "out").body
+    assert "| smollm2-135m | qkv | 0.01 | 0.04 |" in body and "| shape-qwen1.5-1.8b | qkv | 0.1 | 0.4 |" in body
+    assert "500%" not in body  # Figure 14's 32-token-chunk runs are not Figure 5's
 
 
 def test_the_sweep_takes_figure_14s_points_for_llmnpu_static():
