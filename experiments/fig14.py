@@ -34,6 +34,7 @@ PAPER_MODELS = {"llama3-8b", "phi3-3.8b"}
 PROMPT_TOKENS = 512  # the paper's; Figure 5's runs of the same experiments at other lengths are not pooled in
 CHUNKS = (32, 64, 128)  # prompt tokens per prefill chunk (pipeline.chunk); 128 is the runtime's default
 DEFAULT_CHUNK = 128  # what rows stored before the chunk size was recorded in `variant` ran
+PANEL = ["model", "chunk"]  # one comparison per model and chunk size
 FILTERS = {"model": "models"}
 SERIES = ("measured", "simulated, one layer", "simulated")  # host cold TTFT; sim_layer_*; sim_* (whole prefill)
 # metric of ours for each paper metric, per series
@@ -84,9 +85,6 @@ def medians(rows: pd.DataFrame) -> pd.DataFrame:
     ok = with_chunk(rows[(rows["status"] == "ok") & rows["pipeline"].isin(POLICIES)].dropna(subset=["value"]))
     ok = ok.assign(series=ok["metric"].map(_series))
     return ok.groupby(PANEL + ["series", "pipeline", "metric"])["value"].agg(["median", "count"]).reset_index()
-
-
-PANEL = ["model", "chunk"]  # one comparison per model and chunk size
 
 
 def _panels(med: pd.DataFrame) -> list[tuple[str, int]]:
