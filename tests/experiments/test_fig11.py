@@ -2,6 +2,7 @@
 quantizer, bits, packing and pipeline; +pack and +pipeline share EF 5b's accuracy; the steps' changes sit beside the
 paper's."""
 import pandas as pd
+import pytest
 
 from experiments import fig10, fig11, run
 from harness.runner.store import ResultsStore
@@ -43,3 +44,14 @@ def test_steps_and_shared_accuracy(tmp_path):
 def test_the_sweep_has_five_timings_and_three_accuracies_per_dataset():
     pts = fig11.sweep(datasets=("lambada",))
     assert sum(p[0] == "experiment=ttft" for p in pts) == 5 and sum(p[0] == "experiment=accuracy" for p in pts) == 3
+
+
+@pytest.mark.filterwarnings("error::UserWarning")  # matplotlib warns of a legend with nothing in it
+def test_a_model_without_int8_rows_draws_a_note_not_an_empty_legend(tmp_path):
+    rows = [r for r in _rows() if r["experiment"] == "ttft"]
+    rows += [{**r, "model": "shape-qwen1.5-1.8b", "config_hash": "q" + r["config_hash"]} for r in rows
+             if r["pipeline"] == "place+priority+steal"]  # only +pipeline, as a paper-shape run leaves it
+    store = ResultsStore(tmp_path / "runs")
+    store.append("ttft", rows)
+    section = run.render("fig11", store, tmp_path / "out")
+    assert section.figures[0].exists()
