@@ -33,7 +33,7 @@ POLICIES = ("llmnpu-static", "place", "place+priority", "place+priority+steal")
 PAPER_MODELS = {"llama3-8b", "phi3-3.8b"}
 PROMPT_TOKENS = 512  # the paper's; Figure 5's runs of the same experiments at other lengths are not pooled in
 CHUNKS = (32, 64, 128)  # prompt tokens per prefill chunk (pipeline.chunk); 128 is the runtime's default
-DEFAULT_CHUNK = 128  # what rows stored before the chunk size was recorded in `variant` ran
+DEFAULT_CHUNK = PipelineConfig.chunk  # the runtime's; what rows stored before `variant` recorded the chunk size ran
 PANEL = ["model", "chunk"]  # one comparison per model and chunk size
 FILTERS = {"model": "models"}
 SERIES = ("measured", "simulated, one layer", "simulated")  # host cold TTFT; sim_layer_*; sim_* (whole prefill)
@@ -74,6 +74,10 @@ def with_chunk(rows: pd.DataFrame) -> pd.DataFrame:
     chunk = variant.astype(str).str.extract(r"^chunk (\d+)$")[0].astype(float)
     keep = chunk.notna() | ~rows["metric"].astype(str).str.startswith("sim_")
     return rows[keep].assign(chunk=chunk[keep].fillna(DEFAULT_CHUNK).astype(int))
+
+
+def _n_chunks(chunk: int) -> int:
+    return -(-PROMPT_TOKENS // int(chunk))
 
 
 def _series(metric: str) -> str:
@@ -148,7 +152,7 @@ def draw(med: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> li
     colors, hatches = ("#4c72b0", "#dd8452", "#c9a26b"), ("", "//", "..")
     what = ("host, cold TTFT", "phone-like ratios, one layer", "phone-like ratios, whole prefill")
     for (ax_l, ax_b), panel in zip(axes, panels):
-        title = f"{panel[0]}, {panel[1]}-token chunks ({-(-PROMPT_TOKENS // panel[1])} chunks)"
+        title = f"{panel[0]}, {panel[1]}-token chunks ({_n_chunks(panel[1])} chunks)"
         for k, series in enumerate(SERIES):
             lat = [_value(med, panel, series, p, METRICS["latency"][k]) for p in POLICIES]
             base = lat[0] or next((v for v in lat if v), None)
@@ -184,15 +188,14 @@ def _no_steal_notes(med: pd.DataFrame, rows: pd.DataFrame) -> str:
     """Per model and chunk size where stealing never fired, why: each prompt chunk's operators form one chain, so at
     most one task per chunk is ready at a time and the accelerator queue never holds more tasks than there are
     chunks."""
-    stolen = med[med["metric"].isin(["edgeflow_cpu_stolen_tasks", "sim_stolen_tasks", "sim_layer_stolen_tasks"])
-                 & (med["pipeline"] == POLICIES[-1])]
+    stolen = med[med["metric"].isin(METRICS["stolen"]) & (med["pipeline"] == POLICIES[-1])]
     steal = rows.loc[rows["metric"] == "edgeflow_steal_threshold", "value"]
     threshold = int(steal.max()) if len(steal) else PipelineConfig.steal_threshold
     notes = []
     for (model, chunk), g in stolen.groupby(PANEL):
         if g["median"].max() > 0:
             continue
-        n_chunks = -(-PROMPT_TOKENS // int(chunk))
+        n_chunks = _n_chunks(chunk)
         why = (f"the accelerator queue never held more than the threshold ({threshold})" if n_chunks > threshold else
                f"{PROMPT_TOKENS} tokens in {chunk}-token chunks make {n_chunks}, at most one ready accelerator task "
                f"each (a chunk's operators are a chain), never more than the threshold ({threshold}); stealing needs "

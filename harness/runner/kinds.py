@@ -227,7 +227,7 @@ def pipeline_sim(job) -> Iterator[dict]:
     """One cold edgeflow-run --profile-ops run of experiment.extra.prompt_tokens tokens on this host (the default
     policy, pipeline.chunk-token chunks), then each policy simulated at phone-like ratios over the median operator
     costs of its warm prefills: the whole prefill (sim_*) and one layer of it (sim_layer_*: what the paper's Figure 14
-    times). Rows say their chunk size in `variant` ("chunk 128")."""
+    times). Rows say their chunk size in `variant` ("chunk 128", Job.row)."""
     import json
     import tempfile
 
@@ -271,7 +271,6 @@ def pipeline_sim(job) -> Iterator[dict]:
                                         ("accel_bubble_rate", s.get("accel-0_bubble_rate"), "ratio"),
                                         ("stolen_tasks", s["stolen"], "count")):
                 yield job.row(prefix + metric, value, unit, pipeline=policy, label="emulated", prompt_tokens=n,
-                              variant=f"chunk {chunk}",
                               notes=notes + ("" if layers > 1 else "; one layer (the paper's Figure 14 measure)"))
 
 
