@@ -74,9 +74,13 @@ def llamacpp_prepared(spec, threads: int, device):
 
 
 def llamacpp_pp(tools: dict, threads: int, n_prompt: int, reps: int) -> list[float]:
-    """Warm prompt processing of llama-bench (-p n_prompt, one pass: its batch defaults hold 128..512 tokens)."""
+    """Warm prompt processing of llama-bench (-p n_prompt, one pass: its batch defaults hold 128..512 tokens), on
+    the kernel path llama-completion was probed to (tools["kernel_path"])."""
+    from harness.systems.llamacpp_probe import BY_NAME
+
     res = subprocess.run([tools["llama-bench"], "-m", tools["gguf"], "-p", str(n_prompt), "-n", "0", "-t",
-                          str(threads), "-r", str(reps), "-o", "json"], capture_output=True, text=True, timeout=600)
+                          str(threads), "-r", str(reps), "-o", "json", *BY_NAME[tools["kernel_path"]].bench_args],
+                         capture_output=True, text=True, timeout=600)
     if res.returncode != 0:
         raise RuntimeError(f"llama-bench failed: {res.stderr[-500:]}")
     row = json.loads(res.stdout)[0]

@@ -96,7 +96,9 @@ def _prepared_system(job):
 def _scored_by(system, prepared) -> str:
     from pathlib import Path
 
-    return f"{system.name}'s own forward pass over {prepared.weight_format} ({Path(prepared.files[0]).name})"
+    # prepared.notes say how the engine ran (llama.cpp: its probed kernel path), as the TTFT rows of these weights do
+    return "; ".join([f"{system.name}'s own forward pass over {prepared.weight_format} ({Path(prepared.files[0]).name})",
+                      *prepared.notes])
 
 
 def _edgeflow_accuracy(job, dataset, requested: str) -> Iterator[dict]:
@@ -256,7 +258,7 @@ def pipeline_sim(job) -> Iterator[dict]:
                      extra_args=("--ctx", str(n + 1), "--chunk", str(chunk), "--repeat-prefill", str(warm),
                                  "--profile-ops", profile_path))
         profile = json.loads(open(profile_path).read())
-    # Warm costs: on this host the cold prefill's operators share two cores with the I/O and unpack threads, which on
+    # Warm costs: on this host the cold prefill's operators share two cores with the reads and the unpacking, which on
     # a phone run beside the NPU on other cores.
     costs = CostTable.from_profile(profile, warm=True).phone_like()
     notes = (f"simulated (harness/pipeline_sim.py) over the median operator costs of {warm} warm {n}-token prefills "

@@ -17,6 +17,9 @@ token: TTFT (primary) is wall clock from spawn to it. llama.cpp's own `common_pe
 (llama-completion takes no ids); `llama-tokenize` checks, once per prompt and outside the timed runs, that llama.cpp
 tokenizes that text back to exactly the ids, and a mismatch is recorded in the notes and in `tokens_match`.
 `-fit off` skips a second parse of the model's metadata that only matters for GPU offload.
+Kernel path: the fastest of llama.cpp's weight paths that runs on this host (AMX / repacked weights, else
+`--no-repack`), probed once per build on a tiny model (harness/systems/llamacpp_probe.py); the scorer uses the same.
+Every row's notes name the path and the buffer types its probe run put the weights in (AMX, CPU_REPACK, CPU_Mapped).
 N = work.new_tokens (1: the cold start only). With N > 1 (Figure 15) llama.cpp's `eval time` (N - 1 decode steps) is the
 decode time. It prefills and decodes on the CPU with the same weights and graph builder: no graph switch.
 """
@@ -31,6 +34,7 @@ from pathlib import Path
 from harness.measure.cold import EngineError, repeat, run_once
 from harness.models.zoo import checkpoint_dir
 from harness.systems import llamacpp_build as build
+from harness.systems import llamacpp_probe as probe
 from harness.measure.workload import CTX_ALIGN, CTX_SPARE, Workload, prompt_file, prompt_text
 from harness.systems.base import (Measurement, Metric, NotRun, Prepared, System, SystemConfig, cold_metrics,
                                   decode_metrics, register_system)
@@ -74,14 +78,17 @@ class LlamaCppSystem(System):
         ckpt = checkpoint_dir(model)
         gtype = self.gguf_type(bits)
         gguf = build.model_gguf(ckpt, model.name, gtype, version)
+        kernels = probe.kernel_path(tools, version, gtype, int(self.cfg.threads))
         return Prepared(self.name, [str(gguf)], {**{k: str(v) for k, v in tools.items()}, "gguf": str(gguf),
-                                                 "checkpoint": str(ckpt)}, f"gguf {gtype}")
+                                                 "checkpoint": str(ckpt), "kernel_path": kernels.path.name},
+                        f"gguf {gtype}", notes=[kernels.note()])
 
     def open_scorer(self, prepared: Prepared, ctx: int):
         from harness.systems.llamacpp_scorer import LlamaCppScorer
 
         return LlamaCppScorer.open(prepared.artifacts["gguf"], ctx=ctx, threads=int(self.cfg.threads),
-                                   version=self.cfg.llamacpp_version)
+                                   version=self.cfg.llamacpp_version,
+                                   extra_buffers=kernel_path(prepared).extra_buffers)
 
     def check_workload(self, work: Workload) -> None:
         super().check_workload(work)
@@ -95,7 +102,7 @@ class LlamaCppSystem(System):
         return [prepared.artifacts["llama-completion"], "-m", prepared.artifacts["gguf"], "-f", prompt_path,
                 "-n", str(work.new_tokens), "--no-warmup", "-no-cnv", "--no-display-prompt", "-fit", "off",
                 "--no-escape", "--ignore-eos", "-c", str(work.ctx), "-b", str(batch), "-ub", str(ubatch),
-                "-t", str(work.threads), "-tb", str(work.threads)]
+                "-t", str(work.threads), "-tb", str(work.threads), *kernel_path(prepared).completion_args]
 
     def run_cold(self, prepared, work, device, protocol) -> Measurement:
         self.check_workload(work)
@@ -106,7 +113,7 @@ class LlamaCppSystem(System):
                               self.cfg.timeout_s)
         runs = repeat(lambda: run_once(device, cmd, prepared.files, lambda out: len(out) > 0, self.cfg.timeout_s,
                                        protocol), protocol)
-        engine = engine_settings(runs[0].stderr)
+        engine = {**engine_settings(runs[0].stderr), "kernel_path": kernel_path(prepared).name}
         for r in runs:
             check_engine_settings(engine_settings(r.stderr), work)
         match = engine_ids == list(work.token_ids)
@@ -120,6 +127,14 @@ class LlamaCppSystem(System):
                          f"workload's {work.n_prompt} (first difference at position {first})")
         return Measurement(self.name, reps, notes, workload=work, command=cmd,
                            engine={**engine, "tokens_match": match})
+
+
+def kernel_path(prepared: Prepared) -> probe.KernelPath:
+    """The kernel path prepare() probed (every engine of llama.cpp run on these weights takes it)."""
+    name = prepared.artifacts.get("kernel_path")
+    if name not in probe.BY_NAME:
+        raise ValueError(f"llamacpp: prepared artifacts name no known kernel path ({name!r}); prepare() probes it")
+    return probe.BY_NAME[name]
 
 
 def prompt_file_text(text: str) -> str:
@@ -162,7 +177,9 @@ def engine_settings(stderr: bytes) -> dict:
     # CPU : SSE3 = 1 -> the first flag carries the backend name before a colon
     flags = [f.split(":")[-1].strip() for f in flags]
     simd = [f for f in flags if f not in ("LLAMAFILE", "OPENMP", "REPACK")]
-    return {"threads": int(info.group(1)), "threads_batch": int(info.group(2) or info.group(1)),
+    threads, batch = int(info.group(1)), int(info.group(2) or info.group(1))
+    return {"threads": threads, "threads_batch": batch,
+            "all_threads": f"{threads} generation / {batch} prompt-processing threads (ggml's pool; mmap I/O in them)",
             "ctx": int(gen.group(1)), "n_batch": int(gen.group(2)), "isa": " ".join(simd),
             "features": " ".join(flags)}
 

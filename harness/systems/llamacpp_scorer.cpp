@@ -3,7 +3,10 @@
 // Built against the vendored llama.cpp's public API (llama.h) and static libraries by
 // harness/systems/llamacpp_build.py.
 //
-//   edgeflow-llama-scorer MODEL.gguf N_CTX THREADS
+//   edgeflow-llama-scorer MODEL.gguf N_CTX THREADS EXTRA_BUFFERS
+//
+// EXTRA_BUFFERS 1 lets llama.cpp put weights in its extra buffer types (AMX, repacked blocks), 0 keeps them in the
+// mmap'ed GGUF (llama-completion's --no-repack): the kernel path harness/systems/llamacpp_probe.py chose.
 //
 // Binary protocol on stdin/stdout, little-endian int32 / float32:
 //   ready     -> int32 n_vocab                                  (after the model and context are loaded)
@@ -53,20 +56,23 @@ void quiet_log(ggml_log_level level, const char* text, void*) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 4) {
-        std::fprintf(stderr, "usage: %s MODEL.gguf N_CTX THREADS\n", argv[0]);
+    if (argc != 5) {
+        std::fprintf(stderr, "usage: %s MODEL.gguf N_CTX THREADS EXTRA_BUFFERS\n", argv[0]);
         return 2;
     }
     const int n_ctx = std::atoi(argv[2]);
     const int threads = std::atoi(argv[3]);
-    if (n_ctx < 1 || threads < 1) {
-        std::fprintf(stderr, "N_CTX and THREADS must be positive, got %s and %s\n", argv[2], argv[3]);
+    const std::string extra_buffers = argv[4];
+    if (n_ctx < 1 || threads < 1 || (extra_buffers != "0" && extra_buffers != "1")) {
+        std::fprintf(stderr, "N_CTX and THREADS must be positive and EXTRA_BUFFERS 0 or 1, got %s, %s and %s\n",
+                     argv[2], argv[3], argv[4]);
         return 2;
     }
     llama_log_set(quiet_log, nullptr);
     llama_backend_init();
 
     llama_model_params mparams = llama_model_default_params();
+    mparams.use_extra_bufts = extra_buffers == "1";
     llama_model* model = llama_model_load_from_file(argv[1], mparams);
     if (model == nullptr) {
         std::fprintf(stderr, "llama.cpp could not load %s\n", argv[1]);

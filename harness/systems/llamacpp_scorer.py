@@ -29,14 +29,17 @@ class LlamaCppScorer:
         self.proc, self._stderr, self.n_vocab, self.ctx = proc, stderr, n_vocab, ctx
 
     @classmethod
-    def open(cls, gguf: str | Path, ctx: int, threads: int, version: str = "0.3.36") -> "LlamaCppScorer":
+    def open(cls, gguf: str | Path, ctx: int, threads: int, version: str = "0.3.36",
+             extra_buffers: bool = True) -> "LlamaCppScorer":
+        """`extra_buffers`: the probed kernel path's (harness/systems/llamacpp_probe.py), as llama-completion's."""
         from harness.systems.llamacpp_build import build_scorer
 
         if not Path(gguf).is_file():
             raise FileNotFoundError(f"llama.cpp scorer: no GGUF at {gguf}")
         binary = build_scorer(version)
         stderr = tempfile.TemporaryFile()
-        proc = subprocess.Popen([str(binary), str(gguf), str(int(ctx)), str(int(threads))], stdin=subprocess.PIPE,
+        proc = subprocess.Popen([str(binary), str(gguf), str(int(ctx)), str(int(threads)),
+                                 str(int(extra_buffers))], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=stderr)
         scorer = cls(proc, stderr, 0, int(ctx))
         scorer.n_vocab = scorer._read_i32("loading the model")

@@ -29,7 +29,8 @@ def test_perf_lines_are_parsed():
 
 def test_command_takes_ctx_threads_and_batch_from_the_workload():
     system = get_system({"name": "llamacpp", "threads": 2})
-    prepared = Prepared("llamacpp", ["m.gguf"], {"llama-completion": "/b/llama-completion", "gguf": "m.gguf"}, "gguf Q8_0")
+    prepared = Prepared("llamacpp", ["m.gguf"], {"llama-completion": "/b/llama-completion", "gguf": "m.gguf",
+                                                 "kernel_path": "extra-buffers"}, "gguf Q8_0")
     work = Workload.for_request(range(1, 129), 2)
     assert system.command(prepared, "p.txt", work) == [
         "/b/llama-completion", "-m", "m.gguf", "-f", "p.txt", "-n", "1", "--no-warmup", "-no-cnv",
@@ -40,6 +41,11 @@ def test_command_takes_ctx_threads_and_batch_from_the_workload():
     assert system.gguf_type(8) == "Q8_0" and system.gguf_type(4) == "Q4_0"
     with pytest.raises(ValueError, match="bits=5"):
         system.gguf_type(5)
+    prepared.artifacts["kernel_path"] = "no-repack"  # the probe found the extra buffer types crash on this host
+    assert system.command(prepared, "p.txt", work)[-1] == "--no-repack"
+    prepared.artifacts.pop("kernel_path")
+    with pytest.raises(ValueError, match="kernel path"):
+        system.command(prepared, "p.txt", work)
 
 
 def test_workloads_llamacpp_cannot_honour_are_refused():
@@ -89,6 +95,9 @@ def test_cold_run_of_the_default_model(default_model_spec):
     rep = {x.name: x for x in m.repetitions[0]}
     assert rep["tokens_match"].value == 1.0 and m.engine["ctx"] == 256 and m.engine["threads_batch"] == 2
     assert m.command[m.command.index("-c") + 1] == "256" and m.engine["isa"]
+    # the probed kernel path is in the engine report and every row's notes, with the buffers in llama.cpp's words
+    assert m.engine["kernel_path"] == prepared.artifacts["kernel_path"]
+    assert prepared.notes[0].startswith("llama.cpp kernel path: ") and "probe ran (weights in CPU" in prepared.notes[0]
     assert rep["prompt_tokens"].value == 32
     assert rep["resident_before"].value == 0.0
     assert 0 < rep["ttft_s"].value <= rep["exit_s"].value
