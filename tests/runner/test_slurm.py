@@ -117,48 +117,64 @@ def test_accuracy_and_perplexity_sweep_and_a_failing_task(slurm_cluster, tiny_ch
         assert set(ok["config_hash"]).isdisjoint(failed["config_hash"])
 
 
+@pytest.mark.real_model
 def test_a_cancelled_task_leaves_no_row_and_a_resubmission_measures_only_it(slurm_cluster, tiny_checkpoint, tmp_path):
-    cmd = sweep_cmd(slurm_cluster, tmp_path, "first", "experiment=perplexity", *tiny_model(tiny_checkpoint),
-                    "experiment.ppl_max_windows=1,2", "++experiment.extra.ppl_window=128")
-    proc = submit(slurm_cluster, cmd, background=True)
-    try:
-        # submitit names each task's folder <array>_<index>; cancel task 1 as soon as it runs (it is then importing
-        # torch / loading the model: seconds before it could write anything; KillWait=1 s after SIGTERM)
-        array = wait_for("the array to be submitted", lambda: submitted_array(
-            " ".join(str(p) for p in (tmp_path / "first" / ".submitit").glob("*_*"))) or _poll_dead(proc))
-        wait_for(f"task {array}_1 to run", lambda: array_tasks(slurm_cluster, array).get(f"{array}_1") == "RUNNING"
-                 or _poll_dead(proc), poll=0.1)
-        slurm_cluster.run("scancel", f"{array}_1")
-        code, out = finish(proc)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    # SLURM's own record decides: task 0 completed, task 1 was cancelled. The submitter's exit is submitit's business:
-    # it normally stops with UncompletedJobError (state CANCELLED) once task 0 is done, but one CI run saw it exit 0
-    # within a second of the scancel while task 0 still ran (not reproduced in 10 runs here), so the store is read only
-    # after the array has ended.
+    """Two TTFT tasks on two pseudo-devices; the test holds the lock of the second device (harness/devices/lock.py),
+    so task 1 waits for it, however fast the host, until the test cancels it: it can never finish first."""
+    from harness.devices import DeviceConfig, get_device
+    from harness.devices.lock import device_lock
+    from harness.models.zoo import ModelSpec
+    from harness.systems import SystemConfig, get_system
+
+    # llama.cpp and the tiny model's GGUF are built once here (cached), not inside the tasks
+    spec = ModelSpec(name="tiny-slurm-cancel", source="hf", path=str(tiny_checkpoint))
+    device = get_device(DeviceConfig(name="local"))
+    get_system(SystemConfig(name="llamacpp")).prepare(spec, 8, device)
+    device.close()
+
+    locks = tmp_path / "locks"
+    cmd = sweep_cmd(slurm_cluster, tmp_path, "first", "experiment=ttft", "system=llamacpp",
+                    *tiny_model(tiny_checkpoint, "tiny-slurm-cancel"), "+experiment.extra.prompt_tokens=16",
+                    "+device.id=pseudo-free,pseudo-held", "protocol.repetitions=1", "protocol.warmup_runs=0",
+                    "protocol.busy_policy=flag", f"run.device_lock_dir={locks}", "hydra.launcher.array_parallelism=2")
+    with device_lock("pseudo-held", locks, timeout_s=0):
+        proc = submit(slurm_cluster, cmd, background=True)
+        try:
+            array = wait_for("the array to be submitted", lambda: submitted_array(
+                " ".join(str(p) for p in (tmp_path / "first" / ".submitit").glob("*_*"))) or _poll_dead(proc))
+            # task 0 measures pseudo-free; task 1 runs but waits for the lock this test holds
+            wait_for(f"task {array}_0 to complete and {array}_1 to run", lambda: (
+                (t := array_tasks(slurm_cluster, array)).get(f"{array}_0") == "COMPLETED"
+                and t.get(f"{array}_1") == "RUNNING") or _poll_dead(proc), poll=0.2)
+            slurm_cluster.run("scancel", f"{array}_1")
+            code, out = finish(proc)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    # SLURM's own record decides: task 0 completed, task 1 was cancelled. The submitter's exit is submitit's business
+    # (it normally stops with UncompletedJobError, state CANCELLED), so the store is read after the array has ended.
     tasks = ended(slurm_cluster, array)
     assert tasks == {f"{array}_0": "COMPLETED", f"{array}_1": "CANCELLED"}, f"submitter exit {code}: {out[-3000:]}"
-    if code == 0:
-        print(f"note: the submitter exited 0 after the cancellation; its output:\n{out[-3000:]}")
-    else:
+    if code != 0:
         assert "CANCELLED" in out, out[-3000:]
     store = ResultsStore(tmp_path / "store")
-    first = store.read("perplexity")
+    first = store.read("ttft")
     assert first["config_hash"].nunique() == 1 and set(first["status"]) == {"ok"}  # nothing of the cancelled task
-    parts_before = set((tmp_path / "store" / "perplexity").glob("part-*.parquet"))
+    assert set(first["device"]) == {"pseudo-free"}
+    parts_before = set((tmp_path / "store" / "ttft").glob("part-*.parquet"))
 
-    # the same sweep again (its own Hydra folder): task 0 skips, task 1 measures
+    # the same sweep again (its own Hydra folder), the lock released: task 0 skips, task 1 measures
     code, out = submit(slurm_cluster, [a if not a.startswith("hydra.sweep.dir=") else
                                        f"hydra.sweep.dir={tmp_path / 'second'}" for a in cmd])
     logs = task_logs(tmp_path / "second")
     assert code == 0, f"{out[-3000:]}\n{logs}"
     assert logs.count("already measured, skipping") == 1, logs
-    new_parts = set((tmp_path / "store" / "perplexity").glob("part-*.parquet")) - parts_before
+    new_parts = set((tmp_path / "store" / "ttft").glob("part-*.parquet")) - parts_before
     assert len(new_parts) == 1  # only the cancelled configuration was measured again
-    both = store.read("perplexity")
+    both = store.read("ttft")
     assert both["config_hash"].nunique() == 2 and set(both["status"]) == {"ok"}
-    assert (both.groupby("config_hash").size() == 1).all()  # one perplexity row per configuration, none twice
+    assert set(both["device"]) == {"pseudo-free", "pseudo-held"}
+    assert (both[both.metric == "ttft_s"].groupby("config_hash").size() == 1).all()  # one run each, none twice
 
 
 def _poll_dead(proc):
