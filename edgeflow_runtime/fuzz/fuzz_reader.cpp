@@ -16,10 +16,17 @@ void read_everything(const uint8_t* data, size_t size) {
     for (const auto& r : pf.regions()) {
       std::vector<uint8_t> layer(r.size);
       pf.read_region(r, layer.data(), /*verify_crc=*/false);  // let mutated payloads reach the unpacker
+      const auto at = [&](const edgeflow::TensorInfo& t) { return layer.data() + (t.offset - r.offset); };
       for (uint32_t i = r.first_tensor; i < r.first_tensor + r.n_tensors; ++i) {
         const auto& t = pf.tensors()[i];
+        if (const auto* crcs = pf.row_crcs_of(t)) {  // same region (open)
+          try {
+            pf.verify_table_by_rows(t, at(t), at(*crcs));
+          } catch (const edgeflow::FormatError&) {  // expected for most mutations: go on to the unpacker
+          }
+        }
         if (!edgeflow::is_quantized(t.dtype)) continue;
-        auto q = edgeflow::QuantTensor::view(t, layer.data() + (t.offset - r.offset));
+        auto q = edgeflow::QuantTensor::view(t, at(t));
         if (uint64_t{t.shape[0]} * t.shape[1] > (1u << 20)) continue;  // keep memory (and ASan's quarantine) small
         std::vector<int8_t> out(uint64_t{t.shape[0]} * t.shape[1]);
         edgeflow::unpack(q, 0, t.shape[0], out.data());

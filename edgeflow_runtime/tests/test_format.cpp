@@ -173,11 +173,30 @@ void test_corruptions() {
   CHECK_THROWS(FormatError, "cannot open", PackedFile::open("/nonexistent/model.efpk"));
 }
 
+// Crc32Shift and SplitCrc against crc32 of the whole: every split point, lengths 0 to 3 pieces and odd tails.
+void test_crc_combination() {
+  std::vector<uint8_t> data(3 * SplitCrc::kPiece + 777);
+  uint32_t x = 12345;
+  for (auto& b : data) b = uint8_t((x = x * 1103515245u + 12345u) >> 24);
+  for (size_t split : {size_t(0), size_t(1), size_t(7), size_t(4096), size_t(65537)}) {
+    const size_t n = 100003;
+    CHECK((Crc32Shift(n - split)(crc32(data.data(), split)) ^ crc32(data.data() + split, n - split)) ==
+          crc32(data.data(), n));
+  }
+  for (uint64_t size : {uint64_t(0), uint64_t(1), SplitCrc::kPiece - 1, SplitCrc::kPiece, SplitCrc::kPiece + 1,
+                        uint64_t(data.size())}) {
+    std::vector<uint32_t> pieces(SplitCrc::pieces(size));
+    for (size_t k = 0; k < pieces.size(); ++k) pieces[k] = SplitCrc::piece(data.data(), size, k);
+    CHECK(SplitCrc::combine(pieces, size) == crc32(data.data(), size));
+  }
+}
+
 }  // namespace
 
 int main() {
   test_valid_file();
   test_corruptions();
+  test_crc_combination();
   std::printf("test_format: %d failures\n", g_failures);
   return g_failures ? 1 : 0;
 }

@@ -275,8 +275,9 @@ class PackedFile:
             f.seek(meta_offset)
             meta = f.read(meta_size)
         self._check(zlib.crc32(meta) == meta_crc, "metadata checksum mismatch")
-        self.alignment, self.file_size = alignment, file_size
+        self.alignment, self.file_size, self.version = alignment, file_size, version
         self._parse_meta(meta, n_regions, n_tensors)
+        self._check_row_crc_table()
 
     def _parse_meta(self, meta: bytes, n_regions: int, n_tensors: int) -> None:
         cfg = CONFIG.unpack_from(meta, 0)
@@ -333,6 +334,8 @@ class PackedFile:
             self.tensors.append(info)
 
     def _check_size(self, t: TensorInfo) -> None:
+        self._check(t.dtype != U32 or self.version >= 2,
+                    f"{t.name}: dtype u32 needs format version 2, the file is version {self.version}")
         count = int(np.prod(t.shape, dtype=np.int64)) if t.shape else 1
         if t.dtype in RAW_DTYPES:
             expect = count * np.dtype(RAW_DTYPES[t.dtype]).itemsize
@@ -344,6 +347,24 @@ class PackedFile:
                 self._check(t.size == count, f"{t.name}: {t.size} bytes, raw INT8 codes {t.shape} need {count}")
         else:
             raise PackError(f"{self.path}: {t.name}: unknown dtype {t.dtype}")
+
+    def _check_row_crc_table(self) -> None:
+        if EMBED_ROW_CRCS not in self._by_name:
+            return
+        crcs = self.info(EMBED_ROW_CRCS)
+        table = self.info(EMBED_CODES) if EMBED_CODES in self._by_name else None
+        self._check(table is not None and table.dtype == I8 and len(table.shape) == 2 and crcs.dtype == U32
+                    and crcs.shape == table.shape[:1] and crcs.region == table.region,
+                    f"{EMBED_ROW_CRCS} must be u32 [V] beside an i8 [V, H] {EMBED_CODES} in its region")
+
+    def _check_rows(self, table: bytes) -> None:
+        """The embedding table read whole against its row-CRC table (docs/format.md): every entry must match."""
+        rows, cols = self.info(EMBED_CODES).shape
+        crcs = np.frombuffer(self.payload(EMBED_ROW_CRCS), "<u4")
+        view = memoryview(table)
+        for r in range(rows):
+            self._check(zlib.crc32(view[r * cols:(r + 1) * cols]) == crcs[r],
+                        f"{EMBED_ROW_CRCS}: the entry of row {r} disagrees with the row")
 
     def _check(self, ok: bool, message: str) -> None:
         if not ok:
@@ -362,6 +383,8 @@ class PackedFile:
             data = os.pread(f.fileno(), t.size, t.offset)
         self._check(len(data) == t.size, f"{name}: short read")
         self._check(zlib.crc32(data) == t.crc32, f"{name}: checksum mismatch (payload corrupt)")
+        if name == EMBED_CODES and EMBED_ROW_CRCS in self._by_name:
+            self._check_rows(data)
         return data
 
     def array(self, name: str) -> np.ndarray:

@@ -7,6 +7,7 @@ import pytest
 
 from harness.pack import LAYOUTS, PackedFile, PackError, pack_artifact
 from harness.pack.container import ALIGNMENT, HEADER, REGION, TENSOR, CONFIG
+from harness.pack.fuzz_corpus import reseal_header, reseal_meta, sealed_but_invalid
 
 
 @pytest.fixture(scope="module")
@@ -46,25 +47,6 @@ def test_layers_are_aligned_contiguous_regions(packed):
 
 # --- corruption: each case edits a valid file and names the error it must raise --------------------------------------
 
-def _rewrite_header(data: bytearray, **fields) -> None:
-    names = ["magic", "version", "header_size", "file_size", "meta_offset", "meta_size", "meta_crc", "alignment",
-             "n_regions", "n_tensors", "packing", "header_crc"]
-    values = dict(zip(names, HEADER.unpack_from(data)))
-    values.update(fields)
-    HEADER.pack_into(data, 0, *(values[n] for n in names))
-    if "header_crc" not in fields:
-        struct.pack_into("<I", data, 60, zlib.crc32(bytes(data[:60])))
-
-
-def _rewrite_meta(data: bytearray, edit) -> None:
-    meta_size = HEADER.unpack_from(data)[5]
-    meta = bytearray(data[64 : 64 + meta_size])
-    edit(meta)
-    data[64 : 64 + meta_size] = meta
-    _rewrite_header(data, meta_crc=zlib.crc32(bytes(meta)))
-
-
-
 def corruptions(data: bytes):
     n_regions, n_tensors = HEADER.unpack_from(data)[8:10]
     tensors_at = 64 + CONFIG.size + REGION.size * n_regions
@@ -83,19 +65,19 @@ def corruptions(data: bytes):
         return label, bytes(d), match
 
     yield case("bad magic", lambda d: d.__setitem__(slice(0, 4), b"GGUF"), "bad magic")
-    yield case("wrong version", lambda d: _rewrite_header(d, version=3), "version 3")
+    yield case("wrong version", lambda d: reseal_header(d, version=3), "version 3")
     yield case("header checksum", lambda d: d.__setitem__(20, d[20] ^ 1), "header checksum")
     yield case("metadata checksum", lambda d: d.__setitem__(64 + 70, d[64 + 70] ^ 1), "metadata checksum")
     yield "truncated", data[: len(data) - ALIGNMENT], "truncated"
     yield "tiny", data[:40], "truncated"
-    yield case("index past the end", lambda d: _rewrite_meta(d, meta_field(rec + 32, "<Q", len(data) + 64)),
+    yield case("index past the end", lambda d: reseal_meta(d, meta_field(rec + 32, "<Q", len(data) + 64)),
                "outside its region")
-    yield case("size past the region", lambda d: _rewrite_meta(d, meta_field(rec + 40, "<Q", 1 << 40)),
+    yield case("size past the region", lambda d: reseal_meta(d, meta_field(rec + 40, "<Q", 1 << 40)),
                "outside its region")
-    yield case("region past the end", lambda d: _rewrite_meta(
+    yield case("region past the end", lambda d: reseal_meta(
         d, meta_field(64 + CONFIG.size + REGION.size * (n_regions - 1) + 16, "<Q", 1 << 20)), "past the end")
     yield case("payload checksum", lambda d: d.__setitem__(offset + 100, d[offset + 100] ^ 0x10), "checksum mismatch")
-    yield case("unknown dtype", lambda d: _rewrite_meta(d, meta_field(rec + 8, "<B", 99)), "unknown dtype")
+    yield case("unknown dtype", lambda d: reseal_meta(d, meta_field(rec + 8, "<B", 99)), "unknown dtype")
 
     # 3-bit codes cover exactly the widths 1..8, so a bad code shows as a size that disagrees with the payload, or
     # as padding bits set past the last code; the payload checksum is resealed so that check is the one that fires
@@ -104,11 +86,15 @@ def corruptions(data: bytes):
     def payload_edit(pos, xor):
         def fn(d):
             d[offset + pos] ^= xor
-            _rewrite_meta(d, meta_field(rec + 48, "<I", zlib.crc32(bytes(d[offset : offset + size]))))
+            reseal_meta(d, meta_field(rec + 48, "<I", zlib.crc32(bytes(d[offset : offset + size]))))
         return fn
 
     yield case("bit code changed", payload_edit(0, 0x01), "bit-widths imply")
     yield case("bit code padding", payload_edit((3 * channels) // 8 + 1, 0x80), "padding bits")
+
+    # the embedding's row-CRC table (U32, version 2): in a version-1 file, and with one entry wrong but the table's own
+    # CRC resealed (only a reader that checks the rows against the table it read whole can tell)
+    yield from sealed_but_invalid(data)
 
 
 def test_corrupt_files_are_rejected(packed, tmp_path):

@@ -95,6 +95,17 @@ class PackedFile {
   void read_region(const RegionInfo& r, void* dst, bool verify_crc = true) const;
   // Checks the CRC-32 of a payload read by other means (e.g. the runtime's own O_DIRECT reads).
   void verify_payload(const TensorInfo& t, const void* payload) const;
+  void check_crc(const TensorInfo& t, uint32_t computed) const;  // a CRC computed elsewhere (e.g. by SplitCrc)
+  // The per-row CRC table of an int8 table [V, H] (model.embed_tokens.row_crc32 beside model.embed_tokens.codes:
+  // U32 [V], checked at open), or nullptr.
+  const TensorInfo* row_crcs_of(const TensorInfo& table) const;
+  // A table read whole, checked by its row-CRC table instead of its own CRC (one pass over the rows, not two):
+  // verify_rows for every row (throws naming the first row whose entry is wrong), then verify_row_chain (the entries
+  // chained must give the table's CRC-32: with every row matching its entry, the table is intact).
+  void verify_table_by_rows(const TensorInfo& table, const void* table_payload, const void* crc_payload) const;
+  void verify_rows(const TensorInfo& table, const void* table_payload, const void* crc_payload, uint64_t row0,
+                   uint64_t row1) const;
+  void verify_row_chain(const TensorInfo& table, const void* crc_payload) const;
 
   const ByteSource& source() const { return *src_; }
   const std::string& path() const { return label_; }  // "<memory>" for from_memory
@@ -115,5 +126,25 @@ class PackedFile {
 };
 
 uint32_t crc32(const void* data, size_t n, uint32_t crc = 0);  // zlib's CRC-32; chainable like zlib.crc32
+
+// crc(A || B) from crc(A) and crc(B) for a fixed |B| = n bytes: Crc32Shift(n)(crc(A)) ^ crc(B) (zlib's
+// crc32_combine with the length's operator built once). Lets a table's CRC be checked against its rows' CRCs.
+class Crc32Shift {
+ public:
+  explicit Crc32Shift(uint64_t n);
+  uint32_t operator()(uint32_t crc) const;
+
+ private:
+  uint32_t bytes_[4][256];  // the shift's 32 x 32 bit matrix applied to each byte of a CRC
+};
+
+// A payload's CRC-32 as independent pieces of kPiece bytes (threads can share them), combined at the end:
+// combine({piece(d, n, 0), ..., piece(d, n, pieces(n) - 1)}, n) == crc32(d, n).
+struct SplitCrc {
+  static constexpr uint64_t kPiece = uint64_t(1) << 20;
+  static size_t pieces(uint64_t size);
+  static uint32_t piece(const void* data, uint64_t size, size_t i);
+  static uint32_t combine(const std::vector<uint32_t>& crcs, uint64_t size);
+};
 
 }  // namespace edgeflow

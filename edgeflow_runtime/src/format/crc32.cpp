@@ -1,5 +1,6 @@
 // CRC-32 as in zlib/PNG (reflected polynomial 0xEDB88320), slice-by-8: ~8 table lookups per 8 bytes, fast enough
 // to check every tensor while a layer streams in.
+#include <algorithm>
 #include <cstring>
 
 #include "edgeflow/format.h"
@@ -41,6 +42,63 @@ uint32_t crc32(const void* data, size_t n, uint32_t crc) {
   }
   while (n--) crc = t[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
   return ~crc;
+}
+
+// CRC-32 is linear over GF(2): appending n bytes to a message maps its CRC through a fixed 32 x 32 bit matrix
+// (x^(8n) mod the polynomial), so crc(A || B) = shift_n(crc(A)) ^ crc(B) for |B| = n. shift_n is built by squaring
+// the one-zero-bit operator (the classic zlib crc32_combine construction), as its 32 columns.
+namespace {
+
+uint32_t apply(const uint32_t* matrix, uint32_t vec) {
+  uint32_t sum = 0;
+  for (int i = 0; vec; ++i, vec >>= 1)
+    if (vec & 1) sum ^= matrix[i];
+  return sum;
+}
+
+void square(uint32_t* out, const uint32_t* m) {
+  for (int i = 0; i < 32; ++i) out[i] = apply(m, m[i]);
+}
+
+}  // namespace
+
+Crc32Shift::Crc32Shift(uint64_t n) {
+  uint32_t step[32], tmp[32], columns[32];  // step: the operator for 2^k zero bits, k growing
+  step[0] = 0xEDB88320u;                    // one zero bit: the reflected polynomial
+  for (int i = 1; i < 32; ++i) step[i] = 1u << (i - 1);
+  for (int i = 0; i < 32; ++i) columns[i] = 1u << i;  // identity
+  square(tmp, step);  // 2 bits
+  square(step, tmp);  // 4 bits
+  square(tmp, step);  // 8 bits = one byte
+  std::memcpy(step, tmp, sizeof step);
+  for (; n; n >>= 1) {  // columns = step^(bits of n) applied in turn; step squares each round
+    if (n & 1)
+      for (int i = 0; i < 32; ++i) columns[i] = apply(step, columns[i]);
+    square(tmp, step);
+    std::memcpy(step, tmp, sizeof step);
+  }
+  for (int b = 0; b < 4; ++b)  // the matrix byte by byte: 4 lookups per shift
+    for (uint32_t v = 0; v < 256; ++v) bytes_[b][v] = apply(columns, v << (8 * b));
+}
+
+uint32_t Crc32Shift::operator()(uint32_t crc) const {
+  return bytes_[0][crc & 0xFF] ^ bytes_[1][(crc >> 8) & 0xFF] ^ bytes_[2][(crc >> 16) & 0xFF] ^ bytes_[3][crc >> 24];
+}
+
+size_t SplitCrc::pieces(uint64_t size) { return size == 0 ? 1 : size_t((size + kPiece - 1) / kPiece); }
+
+uint32_t SplitCrc::piece(const void* data, uint64_t size, size_t i) {
+  const uint64_t begin = uint64_t(i) * kPiece;
+  return crc32(static_cast<const uint8_t*>(data) + begin, std::min<uint64_t>(kPiece, size - begin));
+}
+
+uint32_t SplitCrc::combine(const std::vector<uint32_t>& crcs, uint64_t size) {
+  static const Crc32Shift whole(kPiece);
+  const uint64_t last = size - uint64_t(crcs.size() - 1) * kPiece;
+  const Crc32Shift tail(last);
+  uint32_t crc = crcs[0];
+  for (size_t i = 1; i < crcs.size(); ++i) crc = (i + 1 == crcs.size() ? tail(crc) : whole(crc)) ^ crcs[i];
+  return crc;
 }
 
 }  // namespace edgeflow

@@ -9,6 +9,8 @@ namespace edgeflow {
 namespace {
 
 constexpr uint32_t kConfigSize = 64, kRegionSize = 32, kTensorRecordSize = 64;
+constexpr const char* kEmbedCodes = "model.embed_tokens.codes";
+constexpr const char* kEmbedRowCrcs = "model.embed_tokens.row_crc32";
 
 // Little-endian field reads from a buffer whose size the caller has checked.
 template <class T>
@@ -176,6 +178,8 @@ void PackedFile::parse() {
       if (t.ndim != 2 || t.shape[0] == 0 || t.shape[1] == 0 || t.shape[0] >= (1u << 31) || t.shape[1] >= (1u << 31))
         fail(who + ": a quantized weight must be 2-D with 1 <= C, D < 2^31");
       if (t.dtype == DType::QInt8 && t.size != count) fail(who + ": raw INT8 payload size disagrees with its shape");
+    } else if (t.dtype == DType::U32 && version < 2) {
+      fail(who + ": dtype u32 needs format version 2, the file is version " + std::to_string(version));
     } else if (elem_size(t.dtype) != 0) {
       uint64_t bytes;
       if (mul_overflows(count, elem_size(t.dtype), &bytes) || bytes != t.size)
@@ -187,6 +191,12 @@ void PackedFile::parse() {
   }
   for (uint32_t i = 0; i < tensors_.size(); ++i)
     if (!by_name_.emplace(tensors_[i].name, i).second) fail("tensor name " + tensors_[i].name + " appears twice");
+  if (const TensorInfo* crcs = find(kEmbedRowCrcs)) {
+    const TensorInfo* table = find(kEmbedCodes);
+    if (!table || table->dtype != DType::I8 || table->ndim != 2 || crcs->dtype != DType::U32 || crcs->ndim != 1 ||
+        crcs->shape[0] != table->shape[0] || crcs->region != table->region)
+      fail(std::string(kEmbedRowCrcs) + " must be u32 [V] beside an i8 [V, H] " + kEmbedCodes + " in its region");
+  }
 }
 
 const TensorInfo* PackedFile::find(std::string_view name) const {
@@ -206,21 +216,65 @@ const RegionInfo* PackedFile::layer_region(uint32_t layer) const {
   return nullptr;
 }
 
-void PackedFile::verify_payload(const TensorInfo& t, const void* payload) const {
-  if (crc32(payload, t.size) != t.crc32) fail(t.name + ": checksum mismatch (payload corrupt)");
+void PackedFile::verify_payload(const TensorInfo& t, const void* payload) const { check_crc(t, crc32(payload, t.size)); }
+
+void PackedFile::check_crc(const TensorInfo& t, uint32_t computed) const {
+  if (computed != t.crc32) fail(t.name + ": checksum mismatch (payload corrupt)");
+}
+
+const TensorInfo* PackedFile::row_crcs_of(const TensorInfo& table) const {
+  return table.name == kEmbedCodes ? find(kEmbedRowCrcs) : nullptr;
+}
+
+void PackedFile::verify_rows(const TensorInfo& table, const void* table_payload, const void* crc_payload,
+                             uint64_t row0, uint64_t row1) const {
+  const TensorInfo& crcs = *row_crcs_of(table);
+  const uint64_t cols = table.shape[1];
+  const auto* rows = static_cast<const uint8_t*>(table_payload);
+  for (uint64_t r = row0; r < row1; ++r) {
+    uint32_t want;
+    std::memcpy(&want, static_cast<const uint8_t*>(crc_payload) + 4 * r, 4);
+    if (crc32(rows + r * cols, cols) != want)
+      fail(crcs.name + ": the entry of row " + std::to_string(r) + " disagrees with the row (or the row is corrupt)");
+  }
+}
+
+void PackedFile::verify_row_chain(const TensorInfo& table, const void* crc_payload) const {
+  const uint64_t rows = table.shape[0];
+  const Crc32Shift shift(table.shape[1]);
+  uint32_t chained = 0;
+  for (uint64_t r = 0; r < rows; ++r) {
+    uint32_t entry;
+    std::memcpy(&entry, static_cast<const uint8_t*>(crc_payload) + 4 * r, 4);
+    chained = (r ? shift(chained) : 0) ^ entry;
+  }
+  if (chained != table.crc32) fail(table.name + ": checksum mismatch (its rows do not chain to the table's CRC)");
+}
+
+void PackedFile::verify_table_by_rows(const TensorInfo& table, const void* table_payload,
+                                      const void* crc_payload) const {
+  verify_rows(table, table_payload, crc_payload, 0, table.shape[0]);
+  verify_row_chain(table, crc_payload);
 }
 
 void PackedFile::read_tensor(const TensorInfo& t, void* dst, bool verify_crc) const {
   src_->read(t.offset, dst, t.size);
-  if (verify_crc) verify_payload(t, dst);
+  if (!verify_crc) return;
+  const TensorInfo* crcs = row_crcs_of(t);
+  if (!crcs) return verify_payload(t, dst);
+  std::vector<uint8_t> entries(crcs->size);  // a table read whole: checked through its row CRCs
+  read_tensor(*crcs, entries.data(), true);
+  verify_table_by_rows(t, dst, entries.data());
 }
 
 void PackedFile::read_region(const RegionInfo& r, void* dst, bool verify_crc) const {
   src_->read(r.offset, dst, r.size);
   if (!verify_crc) return;
+  const auto at = [&](const TensorInfo& t) { return static_cast<const uint8_t*>(dst) + (t.offset - r.offset); };
   for (uint32_t i = r.first_tensor; i < r.first_tensor + r.n_tensors; ++i) {
     const TensorInfo& t = tensors_[i];
-    verify_payload(t, static_cast<const uint8_t*>(dst) + (t.offset - r.offset));
+    if (const TensorInfo* crcs = row_crcs_of(t)) verify_table_by_rows(t, at(t), at(*crcs));  // same region (open)
+    else verify_payload(t, at(t));
   }
 }
 
