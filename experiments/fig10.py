@@ -220,7 +220,7 @@ def work_table(rows: pd.DataFrame) -> pd.DataFrame:
         counts = {k: mine.loc[mine["metric"] == f"edgeflow_{k}_threads", "value"].median()
                   for k in ("io", "unpack", "cpu", "accel")}  # NaN: the engine reports no such threads
         extra = [f"{int(counts[k])} {what}" for k, what in (("io", "I/O"), ("unpack", "unpack"))
-                 if counts[k] == counts[k]]
+                 if counts[k] == counts[k] and counts[k] > 0]  # unpack 0: it runs on the compute threads
         split = [f"{int(counts[k])} {k}" for k in ("cpu", "accel") if counts[k] == counts[k]]
         out.append({"series": series, "compute threads": ", ".join(map(str, threads)) or "–",
                     "lanes": " + ".join(split) or "one pool",

@@ -132,7 +132,7 @@ class CostTable:
     @classmethod
     def from_profile(cls, profile: dict, prefill: int | None = None, warm: bool = False) -> "CostTable":
         """Median per (stage, lane) of an `edgeflow-run --profile-ops` file: of one prefill (0 is the cold one), of
-        the warm ones (`--repeat-prefill N`: weights in memory, no I/O or unpack thread competing for the cores), or
+        the warm ones (`--repeat-prefill N`: weights in memory, no I/O or unpacking competing for the cores), or
         of all."""
         groups: dict[tuple[str, str], list[float]] = {}
         fine: dict[tuple[str, str, int], list[float]] = {}

@@ -54,6 +54,14 @@ def spread(xs: list[float], fmt: str = "{:.3f}") -> str:
     return f"{fmt.format(statistics.median(xs))} ({fmt.format(min(xs))}..{fmt.format(max(xs))})"
 
 
+def p90_over_median(xs: list[float]) -> float:
+    """The 90th percentile (linear interpolation between order statistics) over the median: how far the slow tail
+    of the runs reaches; 1.0 for a single run."""
+    if len(xs) < 2:
+        return 1.0
+    return statistics.quantiles(xs, n=10, method="inclusive")[8] / statistics.median(xs)
+
+
 def paired_ratios(a: list[float], b: list[float]) -> list[float]:
     """a[i] / b[i]: repetition i of two entries ran in the same round."""
     if len(a) != len(b):
@@ -83,8 +91,10 @@ def print_comparison(entries: list[Entry], reference: str | None = None, extra: 
         if ref is not None and e is not ref:
             ratio = f"  ratio to {ref.label}: {spread(paired_ratios(ttft, ref.values('ttft_s')), '{:.2f}')}x"
         gap = [x - t for x, t in zip(e.values("exit_s"), ttft)]
-        print(f"\n  {e.label}: TTFT {spread(ttft)} s{ratio}   (exit {spread(gap)} s after it)")
-        engine = ", ".join(f"{k} {v}" for k, v in m.engine.items() if k not in ("isa", "features"))
+        print(f"\n  {e.label}: TTFT {spread(ttft)} s{ratio}   p90/median {p90_over_median(ttft):.2f}   "
+              f"(exit {spread(gap)} s after it)")
+        print(f"    threads: {m.engine.get('all_threads', 'not reported')}")
+        engine = ", ".join(f"{k} {v}" for k, v in m.engine.items() if k not in ("isa", "features", "all_threads"))
         print(f"    ISA: {m.engine.get('isa', 'not reported')}; engine: {engine}")
         for note in m.notes:
             if "NOT the same" in note:

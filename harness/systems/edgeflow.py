@@ -47,14 +47,12 @@ class PipelineConfig:
     accel_fraction: float | None = None  # or a fraction of system.threads; overrides accel_threads
     steal_threshold: int = 5
     lane_help: bool = True
-    io_threads: int = 1
-    unpack_threads: int = 1
+    io_threads: int = 1  # threads blocked in pread; unpacking runs on system.threads (no thread of its own)
 
     def __post_init__(self):
         if self.name not in POLICIES:
             raise ValueError(f"pipeline.name must be one of {list(POLICIES)}, got {self.name!r}")
-        for key, lo in (("chunk", 1), ("accel_threads", 0), ("steal_threshold", 0), ("io_threads", 1),
-                        ("unpack_threads", 1)):
+        for key, lo in (("chunk", 1), ("accel_threads", 0), ("steal_threshold", 0), ("io_threads", 1)):
             if int(getattr(self, key)) < lo:
                 raise ValueError(f"pipeline.{key} must be an integer >= {lo}, got {getattr(self, key)}")
         if self.accel_fraction is not None and not (0 < float(self.accel_fraction) < 1):
@@ -73,8 +71,7 @@ class PipelineConfig:
     def args(self, threads: int) -> list[str]:
         """edgeflow-run's flags for this pipeline."""
         out = ["--policy", self.name, "--accel-threads", str(self.accel_share(threads)), "--steal-threshold",
-               str(self.steal_threshold), "--chunk", str(self.chunk), "--io-threads", str(self.io_threads),
-               "--unpack-threads", str(self.unpack_threads)]
+               str(self.steal_threshold), "--chunk", str(self.chunk), "--io-threads", str(self.io_threads)]
         return out + ([] if self.lane_help else ["--no-lane-help"])
 
 
@@ -183,12 +180,23 @@ class EdgeFlowSystem(System):
         engine = {"isa": report.get("gemm_kernel", "not reported"), "unpack_path": report.get("unpack_path"),
                   "threads": report.get("threads"), "policy": report.get("policy"),
                   "cpu_threads": report.get("cpu_threads"), "accel_threads": report.get("accel_threads"),
-                  "io_threads": report.get("io_threads"), "unpack_threads": report.get("unpack_threads"),
+                  "io_threads": report.get("io_threads"), "io_cpu_s": report.get("io_cpu_s"),
+                  "all_threads": all_threads(report),
                   "ctx": work.ctx, "chunk": report.get("chunk"),
                   "flush": "first token flushed as soon as it exists",
                   "prompt": "text, tokenized inside the clock" if "prompt_ids" in report else "token ids",
                   "first_token_text": report.get("first_token_text")}
         return Measurement(self.name, reps, notes, workload=work, command=cmd, engine=engine)
+
+
+def all_threads(report: dict) -> str:
+    """Every thread edgeflow-run ran, in words (the comparison tables print it beside the other engines')."""
+    io = report.get("io_threads", 1)
+    cpu_ms = f", {1e3 * report['io_cpu_s']:.0f} ms CPU" if "io_cpu_s" in report else ""
+    unpack = ("unpacking on them" if report.get("unpack_threads", 0) == 0
+              else f"+ {report['unpack_threads']} unpack thread(s) outside the budget")
+    return (f"{report.get('threads')} compute ({report.get('cpu_threads')} cpu + {report.get('accel_threads')} accel "
+            f"lane; {unpack}) + {io} I/O waiting in pread{cpu_ms}")
 
 
 def engine_metrics(run) -> list[Metric]:
@@ -201,10 +209,13 @@ def engine_metrics(run) -> list[Metric]:
                *([Metric("edgeflow_tokenize_s", report["tokenize_s"], "s")] if "tokenize_s" in report else []),
                Metric("edgeflow_bytes_read_mb", report["bytes_read"] / 1e6, "MB")]
     metrics += [Metric(f"edgeflow_{part}_s", seconds, "s") for part, seconds in report["ttft_breakdown_s"].items()]
-    # The thread budget and its split: compute lanes, plus the I/O and unpack threads outside the budget.
+    # The thread budget and its split: compute lanes (unpacking included: unpack_threads is 0), plus the I/O threads
+    # outside the budget, which wait in pread; the CPU time they did spend says whether they competed.
     for key in ("threads", "cpu_threads", "accel_threads", "io_threads", "unpack_threads", "steal_threshold"):
         if key in report:
             metrics.append(Metric(f"edgeflow_{key}", report[key], "count"))
+    if "io_cpu_s" in report:
+        metrics.append(Metric("edgeflow_io_cpu_s", report["io_cpu_s"], "s"))
     # Per-lane busy / idle time and bubble rate (idle / (threads x span)) of the cold prefill.
     for lane, st in report.get("lanes", {}).items():
         if not isinstance(st, dict):

@@ -77,6 +77,7 @@ class MNNSystem(System):
         return Measurement(self.name, reps, notes,
                            workload=work, command=cmd,
                            engine={"isa": "not reported by the MNN wheel", "threads": work.threads,
+                                   "all_threads": f"{work.threads} (MNN's thread_num; its other threads not reported)",
                                    "ctx": "no setting: the KV cache grows with the tokens held"})
 
 

@@ -59,11 +59,14 @@ def test_work_table_says_how_each_system_got_its_prompt_and_threads():
     rows = _mnn_and_ef_rows()
     rows["workload"] = '{"threads": 2, "ctx": 256}'
     extra = [dict(rows[rows["series"] == "EF 5b"].iloc[0]) | {"metric": m, "value": v}
-             for m, v in (("edgeflow_io_threads", 1), ("edgeflow_unpack_threads", 1), ("edgeflow_cpu_threads", 1),
+             for m, v in (("edgeflow_io_threads", 1), ("edgeflow_unpack_threads", 0), ("edgeflow_cpu_threads", 1),
                           ("edgeflow_accel_threads", 1), ("tokens_match", 1.0), ("tokens_match", 0.0))]
     table = fig10.work_table(pd.concat([rows, pd.DataFrame(extra)], ignore_index=True)).set_index("series")
     assert table.loc["EF 5b", "compute threads"] == "2" and table.loc["EF 5b", "lanes"] == "1 cpu + 1 accel"
-    assert table.loc["EF 5b", "threads outside the budget"] == "1 I/O + 1 unpack"
+    assert table.loc["EF 5b", "threads outside the budget"] == "1 I/O"  # unpacking runs on the compute threads
+    older = pd.concat([rows, pd.DataFrame(extra)], ignore_index=True)
+    older.loc[older["metric"] == "edgeflow_unpack_threads", "value"] = 1  # a store from before: an unpack thread
+    assert fig10.work_table(older).set_index("series").loc["EF 5b", "threads outside the budget"] == "1 I/O + 1 unpack"
     assert table.loc["EF 5b", "same ids as the workload"] == "50% of 2 runs"
     assert table.loc["MNN", "prompt"] == "token ids" and table.loc["MNN", "threads outside the budget"] == "none reported"
 

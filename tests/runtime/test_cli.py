@@ -75,6 +75,35 @@ def test_first_token_and_report(packed, binary, tmp_path):
         assert eng.logits(seq).argmax(-1)[len(PROMPT) - 1:].tolist() == rep.tokens
 
 
+def test_every_thread_that_computes_is_in_the_budget(packed, binary, tmp_path):
+    """Unpacking runs on the compute threads (no unpack thread); the only other thread is the reader, whose CPU time
+    is reported."""
+    _, _, path = packed
+    trace = tmp_path / "trace.json"
+    rep = run_edgeflow(path, PROMPT, threads=2, chunk=4, evict_cache=True, trace=trace, binary=binary).raw
+    assert rep["unpack_threads"] == 0 and rep["io_threads"] == 1 and 0 <= rep["io_cpu_s"] < rep["ttft_s"]
+    events = json.loads(trace.read_text())["traceEvents"]
+    tracks = {e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    unpack_tids = {e["tid"] for e in events if e.get("ph") == "X" and e["name"] == "unpack"}
+    names = {e["tid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    assert tracks == {"io-0", "cpu-0", "accel-0"}, tracks
+    assert {names[t] for t in unpack_tids} <= {"cpu-0", "accel-0"}
+
+
+def test_cold_reads_skip_the_page_cache_and_cached_files_use_it(packed, binary):
+    """The default I/O mode: O_DIRECT when none of the file is cached (a cold start), buffered when some is (so a
+    preloaded file is used) or when the filesystem refuses O_DIRECT; --buffered-io / --direct-io force one."""
+    _, _, path = packed
+    cold = run_edgeflow(path, PROMPT, threads=2, evict_cache=True, binary=binary).raw["io_mode"]
+    assert cold in ("direct: none of the file is in the page cache", "buffered: the filesystem refuses O_DIRECT")
+    path.read_bytes()  # the whole file into the page cache
+    warm = run_edgeflow(path, PROMPT, threads=2, binary=binary).raw["io_mode"]
+    assert warm.startswith("buffered: ") and "bytes of the file are in the page cache" in warm
+    forced = run_edgeflow(path, PROMPT, threads=2, evict_cache=True, binary=binary, extra_args=("--buffered-io",))
+    assert forced.raw["io_mode"] == "buffered (asked)"
+    assert forced.tokens == run_edgeflow(path, PROMPT, threads=2, evict_cache=True, binary=binary).tokens
+
+
 def test_direct_io_or_clear_error(packed, binary):
     _, _, path = packed
     res = run(binary, path, "--direct-io", "--tokens", "1,2,3")

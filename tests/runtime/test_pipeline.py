@@ -168,8 +168,8 @@ def test_engine_metrics_map_lanes_and_operators():
     from harness.systems.edgeflow import engine_metrics
 
     report = {"ttft_s": 1.0, "bytes_read": 2e6, "peak_rss_bytes": 9e6, "tokens": [5], "ttft_breakdown_s": {"io": 0.1},
-              "threads": 2, "io_threads": 1,
-              "unpack_threads": 1, "cpu_threads": 1, "accel_threads": 1,
+              "threads": 2, "io_threads": 1, "io_cpu_s": 0.004,
+              "unpack_threads": 0, "cpu_threads": 1, "accel_threads": 1,
               "lanes": {"cpu": {"busy_s": 0.5, "idle_s": 0.5, "bubble_rate": 0.5, "stolen": 3},
                         "accel": {"busy_s": 0.9, "idle_s": 0.1, "bubble_rate": 0.1, "stolen": 0}, "span_s": 1.0},
               "op_s": {"qkv": 0.2}}
@@ -180,5 +180,5 @@ def test_engine_metrics_map_lanes_and_operators():
 
     got = {m.name: m.value for m in engine_metrics(R())}
     assert got["edgeflow_cpu_bubble_rate"] == 0.5 and got["edgeflow_cpu_stolen_tasks"] == 3
-    assert got["edgeflow_io_threads"] == 1 and got["edgeflow_unpack_threads"] == 1
+    assert got["edgeflow_io_threads"] == 1 and got["edgeflow_unpack_threads"] == 0 and got["edgeflow_io_cpu_s"] == 0.004
     assert got["edgeflow_op_qkv_s"] == 0.2 and got["edgeflow_accel_idle_s"] == 0.1

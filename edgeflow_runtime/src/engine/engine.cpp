@@ -7,8 +7,6 @@ namespace edgeflow {
 void EngineOptions::validate() const {
     if (threads <= 0) throw EngineError("threads must be at least 1 (got " + std::to_string(threads) + ")");
     if (io_threads <= 0) throw EngineError("I/O threads must be at least 1 (got " + std::to_string(io_threads) + ")");
-    if (unpack_threads <= 0)
-        throw EngineError("unpack threads must be at least 1 (got " + std::to_string(unpack_threads) + ")");
     if (ctx < 0) throw EngineError("context length must not be negative");
     if (chunk <= 0) throw EngineError("chunk size must be at least 1 (got " + std::to_string(chunk) + ")");
     sched();
@@ -27,15 +25,16 @@ SchedOptions EngineOptions::sched() const {
 
 Engine::Engine(std::unique_ptr<WeightSource> source, EngineOptions opt) : source_(std::move(source)), opt_(opt) {
     opt_.validate();
+    io_mode_ = source_->io_mode();
     model_.cfg = source_->config();
     model_.cfg.validate();
-    ex_ = std::make_unique<Executors>(opt_.sched(), opt_.io_threads, opt_.unpack_threads, &trace_);
+    ex_ = std::make_unique<Executors>(opt_.sched(), opt_.io_threads, &trace_);
 }
 
 Engine::Engine(Model model, EngineOptions opt) : model_(std::move(model)), opt_(opt) {
     opt_.validate();
     model_.cfg.validate();
-    ex_ = std::make_unique<Executors>(opt_.sched(), opt_.io_threads, opt_.unpack_threads, &trace_);
+    ex_ = std::make_unique<Executors>(opt_.sched(), opt_.io_threads, &trace_);
 }
 
 Engine::~Engine() = default;
@@ -48,7 +47,7 @@ void Engine::set_schedule(const std::string& policy, int accel_threads, int stea
     o.lane_help = lane_help;
     o.validate();  // before anything changes
     opt_ = o;
-    ex_ = std::make_unique<Executors>(opt_.sched(), opt_.io_threads, opt_.unpack_threads, &trace_);
+    ex_ = std::make_unique<Executors>(opt_.sched(), opt_.io_threads, &trace_);
 }
 
 const char* Engine::gemm_kernel() const { return best_gemm_kernel().name; }

@@ -11,13 +11,12 @@
 namespace edgeflow {
 
 struct EngineOptions {
-    int threads = 2;     // compute threads of the whole engine, split between the CPU and accelerator lanes
+    int threads = 2;     // compute threads of the whole engine (CPU, accelerator and unpack lanes): see SchedOptions
     int accel_threads = 0;   // the accelerator lane's share of `threads` (0 = threads / 2; see SchedOptions)
     std::string policy = "place+priority+steal";  // llmnpu-static | place | place+priority | place+priority+steal
     int steal_threshold = 5;  // steal only when the accelerator queue holds more tasks than this
     bool lane_help = true;    // idle threads help the other lane's data-parallel jobs
-    int io_threads = 1;      // I/O threads reading the model file
-    int unpack_threads = 1;  // threads unpacking layers (each takes a whole layer)
+    int io_threads = 1;      // I/O threads reading the model file (blocked in pread; their CPU time is reported)
     int ctx = 0;         // context length limit (prompt + generated tokens); 0 = the model's max_position_embeddings
     int chunk = 128;     // prefill chunk size in tokens
     void validate() const;
@@ -65,12 +64,15 @@ public:
     double prefill_end_s() const { return prefill_t1_; }
     const std::vector<PrefillStats>& prefill_stats() const { return prefill_stats_; }  // one per prefill() call
     const SchedOptions& sched() const { return ex_->compute->options(); }
+    double io_cpu_s() const { return ex_->io->cpu_s(); }  // CPU time of the I/O threads' reads so far
+    const std::string& io_mode() const { return io_mode_; }  // the weight source's reads (WeightSource::io_mode)
     // Changes the policy, lane split, steal threshold and lane help (threads stay); between prefills only.
     void set_schedule(const std::string& policy, int accel_threads, int steal_threshold, bool lane_help);
 
 private:
     std::unique_ptr<WeightSource> source_;  // released after the weights are loaded
     uint64_t bytes_read_after_load_ = 0;
+    std::string io_mode_ = "none (weights in memory)";
     Model model_;
     EngineOptions opt_;
     Trace trace_;

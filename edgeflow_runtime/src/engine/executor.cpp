@@ -1,6 +1,7 @@
 #include "executor.h"
 
 #include <algorithm>
+#include <ctime>
 
 #include "model.h"
 
@@ -34,6 +35,18 @@ void QueueExecutor::submit(Task* task, TaskGraph* graph) {
     cv_.notify_one();
 }
 
+double QueueExecutor::cpu_s() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return cpu_s_;
+}
+
+// CPU time of the calling thread (user + system): what a thread blocked in pread does not spend.
+double thread_cpu_s() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
 void QueueExecutor::loop(int index) {
     const std::string track = name_ + "-" + std::to_string(index);
     for (;;) {
@@ -47,11 +60,15 @@ void QueueExecutor::loop(int index) {
         }
         std::exception_ptr error;
         if (!item.graph->failed()) {  // after a failure the remaining tasks are skipped, not run
-            const double t0 = now_s();
+            const double t0 = now_s(), cpu0 = thread_cpu_s();
             try {
                 item.task->fn();
             } catch (...) {
                 error = std::current_exception();
+            }
+            {
+                std::lock_guard<std::mutex> lk(mu_);
+                cpu_s_ += thread_cpu_s() - cpu0;
             }
             if (trace_)
                 trace_->add({item.task->name, track, lane_name(item.task->lane), item.task->layer, item.task->chunk,
@@ -117,10 +134,12 @@ ComputeScheduler::~ComputeScheduler() {
     for (auto& t : threads_) t.join();
 }
 
+static int queue_of(Lane lane) { return lane == Lane::Accel ? 1 : lane == Lane::Unpack ? 2 : 0; }
+
 void ComputeScheduler::submit(Task* task, TaskGraph* graph) {
     {
         std::lock_guard<std::mutex> lk(mu_);
-        queue_[task->lane == Lane::Accel ? 1 : 0].push({task, graph, seq_++});
+        queue_[queue_of(task->lane)].push({task, graph, seq_++});
     }
     cv_.notify_all();
 }
@@ -128,7 +147,7 @@ void ComputeScheduler::submit(Task* task, TaskGraph* graph) {
 void ComputeScheduler::submit_all(const std::vector<Task*>& tasks, TaskGraph* graph) {
     {
         std::lock_guard<std::mutex> lk(mu_);
-        for (Task* t : tasks) queue_[t->lane == Lane::Accel ? 1 : 0].push({t, graph, seq_++});
+        for (Task* t : tasks) queue_[queue_of(t->lane)].push({t, graph, seq_++});
     }
     cv_.notify_all();
 }
@@ -152,28 +171,36 @@ std::vector<WorkerStats> ComputeScheduler::stats() {
 }
 
 // Which queue worker `index` takes its next task from (-1: none). Under mu_.
-//   CPU dispatcher: its own queue; when that is empty and stealing is on, the accelerator queue's head once that
-//   queue holds more than steal_threshold tasks (fewer are left to the accelerator, which would otherwise idle).
-//   Accelerator dispatcher: its own queue only (an NPU cannot run the CPU's operators).
-//   The single worker of threads = 1: the lower (priority, submission order) of the two heads.
+//   CPU dispatcher: the earlier (priority, submission order) head of its own queue and the unpack queue; when both are
+//   empty and stealing is on, the accelerator queue's head once that queue holds more than steal_threshold tasks
+//   (fewer are left to the accelerator, which would otherwise idle).
+//   Accelerator dispatcher: its own queue; when that is empty and lane help is on, the unpack queue (on the host
+//   both lanes are CPU cores: a layer is unpacked by whichever is free, as a dedicated unpack thread would, but
+//   inside the budget). Never the CPU lane's operators (an NPU cannot run them).
+//   The single worker of threads = 1: the earliest of the three heads.
 int ComputeScheduler::choose(int index, bool& stolen) const {
-    const ReadyQueue& cq = queue_[0];
     const ReadyQueue& aq = queue_[1];
+    const ReadyQueue& uq = queue_[2];
+    auto earlier = [&](std::initializer_list<int> qs) {
+        int best = -1;
+        for (int q : qs)
+            if (!queue_[q].empty() && (best < 0 || ReadyLater()(queue_[best].top(), queue_[q].top()))) best = q;
+        return best;
+    };
     int q = -1;
     stolen = false;
     switch (role_[index]) {
         case DispatchCpu:
-            if (!cq.empty()) q = 0;
-            else if (opt_.policy == Policy::PlacePrioritySteal && int(aq.size()) > opt_.steal_threshold)
+            q = earlier({0, 2});
+            if (q < 0 && opt_.policy == Policy::PlacePrioritySteal && int(aq.size()) > opt_.steal_threshold)
                 q = 1, stolen = true;
             break;
         case DispatchAccel:
             if (!aq.empty()) q = 1;
+            else if (opt_.lane_help && !uq.empty()) q = 2;
             break;
         case DispatchBoth:
-            if (!cq.empty() && !aq.empty()) q = ReadyLater()(cq.top(), aq.top()) ? 1 : 0;
-            else if (!cq.empty()) q = 0;
-            else if (!aq.empty()) q = 1;
+            q = earlier({0, 1, 2});
             break;
         case Helper:
             break;

@@ -5,8 +5,8 @@
 // to the executor of its placement (Lane). Each executor keeps its own ready queue, ordered by Task::priority, the
 // hook that scheduling policies (position-guided priority, task stealing) change.
 //
-// Executors here: I/O threads (pread), an unpack thread, and the ComputeScheduler that serves both the CPU lane and
-// the accelerator lane from one budget of compute threads. Without an NPU SDK the accelerator is an emulator: a
+// Executors here: I/O threads (pread) and the ComputeScheduler that serves the CPU lane (unpacking included) and the
+// accelerator lane from one budget of compute threads. Without an NPU SDK the accelerator is an emulator: a
 // dispatcher thread whose tasks (the INT8 matmuls) run on CPU cores of the same budget.
 #pragma once
 #include <atomic>
@@ -28,6 +28,7 @@ namespace edgeflow {
 enum class Lane { IO = 0, Unpack = 1, CPU = 2, Accel = 3 };
 constexpr int kNumLanes = 4;
 const char* lane_name(Lane lane);
+double thread_cpu_s();  // CPU time of the calling thread, s
 
 struct Task {
     std::string name;  // operator stage: "load", "unpack", "attn_in", "qkv", ...
@@ -77,9 +78,11 @@ public:
     const char* name() const override { return name_.c_str(); }
     void submit(Task* task, TaskGraph* graph) override;
     ThreadPool* pool() { return pool_.get(); }
+    double cpu_s();  // CPU time its threads spent running tasks (thread_cpu_s), since construction
 
 private:
     void loop(int index);
+    double cpu_s_ = 0;
     std::string name_;
     Trace* trace_;
     std::unique_ptr<ThreadPool> pool_;
@@ -103,8 +106,8 @@ enum class Policy { LlmNpuStatic = 0, Place = 1, PlacePriority = 2, PlacePriorit
 const char* policy_name(Policy p);
 Policy parse_policy(const std::string& name);  // throws EngineError naming the allowed values
 
-// The compute thread budget and its split. threads = every compute thread of the engine (I/O and unpack threads are
-// extra and mostly blocked in pread or short). With threads = 1 one worker serves both queues, lowest priority
+// The compute thread budget and its split. threads = every thread of the engine that computes: unpack tasks queue
+// with the CPU lane's (I/O threads are extra: they block in pread, and their CPU time is reported). With threads = 1 one worker serves both queues, lowest priority
 // first (a deterministic order when the weights are in memory). Otherwise accel_threads go to the accelerator lane
 // (0 = automatic: threads / 2) and the rest to the CPU lane; each lane has one dispatcher thread that runs its
 // tasks in priority order, and its other threads are helpers that only take items of data-parallel jobs.
@@ -158,7 +161,7 @@ private:
     std::unique_ptr<ThreadPool> cpu_pool_, accel_pool_;
     std::mutex mu_;
     std::condition_variable cv_;
-    ReadyQueue queue_[2];  // 0 CPU, 1 accelerator
+    ReadyQueue queue_[3];  // 0 CPU, 1 accelerator, 2 unpack (see choose())
     long seq_ = 0;
     unsigned posted_ = 0;  // bumped when a data-parallel job is posted
     bool stop_ = false;

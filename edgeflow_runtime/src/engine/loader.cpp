@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <deque>
+#include <exception>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -22,6 +26,7 @@
 namespace edgeflow {
 namespace {
 
+constexpr uint32_t kUnpackChannels = 128;  // channels per item of a region's unpack job (~74 KB of int8 at D = 576)
 constexpr size_t kHuge = size_t(2) << 20;  // transparent huge page size on x86-64 and arm64 (4 KB granule)
 
 // Anonymous memory in whole huge pages, with transparent huge pages requested: first touches fault in 2 MB at a time
@@ -238,10 +243,32 @@ const char* raw_dtype(DType t) {
     }
 }
 
+// The reader of `path` under `mode` (LoadOptions); `resident`: the file's bytes in the page cache before anything
+// was read (open_packed_model); `chosen` says which reads it does and why.
+std::shared_ptr<FileReader> open_reader(const std::string& path, IoMode mode, long resident, std::string& chosen) {
+    if (mode != IoMode::Auto) {
+        chosen = mode == IoMode::Direct ? "direct (asked)" : "buffered (asked)";
+        return std::make_shared<FileReader>(path, mode == IoMode::Direct);
+    }
+    if (resident == 0) {
+        try {
+            auto reader = std::make_shared<FileReader>(path, true);
+            chosen = "direct: none of the file is in the page cache";
+            return reader;
+        } catch (const IoError&) {
+            chosen = "buffered: the filesystem refuses O_DIRECT";
+        }
+    } else {
+        chosen = resident > 0 ? "buffered: " + std::to_string(resident) + " bytes of the file are in the page cache"
+                              : "buffered: page-cache residency unknown";
+    }
+    return std::make_shared<FileReader>(path, false);
+}
+
 // The packed file's regions as weight units: region 0 embeddings, 1 + i layer i, n_layers + 1 final.
 class PackedWeightSource : public WeightSource {
 public:
-    PackedWeightSource(const std::string& path, LoadOptions opt)
+    PackedWeightSource(const std::string& path, LoadOptions opt, long resident)
         : path_(path), opt_(opt), file_(PackedFile::open(path)) {
         const auto& c = file_.config();
         cfg_.hidden = int(c.hidden_size);
@@ -270,12 +297,13 @@ public:
             throw FormatError(path + ": expected regions embedding, layer 0 .. " + std::to_string(cfg_.n_layers - 1) +
                               ", final; found " + std::to_string(regions.size()) + " regions in another order");
         make_code_arena();
-        file_reader_ = std::make_shared<FileReader>(path, opt.direct_io);
+        file_reader_ = open_reader(path, opt.io, resident, io_mode_);
         buffers_.resize(n);
         find_stored_rows();
     }
 
     LlamaConfig config() const override { return cfg_; }
+    std::string io_mode() const override { return io_mode_; }
     void cancel() override { pool_->cancel(); }
     uint64_t bytes_read() const override { return bytes_read_.load(); }
 
@@ -291,10 +319,10 @@ public:
         buffers_[unit] = std::move(buf);
     }
 
-    void unpack(int unit, Model& model) override {
+    void unpack(int unit, Model& model, ThreadPool& pool) override {
         try {
             if (unit == 0 && embed_codes_) unpack_embedding_rows(model);
-            else unpack_region(unit, model);
+            else unpack_region(unit, model, pool);
         } catch (const IoError&) {
             throw;
         } catch (const EngineError& e) {  // a tensor the engine cannot use: the file is wrong, not the request
@@ -337,19 +365,78 @@ private:
         embedding_read_ = std::move(got);
     }
 
-    void unpack_region(int unit, Model& model) {
+    // One region as a data-parallel job of the compute threads that run it (the engine's thread budget: there is no
+    // unpack thread). Items: every 1 MiB piece of a payload's CRC (SplitCrc), every block of rows of a table that is
+    // checked by its row CRCs, and every kUnpackChannels channels of a quantized weight. Tables, views and names are
+    // set up first, on the calling thread; a failed item fails the region.
+    void unpack_region(int unit, Model& model, ThreadPool& pool) {
         std::shared_ptr<uint8_t> buf;  // shared: raw tables (the embedding) stay in it and keep it alive
         {
             std::lock_guard<std::mutex> lk(mu_);
             buf = std::move(buffers_[unit]);
         }
         const RegionInfo& r = file_.regions().at(unit);
-        for (uint32_t i = r.first_tensor; i < r.first_tensor + r.n_tensors; ++i)
-            unpack_tensor(file_.tensors()[i], buf.get() + (file_.tensors()[i].offset - r.offset), buf, model);
+        const auto payload = [&](const TensorInfo& t) { return buf.get() + (t.offset - r.offset); };
+        Checks checks;
+        std::deque<QuantTensor> views;  // stable addresses: items point at them
+        for (uint32_t i = r.first_tensor; i < r.first_tensor + r.n_tensors; ++i) {
+            const TensorInfo& t = file_.tensors()[i];
+            if (opt_.verify_crc) add_crc_checks(t, payload(t), file_.row_crcs_of(t), payload, checks);
+            if (!is_quantized(t.dtype)) {
+                set_raw_tensor(t, payload(t), buf, model);
+                continue;
+            }
+            QLinear* q = place_linear(t, model);
+            const QuantTensor* view = &views.emplace_back(QuantTensor::view(t, payload(t)));
+            for (uint32_t c0 = 0; c0 < t.shape[0]; c0 += kUnpackChannels) {
+                const uint32_t c1 = std::min<uint32_t>(t.shape[0], c0 + kUnpackChannels);
+                checks.items.push_back(
+                    [view, q, c0, c1] { edgeflow::unpack(*view, c0, c1, q->codes.data() + size_t(c0) * view->dim); });
+            }
+        }
+        std::mutex error_mu;
+        std::exception_ptr error;
+        pool.parallel_for(int(checks.items.size()), [&](int i) {
+            try {
+                checks.items[i]();
+            } catch (...) {  // items run on other threads too: carry the first failure back to this one
+                std::lock_guard<std::mutex> lk(error_mu);
+                if (!error) error = std::current_exception();
+            }
+        });
+        if (error) std::rethrow_exception(error);
+        for (auto& check : checks.after) check();
         std::lock_guard<std::mutex> lk(mu_);
         if (r.kind == RegionKind::Layer) staging_.finish_layer(model, int(r.layer));
         else if (r.kind == RegionKind::Embedding) model.check_embedding();
         else model.check_final();
+    }
+
+    struct Checks {
+        std::vector<std::function<void()>> items;  // the region's data-parallel work
+        std::vector<std::function<void()>> after;  // checks that need every item done
+        std::deque<std::vector<uint32_t>> pieces;  // per CRC-checked payload, its pieces' CRCs
+    };
+
+    // A table with row CRCs is checked by blocks of rows (then its entries chained against its CRC: one pass over the
+    // table, not two); any other payload by its 1 MiB CRC pieces (then combined).
+    template <class PayloadOf>
+    void add_crc_checks(const TensorInfo& t, const uint8_t* data, const TensorInfo* row_crcs, PayloadOf payload,
+                        Checks& out) {
+        if (row_crcs) {
+            const uint8_t* entries = payload(*row_crcs);
+            const uint64_t rows = t.shape[0], block = std::max<uint64_t>(1, SplitCrc::kPiece / t.shape[1]);
+            for (uint64_t r0 = 0; r0 < rows; r0 += block)
+                out.items.push_back([this, &t, data, entries, r0, r1 = std::min(rows, r0 + block)] {
+                    file_.verify_rows(t, data, entries, r0, r1);
+                });
+            out.after.push_back([this, &t, entries] { file_.verify_row_chain(t, entries); });
+            return;
+        }
+        std::vector<uint32_t>* crc = &out.pieces.emplace_back(SplitCrc::pieces(t.size));
+        for (size_t k = 0; k < crc->size(); ++k)
+            out.items.push_back([&t, data, crc, k] { (*crc)[k] = SplitCrc::piece(data, t.size, k); });
+        out.after.push_back([this, &t, crc] { file_.check_crc(t, SplitCrc::combine(*crc, t.size)); });
     }
 
     void unpack_embedding_rows(Model& model) {
@@ -386,24 +473,32 @@ private:
         arena_ = std::shared_ptr<int8_t>(static_cast<int8_t*>(p), [bytes](int8_t* q) { unmap(q, bytes); });
     }
 
+    // One tensor at once, on the calling thread (the embedding's small tables).
     void unpack_tensor(const TensorInfo& t, const uint8_t* payload, const std::shared_ptr<uint8_t>& region,
                        Model& model) {
         if (opt_.verify_crc) file_.verify_payload(t, payload);
-        if (is_quantized(t.dtype)) {
-            const std::string suffix = ".weight";
-            const bool named_ok = t.name.size() > suffix.size() &&
-                                  t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0;
-            QLinear* q = named_ok ? find_linear(model, t.name.substr(0, t.name.size() - suffix.size())) : nullptr;
-            if (!q) throw FormatError(path_ + ": quantized tensor " + t.name + " is not a Llama linear weight");
-            const QuantTensor qt = QuantTensor::view(t, payload);
-            q->C = int(qt.channels);
-            q->K = int(qt.dim);
-            const size_t n = size_t(q->C) * q->K;
-            const auto at = arena_offset_.find(t.name);  // always present: offsets cover every quantized tensor
-            q->codes.place(arena_.get() + at->second, n, arena_);
-            edgeflow::unpack(qt, 0, qt.channels, q->codes.data());
-            return;
-        }
+        if (!is_quantized(t.dtype)) return set_raw_tensor(t, payload, region, model);
+        QLinear* q = place_linear(t, model);
+        const QuantTensor qt = QuantTensor::view(t, payload);
+        edgeflow::unpack(qt, 0, qt.channels, q->codes.data());
+    }
+
+    // The Llama linear a quantized `P.weight` tensor fills, its codes placed in the arena ([C, D] int8, row-major).
+    QLinear* place_linear(const TensorInfo& t, Model& model) {
+        const std::string suffix = ".weight";
+        const bool named_ok = t.name.size() > suffix.size() &&
+                              t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+        QLinear* q = named_ok ? find_linear(model, t.name.substr(0, t.name.size() - suffix.size())) : nullptr;
+        if (!q) throw FormatError(path_ + ": quantized tensor " + t.name + " is not a Llama linear weight");
+        q->C = int(t.shape[0]);
+        q->K = int(t.shape[1]);
+        const auto at = arena_offset_.find(t.name);  // always present: offsets cover every quantized tensor
+        q->codes.place(arena_.get() + at->second, size_t(q->C) * q->K, arena_);
+        return q;
+    }
+
+    void set_raw_tensor(const TensorInfo& t, const uint8_t* payload, const std::shared_ptr<uint8_t>& region,
+                        Model& model) {
         const char* dt = raw_dtype(t.dtype);
         if (!dt) throw FormatError(path_ + ": tensor " + t.name + " has an unknown dtype");
         TensorView view{t.name, dt, std::vector<int64_t>(t.shape, t.shape + t.ndim), payload, region};
@@ -412,6 +507,7 @@ private:
     }
 
     std::string path_;
+    std::string io_mode_;
     LoadOptions opt_;
     PackedFile file_;
     LlamaConfig cfg_;
@@ -433,8 +529,31 @@ private:
 
 }  // namespace
 
+long resident_bytes(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) return -1;
+    struct stat st {};
+    long resident = -1;
+    if (fstat(fd, &st) == 0 && st.st_size > 0) {
+        void* p = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+        if (p != MAP_FAILED) {
+            const long page = sysconf(_SC_PAGESIZE);
+            std::vector<unsigned char> vec((size_t(st.st_size) + page - 1) / page);
+            if (mincore(p, size_t(st.st_size), vec.data()) == 0) {
+                resident = 0;
+                for (unsigned char v : vec) resident += (v & 1) ? page : 0;
+            }
+            munmap(p, size_t(st.st_size));
+        }
+    }
+    ::close(fd);
+    return resident;
+}
+
 std::unique_ptr<WeightSource> open_packed_model(const std::string& path, LoadOptions opt) {
-    return std::make_unique<PackedWeightSource>(path, opt);
+    // residency before the header and tables are read (through the page cache) below
+    const long resident = opt.io == IoMode::Auto ? resident_bytes(path) : -1;
+    return std::make_unique<PackedWeightSource>(path, opt, resident);
 }
 
 }  // namespace edgeflow

@@ -41,7 +41,8 @@ Prompt (token ids separated by spaces, newlines or commas; default: read from st
   --prompt FILE         read the ids from FILE ("-" for stdin)
   --tokens LIST         the ids on the command line, e.g. 1,2,3
 Options:
-  --threads N           compute threads of the whole engine, shared by the CPU and accelerator lanes (default 2)
+  --threads N           compute threads of the whole engine, shared by the CPU lane (unpacking included) and the
+                        accelerator lane (default 2); the I/O thread only waits in pread
   --accel-threads N     the accelerator lane's share of --threads (default threads / 2; the CPU lane gets the rest;
                         with --threads 1 one worker serves both lanes in priority order, deterministically)
   --policy NAME         pipeline scheduling: llmnpu-static | place | place+priority | place+priority+steal
@@ -49,12 +50,13 @@ Options:
   --steal-threshold N   an idle CPU worker steals when the accelerator queue holds more than N tasks (default 5)
   --no-lane-help        idle threads do not help the other lane's data-parallel work (strict lanes, as on a phone)
   --io-threads N        threads reading the model file (default 1)
-  --unpack-threads N    threads unpacking layers, one layer each (default 1)
   --chunk N             prefill chunk size in tokens (default 128)
   --ctx N               context length limit, prompt + new tokens (default: the model's max_position_embeddings)
   --new-tokens N        greedily decode N tokens after the first one (default 0)
   --evict-cache         drop the model file from the page cache (posix_fadvise DONTNEED) before starting
-  --direct-io           read with O_DIRECT (bypasses the page cache)
+  --direct-io           read with O_DIRECT (bypasses the page cache; exit 3 where the filesystem refuses it)
+  --buffered-io         read through the page cache (default: O_DIRECT when none of the file is cached, else
+                        buffered; --json's io_mode says which and why)
   --no-verify           skip the CRC-32 check of every payload while unpacking
   --repeat-prefill N    after the cold prefill, run the prompt N more times with the weights in memory and report
                         the median warm prefill speed
@@ -115,13 +117,13 @@ Args parse_args(int argc, char** argv) {
         else if (f == "--no-lane-help") a.engine.lane_help = false;
         else if (f == "--profile-ops") a.profile_file = value();
         else if (f == "--io-threads") a.engine.io_threads = parse_int(f, value(), 1);
-        else if (f == "--unpack-threads") a.engine.unpack_threads = parse_int(f, value(), 1);
         else if (f == "--chunk") a.engine.chunk = parse_int(f, value(), 1);
         else if (f == "--ctx") a.engine.ctx = parse_int(f, value(), 1);
         else if (f == "--new-tokens") a.new_tokens = parse_int(f, value(), 0);
         else if (f == "--repeat-prefill") a.repeat_prefill = parse_int(f, value(), 0);
         else if (f == "--evict-cache") a.evict = true;
-        else if (f == "--direct-io") a.load.direct_io = true;
+        else if (f == "--direct-io") a.load.io = IoMode::Direct;
+        else if (f == "--buffered-io") a.load.io = IoMode::Buffered;
         else if (f == "--no-verify") a.load.verify_crc = false;
         else if (f == "--json") a.json = true;
         else if (f == "--trace") a.trace_file = value();
@@ -233,28 +235,6 @@ void evict_from_page_cache(const std::string& path) {
     const int rc = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     ::close(fd);
     if (rc != 0) throw ExitError(kIoError, "posix_fadvise(DONTNEED) on " + path + " failed: " + std::strerror(rc));
-}
-
-// Bytes of the file in the page cache now (mincore over a read-only mapping), to show that eviction worked.
-long resident_bytes(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY);
-    if (fd < 0) return -1;
-    struct stat st {};
-    long resident = -1;
-    if (fstat(fd, &st) == 0 && st.st_size > 0) {
-        void* p = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
-        if (p != MAP_FAILED) {
-            const long page = sysconf(_SC_PAGESIZE);
-            std::vector<unsigned char> vec((size_t(st.st_size) + page - 1) / page);
-            if (mincore(p, size_t(st.st_size), vec.data()) == 0) {
-                resident = 0;
-                for (unsigned char v : vec) resident += (v & 1) ? page : 0;
-            }
-            munmap(p, size_t(st.st_size));
-        }
-    }
-    ::close(fd);
-    return resident;
 }
 
 // Peak resident set of this process: VmHWM from /proc/self/status. (getrusage's ru_maxrss survives execve, so
@@ -375,9 +355,10 @@ int run(const Args& a) {
     std::printf("  \"model\": \"%s\",\n", a.model.c_str());
     std::printf("  \"gemm_kernel\": \"%s\", \"unpack_path\": \"%s\",\n", engine.gemm_kernel(),
                 path_name(active_unpack_path()));
-    std::printf("  \"threads\": %d, \"io_threads\": %d, \"unpack_threads\": %d, \"chunk\": %d, \"direct_io\": %s, "
-                "\"verify_crc\": %s,\n",
-                a.engine.threads, a.engine.io_threads, a.engine.unpack_threads, a.engine.chunk, a.load.direct_io ? "true" : "false",
+    // unpack_threads 0: unpacking runs on the compute threads (--threads is every thread that computes)
+    std::printf("  \"threads\": %d, \"io_threads\": %d, \"io_cpu_s\": %.6f, \"unpack_threads\": 0, \"chunk\": %d, "
+                "\"io_mode\": \"%s\", \"verify_crc\": %s,\n",
+                a.engine.threads, a.engine.io_threads, engine.io_cpu_s(), a.engine.chunk, engine.io_mode().c_str(),
                 a.load.verify_crc ? "true" : "false");
     const SchedOptions& so = engine.sched();
     std::printf("  \"policy\": \"%s\", \"cpu_threads\": %d, \"accel_threads\": %d, \"steal_threshold\": %d, "

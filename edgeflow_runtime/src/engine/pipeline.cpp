@@ -4,9 +4,11 @@
 
 namespace edgeflow {
 
-Executors::Executors(const SchedOptions& c, int io_threads, int unpack_threads, Trace* trace)
+constexpr int kUnpackWindow = 0;
+constexpr bool kUnpackFirst = true;  // layers unpacked ahead of the first chunk (see run_prefill)
+
+Executors::Executors(const SchedOptions& c, int io_threads, Trace* trace)
     : io(std::make_unique<QueueExecutor>("io", io_threads, 0, trace)),
-      unpack(std::make_unique<QueueExecutor>("unpack", unpack_threads, 0, trace)),
       compute(std::make_unique<ComputeScheduler>(c, trace)) {}
 
 static SchedOptions with_threads(int threads) {
@@ -15,12 +17,12 @@ static SchedOptions with_threads(int threads) {
     return o;
 }
 
-Executors::Executors(int threads, int io_threads, int unpack_threads, Trace* trace)
-    : Executors(with_threads(threads), io_threads, unpack_threads, trace) {}
+Executors::Executors(int threads, int io_threads, Trace* trace)
+    : Executors(with_threads(threads), io_threads, trace) {}
 
 void Executors::lanes(Executor* out[kNumLanes]) const {
     out[int(Lane::IO)] = io.get();
-    out[int(Lane::Unpack)] = unpack.get();
+    out[int(Lane::Unpack)] = compute.get();
     out[int(Lane::CPU)] = compute.get();
     out[int(Lane::Accel)] = compute.get();
 }
@@ -77,8 +79,11 @@ std::vector<ChunkState> run_prefill(Model& model, WeightSource* source, KvCache&
     std::vector<Task*> unpacked(L + 2, nullptr);  // unit -> its unpack task (none when the model is in memory)
     if (source) {
         for (int u = 0; u < L + 2; ++u) {
+            // unpack(u) is ordered just ahead of the first stage that needs unit u (layer u - 1): see ComputeScheduler
+            ThreadPool* pool = &ex.compute->cpu_pool();
             Task* ld = g.add("load", u - 1, -1, Lane::IO, u, [source, u] { source->load(u); });
-            Task* up = g.add("unpack", u - 1, -1, Lane::Unpack, u, [source, u, &model] { source->unpack(u, model); });
+            Task* up = g.add("unpack", u - 1, -1, Lane::Unpack, prio(u - 1, 0, 0) - 1,
+                             [source, u, &model, pool] { source->unpack(u, model, *pool); });
             TaskGraph::depend(ld, up);
             unpacked[u] = up;
         }
@@ -103,6 +108,7 @@ std::vector<ChunkState> run_prefill(Model& model, WeightSource* source, KvCache&
             };
             Task* first = stage("attn_in", 0, [&fwd, l, s] { fwd.attn_in(l, *s); });
             TaskGraph::depend(unpacked[l + 1], first);
+
             if (policy == Policy::LlmNpuStatic && c >= 2) TaskGraph::depend(layer_done[c - 2], first);
             stage("qkv", 1, [&fwd, l, s] { fwd.qkv(l, *s); });
             Task* attn = stage("attention", 2, [&fwd, l, s] { fwd.attention(l, *s); });

@@ -32,8 +32,10 @@ public:
     virtual ~WeightSource() = default;
     virtual LlamaConfig config() const = 0;
     virtual void load(int unit) = 0;
-    virtual void unpack(int unit, Model& model) = 0;
+    // Runs as a task of the compute threads; `pool` (the CPU lane's) spreads the unit's work over the idle ones.
+    virtual void unpack(int unit, Model& model, ThreadPool& pool) = 0;
     virtual uint64_t bytes_read() const = 0;
+    virtual std::string io_mode() const { return "none (weights in memory)"; }  // how it reads, and why
     // The token ids the prefill will embed, told before any load(): a source may read only their embedding rows.
     virtual void expect_tokens(const std::vector<int32_t>& tokens) { (void)tokens; }
     // Called once when any task of the prefill fails: a load() blocked on unpacking must give up (throw).
@@ -46,11 +48,13 @@ struct PrefillOptions {
     Policy policy = Policy::PlacePrioritySteal;  // placement, priorities and chunk window (stealing: the scheduler)
 };
 
-// The executors of one engine instance: io and unpack lanes plus the compute scheduler (CPU and accelerator lanes).
+// The executors of one engine instance: the I/O lane (threads blocked in pread) and the compute scheduler, whose
+// `threads` run the CPU, accelerator and unpack lanes (unpack tasks queue with the CPU lane's): the thread budget
+// covers every thread that computes.
 struct Executors {
-    Executors(const SchedOptions& compute, int io_threads, int unpack_threads, Trace* trace);
-    Executors(int threads, int io_threads, int unpack_threads, Trace* trace);  // default policy
-    std::unique_ptr<QueueExecutor> io, unpack;
+    Executors(const SchedOptions& compute, int io_threads, Trace* trace);
+    Executors(int threads, int io_threads, Trace* trace);  // default policy
+    std::unique_ptr<QueueExecutor> io;
     std::unique_ptr<ComputeScheduler> compute;
     void lanes(Executor* out[kNumLanes]) const;
 };

@@ -35,7 +35,7 @@ public:
         cv_.wait(lk, [&] { return cancelled_; });
         throw EngineError("read cancelled");
     }
-    void unpack(int unit, Model& model) override {
+    void unpack(int unit, Model& model, ThreadPool&) override {
         if (unit == 1) throw EngineError("layer 0 is corrupt");
         if (unit == 0) model.embed = m_.embed;
     }

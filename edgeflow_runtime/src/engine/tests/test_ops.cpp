@@ -90,7 +90,7 @@ static void test_pool_and_graph() {
 
     // A diamond a -> (b on accel, c on cpu) -> d: d runs last, after both.
     Trace trace;
-    Executors ex(2, 1, 1, &trace);
+    Executors ex(2, 1, &trace);
     Executor* lanes[kNumLanes];
     ex.lanes(lanes);
     std::atomic<int> order{0};

@@ -50,60 +50,67 @@ static void test_policies_same_logits() {
         }
 }
 
-// A random DAG of tasks on both compute lanes: every task checks that its predecessors finished before it started
-// and counts its runs. Stealing with threshold 0 must not break either.
+// A random DAG of tasks on the CPU, accelerator and unpack lanes: every task checks that its predecessors finished
+// before it started and counts its runs. Stealing with threshold 0 must not break either; unpack tasks run on the
+// CPU dispatcher, or on the accelerator's when lane help is on.
 static void test_steal_runs_once_after_inputs() {
     for (int threads : {2, 3, 4})
-        for (const char* p : kPolicies) {
-            SchedOptions so;
-            so.threads = threads;
-            so.policy = parse_policy(p);
-            so.steal_threshold = 0;
-            Trace trace;
-            Executors ex(so, 1, 1, &trace);
-            Executor* lanes[kNumLanes];
-            ex.lanes(lanes);
-            const int n = 300;
-            std::vector<std::atomic<int>> runs(n);
-            std::vector<std::atomic<bool>> done(n);
-            std::vector<std::vector<int>> preds(n);
-            std::atomic<int> early{0};
-            std::mt19937 rng(7 + threads);
-            TaskGraph g;
-            std::vector<Task*> tasks;
-            for (int i = 0; i < n; ++i) {
-                runs[i] = 0;
-                done[i] = false;
-                for (int k = 0; k < 3 && i > 0; ++k) preds[i].push_back(int(rng() % i));
-                const Lane lane = rng() % 3 ? Lane::Accel : Lane::CPU;
-                tasks.push_back(g.add("t", i, 0, lane, long(rng() % 50), [&, i] {
-                    for (int q : preds[i]) early += done[q].load() ? 0 : 1;
-                    runs[i] += 1;
-                    volatile double x = 0;  // a few microseconds of work, so that queues fill up
-                    for (int k = 0; k < 2000; ++k) x = x + k;
-                    done[i] = true;
-                }));
-                for (int q : preds[i]) TaskGraph::depend(tasks[q], tasks.back());
+        for (const char* p : kPolicies)
+            for (bool help : {true, false}) {
+                SchedOptions so;
+                so.threads = threads;
+                so.policy = parse_policy(p);
+                so.steal_threshold = 0;
+                so.lane_help = help;
+                Trace trace;
+                Executors ex(so, 1, &trace);
+                Executor* lanes[kNumLanes];
+                ex.lanes(lanes);
+                const int n = 300;
+                std::vector<std::atomic<int>> runs(n);
+                std::vector<std::atomic<bool>> done(n);
+                std::vector<std::vector<int>> preds(n);
+                std::atomic<int> early{0};
+                std::mt19937 rng(7 + threads);
+                TaskGraph g;
+                std::vector<Task*> tasks;
+                for (int i = 0; i < n; ++i) {
+                    runs[i] = 0;
+                    done[i] = false;
+                    for (int k = 0; k < 3 && i > 0; ++k) preds[i].push_back(int(rng() % i));
+                    const unsigned pick = rng() % 6;
+                    const Lane lane = pick < 3 ? Lane::Accel : pick < 5 ? Lane::CPU : Lane::Unpack;
+                    tasks.push_back(g.add("t", i, 0, lane, long(rng() % 50), [&, i] {
+                        for (int q : preds[i]) early += done[q].load() ? 0 : 1;
+                        runs[i] += 1;
+                        volatile double x = 0;  // a few microseconds of work, so that queues fill up
+                        for (int k = 0; k < 2000; ++k) x = x + k;
+                        done[i] = true;
+                    }));
+                    for (int q : preds[i]) TaskGraph::depend(tasks[q], tasks.back());
+                }
+                ex.compute->reset_stats();
+                g.run(lanes);
+                int bad_runs = 0;
+                for (auto& r : runs) bad_runs += r.load() != 1;
+                CHECK(bad_runs == 0);
+                CHECK(early.load() == 0);
+                int stolen_traced = 0, cpu_on_accel = 0, unpacks = 0;
+                for (const auto& e : trace.events()) {
+                    stolen_traced += e.stolen;
+                    unpacks += e.cat == "unpack";
+                    // Only the CPU dispatcher steals, and only accelerator tasks; the accelerator never runs CPU tasks,
+                    // and unpack tasks only with lane help; nothing runs on an unpack thread (there is none).
+                    if (e.stolen) CHECK(e.cat == "accel" && e.track == "cpu-0");
+                    if (e.track == "accel-0") cpu_on_accel += e.cat == "cpu" || (e.cat == "unpack" && !help);
+                    CHECK(e.track == "cpu-0" || e.track == "accel-0");
+                }
+                CHECK(cpu_on_accel == 0 && unpacks > 0);
+                if (std::string(p) != "place+priority+steal") CHECK(stolen_traced == 0);
+                int stolen_stats = 0;
+                for (const auto& w : ex.compute->stats()) stolen_stats += w.stolen;
+                CHECK(stolen_stats == stolen_traced);
             }
-            ex.compute->reset_stats();
-            g.run(lanes);
-            int bad_runs = 0;
-            for (auto& r : runs) bad_runs += r.load() != 1;
-            CHECK(bad_runs == 0);
-            CHECK(early.load() == 0);
-            int stolen_traced = 0, cpu_on_accel = 0;
-            for (const auto& e : trace.events()) {
-                stolen_traced += e.stolen;
-                // Only the CPU dispatcher steals, and only accelerator tasks; the accelerator never runs CPU tasks.
-                if (e.stolen) CHECK(e.cat == "accel" && e.track == "cpu-0");
-                if (e.track == "accel-0") cpu_on_accel += e.cat != "accel";
-            }
-            CHECK(cpu_on_accel == 0);
-            if (std::string(p) != "place+priority+steal") CHECK(stolen_traced == 0);
-            int stolen_stats = 0;
-            for (const auto& w : ex.compute->stats()) stolen_stats += w.stolen;
-            CHECK(stolen_stats == stolen_traced);
-        }
 }
 
 // Stealing happens: one accelerator task blocks until five others ran; only the CPU worker can run them, by
@@ -115,7 +122,7 @@ static void test_steal_happens() {
     so.policy = Policy::PlacePrioritySteal;
     so.steal_threshold = 5;
     Trace trace;
-    Executors ex(so, 1, 1, &trace);
+    Executors ex(so, 1, &trace);
     Executor* lanes[kNumLanes];
     ex.lanes(lanes);
     std::mutex mu;
@@ -150,7 +157,7 @@ static void test_helpers_and_jobs() {
             so.steal_threshold = 0;
             so.lane_help = help;
             Trace trace;
-            Executors ex(so, 1, 1, &trace);
+            Executors ex(so, 1, &trace);
             Executor* lanes[kNumLanes];
             ex.lanes(lanes);
             const int n = 120, items = 16;
