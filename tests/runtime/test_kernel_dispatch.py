@@ -1,0 +1,56 @@
+"""Each INT8 GEMM kernel this CPU can run is dispatched and checked bit-exact against the scalar reference here
+(test_gemm runs every kernel `available_gemm_kernels` lists), and the best of them is the one the engine runs and
+reports. The expected list comes from /proc/cpuinfo, independently of the runtime's own CPUID checks, so a kernel
+the CPU has but the dispatch misses (as AVX-VNNI could be, on a compiler that does not know the flag) fails here."""
+import platform
+import re
+import subprocess
+
+import pytest
+
+from harness.engine.build import engine_binary
+
+pytestmark = pytest.mark.native
+
+
+def cpu_flags() -> set[str]:
+    for line in open("/proc/cpuinfo"):
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return set(value.split())
+    return set()
+
+
+def expected_kernels(flags: set[str], machine: str) -> list[str]:
+    """The kernels, in the dispatch's order (the last is the best), a CPU with `flags` runs."""
+    if machine == "aarch64":
+        return ["ref", "neon"] + (["neon-sdot"] if "asimddp" in flags else [])
+    kernels = ["ref"]
+    if "avx2" in flags:
+        kernels.append("avx2")
+        if "avx_vnni" in flags:
+            kernels.append("avx-vnni")
+    if {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= flags:
+        kernels.append("avx512-vnni")
+    return kernels
+
+
+def test_expected_kernels_follow_the_cpu_flags():
+    sapphire_rapids = {"avx2", "avx_vnni", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "amx_int8"}
+    assert expected_kernels(sapphire_rapids, "x86_64") == ["ref", "avx2", "avx-vnni", "avx512-vnni"]
+    assert expected_kernels({"avx2", "avx_vnni"}, "x86_64") == ["ref", "avx2", "avx-vnni"]  # Alder Lake
+    assert expected_kernels({"avx2", "avx512f", "avx512bw", "avx512vl", "avx512_vnni"}, "x86_64")[-1] == "avx512-vnni"
+    assert expected_kernels({"asimd", "asimddp"}, "aarch64") == ["ref", "neon", "neon-sdot"]
+
+
+def test_every_kernel_this_cpu_runs_is_tested_bit_exact_and_the_best_is_chosen(capsys):
+    run = subprocess.run([str(engine_binary("host", "test_gemm"))], capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    m = re.search(r"(\d+) kernel comparisons; kernels: ([\w\- ]+); best: ([\w-]+)", run.stdout)
+    assert m, run.stdout[-500:]
+    tested, best = m.group(2).split(), m.group(3)
+    want = expected_kernels(cpu_flags(), platform.machine())
+    assert tested == want, f"this CPU runs {want}; the dispatch offers {tested}"
+    assert best == want[-1] and int(m.group(1)) > 1000
+    with capsys.disabled():  # say which kernels this host could check (AVX-VNNI needs an Intel CPU that has it)
+        print(f"\n  GEMM kernels tested bit-exact on this CPU: {' '.join(tested)}; dispatched: {best}")
