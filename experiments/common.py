@@ -48,7 +48,9 @@ geometric mean over datasets. The interval is widened by a tolerance for what it
 
 - *Direction*: a ratio's is which side of 1 it lies on (which system wins), a difference's its sign. Ours is
   established when the whole 95% interval lies on one side. A paper value within the tolerance of 1 (or of 0)
-  states no winner: then no direction is required.
+  states no winner (no difference): then it is *reproduced* only when our whole 95% interval lies within that
+  tolerance of no effect, *differs* when the whole interval lies beyond it, and is *inconclusive* otherwise (an
+  interval too wide to rule a difference in or out proves no claim of "no difference").
 - *reproduced*: our direction is established and is the paper's, and the paper's value lies inside our widened
   interval.
 - *same direction*: our direction is established and is the paper's, but the paper's value lies outside our widened
@@ -450,8 +452,10 @@ def _finite(x) -> bool:
 def _judge(point: float, lo: float, hi: float, paper: float, tol: float) -> str:
     """The rule on an additive scale with no effect at 0 (log ratios, accuracy differences): see VERDICT_RULES."""
     inside = lo - tol <= paper <= hi + tol
-    if abs(paper) <= tol:  # the paper states no winner: no direction required
-        return REPRODUCED if inside else DIFFERS
+    if abs(paper) <= tol:  # the paper states no winner: our whole interval must show no effect beyond the tolerance
+        if -tol <= lo and hi <= tol:
+            return REPRODUCED
+        return DIFFERS if lo > tol or hi < -tol else INCONCLUSIVE
     ours = 1 if lo > 0 else -1 if hi < 0 else 0  # our established direction, 0 when the interval includes no effect
     side = 1 if paper > 0 else -1
     if ours == side:

@@ -30,6 +30,7 @@ def _old_ratio_rule(ours, paper):  # the rule this replaces: within +-25% of the
     (1.19, (1.10, 1.29), 0.957, DIFFERS),         # the example: 1.19 vs 0.957 is the other side of 1
     (1.02, (0.97, 1.08), 1.00, REPRODUCED),       # the paper states no winner (identical load times)
     (1.4, (1.3, 1.5), 1.00, DIFFERS),             # ... and we see a clear winner
+    (1.0, (0.5, 2.0), 1.00, INCONCLUSIVE),        # ... and our interval is too wide to tell (passed the old rule)
 ])
 def test_ratio_rule(ours, interval, paper, expected):
     assert common.ratio_verdict(ours, paper, interval=interval) == expected
@@ -139,7 +140,10 @@ def test_noise_alone_passed_the_old_accuracy_rule_but_not_the_new():
 @pytest.mark.parametrize("ours,interval,paper,expected", [
     (21.0, (15.0, 27.0), 22.48, REPRODUCED), (6.0, (-5.0, 17.0), 6.36, INCONCLUSIVE),
     (-8.0, (-12.0, -4.0), 6.36, DIFFERS), (0.5, (-1.0, 2.0), -0.03, REPRODUCED),  # the paper: no drop at 7 bits
-    (30.0, (28.0, 32.0), 13.55, SAME_DIRECTION)])
+    (30.0, (28.0, 32.0), 13.55, SAME_DIRECTION),
+    # the paper claims no difference: only an interval within +-2 pp of none reproduces it; wide ones prove nothing
+    (0.5, (-30.0, 30.0), -0.03, INCONCLUSIVE), (-9.0, (-25.0, 7.0), 1.91, INCONCLUSIVE),
+    (-9.0, (-14.0, -4.0), 1.91, DIFFERS), (1.0, (-1.5, 2.5), 0.0, INCONCLUSIVE)])
 def test_points_rule(ours, interval, paper, expected):
     assert common.points_verdict(ours, paper, interval=interval) == expected
 
