@@ -11,25 +11,20 @@ dispatcher per lane). Prints one line per (tokens, variant): median and min..max
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 from pathlib import Path
 
 from harness.pipeline_sim import POLICIES
 from harness.bench.record import BenchRecorder
 from harness.bench.runtime import synthetic_packed  # random codes at SmolLM2-135M's shapes
+from harness.engine.run import run_edgeflow
 from harness.runner.store import ResultsStore
 
 
-def _run(binary: str, model: Path, tokens: list[int], args: list[str]) -> dict:
-    cmd = [binary, str(model), "--tokens", ",".join(map(str, tokens)), "--evict-cache", "--json",
-           "--repeat-prefill", "3", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd[:2])} {' '.join(args)} failed: {proc.stderr[-500:]}")
-    return json.loads(proc.stdout)
+def _run(binary: str, model: Path, tokens: list[int], threads: int, chunk: int, policy: str | None) -> dict:
+    return run_edgeflow(model, tokens, threads=threads, chunk=chunk, policy=policy, evict_cache=True,
+                        repeat_prefill=3, binary=binary, timeout=1800).raw
 
 
 def _bubbles(report: dict) -> tuple[float, float]:
@@ -59,17 +54,15 @@ def main(argv: list[str] | None = None) -> None:
     recorder = BenchRecorder("pipeline", {k: v for k, v in vars(a).items() if k != "results"}, ResultsStore(a.results))
     binary = str(engine_binary("host"))
     model = synthetic_packed(a.bits)
-    variants = ([("before", a.baseline, [])] if a.baseline else []) + [
-        (p, binary, ["--policy", p]) for p in a.policies]
+    variants = ([("before", a.baseline, None)] if a.baseline else []) + [(p, binary, p) for p in a.policies]
     print(f"# {os.uname().nodename} threads={a.threads} chunk={a.chunk} model={model.name} "
           f"loadavg at start={os.getloadavg()[0]:.2f}")
     for n in a.tokens:
         prompt = [(i * 7919 + 13) % 49000 + 10 for i in range(n)]
         rows: dict[str, list[dict]] = {name: [] for name, _, _ in variants}
         for _ in range(a.reps):
-            for name, exe, extra in variants:
-                rows[name].append(_run(exe, model, prompt, ["--threads", str(a.threads), "--chunk", str(a.chunk),
-                                                            *extra]))
+            for name, exe, policy in variants:
+                rows[name].append(_run(exe, model, prompt, a.threads, a.chunk, policy))
         for name, reps in rows.items():
             ttft = [r["ttft_s"] for r in reps]
             cold = [r["cold_prefill_tokens_per_s"] for r in reps]

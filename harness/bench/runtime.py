@@ -87,17 +87,13 @@ def llamacpp_pp(tools: dict, threads: int, n_prompt: int, reps: int) -> list[flo
     return [float(x) for x in row.get("samples_ts") or [row["avg_ts"]]]
 
 
-class _NoVerifyEdgeFlow:
-    """The EdgeFlow system with --no-verify (CRC checks off) appended: the same workload, one flag more."""
+def _no_verify_edgeflow(cfg):
+    """The EdgeFlow system with its CRC checks off (--no-verify): the same workload, one flag more."""
+    from harness.systems import get_system
 
-    def __new__(cls, cfg):
-        from harness.systems.edgeflow import EdgeFlowSystem
-
-        class NoVerify(EdgeFlowSystem):
-            def command(self, prepared, work):
-                return super().command(prepared, work) + ["--no-verify"]
-
-        return NoVerify(cfg)
+    system = get_system(cfg)
+    system.verify_crc = False
+    return system
 
 
 def edgeflow_entries(threads: int, device, bits: list[int]) -> list:
@@ -114,7 +110,7 @@ def edgeflow_entries(threads: int, device, bits: list[int]) -> list:
         prepared = Prepared("edgeflow", [str(path)], {"binary": binary, "model": str(path)},
                             f"efpk weightlet {b} bits, random codes")
         cfg = SystemConfig(name="edgeflow", threads=threads)
-        system = _NoVerifyEdgeFlow(cfg) if no_crc else get_system(cfg)
+        system = _no_verify_edgeflow(cfg) if no_crc else get_system(cfg)
         label = f"edgeflow {b} bits{' no CRC' if no_crc else ''} ({path.stat().st_size / 2**20:.1f} MiB)"
         entries.append(Entry(label, system, prepared, device))
     return entries
@@ -164,8 +160,7 @@ def main() -> None:
     recorder.add("int8_peak_gops", ref_peak, "GOPS", variant="instruction peak")
     recorder.add("gemm_gops", peak["gemm_gops"], "GOPS", system="edgeflow", variant=peak["gemm_kernel"])
 
-    warm = run_edgeflow(packed[8], list(work.token_ids), threads=a.threads,
-                        extra_args=("--ctx", str(work.ctx), "--repeat-prefill", str(a.reps)))
+    warm = run_edgeflow(packed[8], list(work.token_ids), threads=a.threads, ctx=work.ctx, repeat_prefill=a.reps)
     ours_tps = warm.raw["warm_prefill_tokens_per_s"]
     ours_gops = ours_tps * ops_per_token / 1e9
     print("\nwarm prefill (weights in memory)        tokens/s      GOPS   of peak")

@@ -1,6 +1,7 @@
 """edgeflow-run, the engine's command line: the one place that builds its arguments and reads its JSON report.
 
     command(binary, packed, tokens, threads=2, ...)   the argument list (systems/edgeflow.py runs it on a device)
+    pipeline_args(policy=..., chunk=..., ...)         the scheduling flags (conf/pipeline, PipelineConfig)
     run_edgeflow(packed, tokens, ...)                 one local process -> RunReport
     parse_report(stdout)                              RunReport, or ReportError naming what is wrong
     first_token_seen(stdout_so_far)                   True once the report's first line is out (the TTFT event)
@@ -68,27 +69,42 @@ def first_token_seen(out: bytes) -> bool:
 
 def command(binary: str | os.PathLike, packed: str | os.PathLike, tokens: list[int] | None, *, threads: int = 2,
             ctx: int | None = None, new_tokens: int = 0, extra_args: tuple[str, ...] | list[str] = (),
-            prompt_text: str | os.PathLike | None = None) -> list[str]:
+            prompt_text: str | os.PathLike | None = None, verify_crc: bool = True) -> list[str]:
     """edgeflow-run's arguments for one prompt: token ids, or a file of prompt text (`prompt_text`, tokenized by the
     engine with the tokenizer file beside `packed`). --threads is the engine's whole compute budget; --ctx sizes the
-    KV cache (None: the prompt plus the new tokens); extra_args carry the pipeline's flags (PipelineConfig.args)."""
+    KV cache (None: the prompt plus the new tokens); extra_args carry the pipeline's flags (PipelineConfig.args);
+    verify_crc False skips the payloads' CRC checks (--no-verify; a benchmark's variant)."""
     prompt = ["--prompt-text", str(prompt_text)] if prompt_text is not None else \
         ["--tokens", ",".join(map(str, tokens))]
     return [str(binary), str(packed), *prompt, "--threads", str(threads),
             *extra_args, *(["--ctx", str(ctx)] if ctx is not None else []), "--json",
-            *(["--new-tokens", str(new_tokens)] if new_tokens else [])]
+            *(["--new-tokens", str(new_tokens)] if new_tokens else []), *([] if verify_crc else ["--no-verify"])]
 
 
-def run_edgeflow(packed: str | os.PathLike, tokens: list[int], *, threads: int = 2, chunk: int = 128,
-                 new_tokens: int = 0, evict_cache: bool = False, trace: str | os.PathLike | None = None,
-                 extra_args: tuple[str, ...] = (), binary: str | os.PathLike | None = None,
-                 timeout: float | None = 600) -> RunReport:
-    """Runs one inference in a local process (cold if evict_cache) and returns its report."""
+def pipeline_args(*, policy: str, accel_threads: int, steal_threshold: int, chunk: int, io_threads: int = 1,
+                  lane_help: bool = True) -> list[str]:
+    """edgeflow-run's scheduling flags (edgeflow_runtime/src/engine/README.md, "Policies"; conf/pipeline/)."""
+    return ["--policy", policy, "--accel-threads", str(accel_threads), "--steal-threshold", str(steal_threshold),
+            "--chunk", str(chunk), "--io-threads", str(io_threads), *([] if lane_help else ["--no-lane-help"])]
+
+
+def run_edgeflow(packed: str | os.PathLike, tokens: list[int], *, threads: int = 2, chunk: int | None = None,
+                 policy: str | None = None, ctx: int | None = None, new_tokens: int = 0, evict_cache: bool = False,
+                 repeat_prefill: int = 0, profile_ops: str | os.PathLike | None = None,
+                 trace: str | os.PathLike | None = None, extra_args: tuple[str, ...] | list[str] = (),
+                 binary: str | os.PathLike | None = None, timeout: float | None = 600) -> RunReport:
+    """Runs one inference in a local process (cold if evict_cache) and returns its report. `chunk`, `policy` None:
+    the engine's own defaults or those in extra_args (pipeline_args); `repeat_prefill` N: N warm prefills after the
+    cold one; `profile_ops`: where to write the cost table of every compute task."""
     exe = Path(binary) if binary else engine_binary("host")
-    extra = ["--chunk", str(chunk), *extra_args, *(["--evict-cache"] if evict_cache else []),
+    extra = [*(["--chunk", str(chunk)] if chunk is not None else []),
+             *(["--policy", policy] if policy is not None else []), *extra_args,
+             *(["--evict-cache"] if evict_cache else []),
+             *(["--repeat-prefill", str(repeat_prefill)] if repeat_prefill else []),
+             *(["--profile-ops", str(profile_ops)] if profile_ops is not None else []),
              *(["--trace", str(trace)] if trace is not None else [])]
-    proc = subprocess.run(command(exe, packed, tokens, threads=threads, new_tokens=new_tokens, extra_args=extra),
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(command(exe, packed, tokens, threads=threads, ctx=ctx, new_tokens=new_tokens,
+                                  extra_args=extra), capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeRunError(proc.returncode, proc.stderr)
     return parse_report(proc.stdout)

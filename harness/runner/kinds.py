@@ -254,9 +254,8 @@ def pipeline_sim(job) -> Iterator[dict]:
     ids = list(fixed_length_prompts(AutoTokenizer.from_pretrained(checkpoint_dir(job.model)), n, 1)[0].ids)
     with tempfile.TemporaryDirectory() as tmp:
         profile_path = f"{tmp}/profile.json"
-        run_edgeflow(prepared.artifacts["model"], ids, threads=threads, evict_cache=True,
-                     extra_args=("--ctx", str(n + 1), "--chunk", str(chunk), "--repeat-prefill", str(warm),
-                                 "--profile-ops", profile_path))
+        run_edgeflow(prepared.artifacts["model"], ids, threads=threads, chunk=chunk, ctx=n + 1, evict_cache=True,
+                     repeat_prefill=warm, profile_ops=profile_path)
         profile = json.loads(open(profile_path).read())
     # Warm costs: on this host the cold prefill's operators share two cores with the reads and the unpacking, which on
     # a phone run beside the NPU on other cores.

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.cache import cache_dir, progress_note
-from harness.engine.run import ReportError, command, first_token_seen, parse_report
+from harness.engine.run import ReportError, command, first_token_seen, parse_report, pipeline_args
 from harness.measure.cold import EngineError, repeat, run_once
 from harness.measure.workload import Workload, prompt_file, prompt_text
 from harness.models.zoo import checkpoint_dir
@@ -70,9 +70,9 @@ class PipelineConfig:
 
     def args(self, threads: int) -> list[str]:
         """edgeflow-run's flags for this pipeline."""
-        out = ["--policy", self.name, "--accel-threads", str(self.accel_share(threads)), "--steal-threshold",
-               str(self.steal_threshold), "--chunk", str(self.chunk), "--io-threads", str(self.io_threads)]
-        return out + ([] if self.lane_help else ["--no-lane-help"])
+        return pipeline_args(policy=self.name, accel_threads=self.accel_share(threads),
+                             steal_threshold=self.steal_threshold, chunk=self.chunk, io_threads=self.io_threads,
+                             lane_help=self.lane_help)
 
 
 @register_system
@@ -82,6 +82,7 @@ class EdgeFlowSystem(System):
     quantizer: dict | None = None  # the job's quantizer group (None: EdgeFlow's defaults)
     layout: str = "weightlet"
     pipeline: PipelineConfig = PipelineConfig()
+    verify_crc: bool = True  # check every payload's CRC (a benchmark's variant turns it off)
 
     def configure(self, cfg) -> None:
         from omegaconf import OmegaConf
@@ -161,7 +162,8 @@ class EdgeFlowSystem(System):
             text = prompt_file(work, ".prompt.txt", prompt_text(work, prepared.artifacts["checkpoint"]))
         return command(prepared.artifacts["binary"], prepared.artifacts["model"], work.token_ids,
                        threads=int(work.threads), ctx=work.ctx, new_tokens=max(work.new_tokens - 1, 0),
-                       extra_args=self.pipeline.args(int(work.threads)), prompt_text=text)
+                       extra_args=self.pipeline.args(int(work.threads)), prompt_text=text,
+                       verify_crc=self.verify_crc)
 
     def run_cold(self, prepared, work, device, protocol) -> Measurement:
         self.check_workload(work)

@@ -22,8 +22,8 @@ def _check_rows(rows, task, metrics, n):
     for r in rows:
         assert (r.task, r.dataset, r.n, r.shots, r.protocol) == (task, task, n, 0, PROXY_LABEL)
         assert math.isfinite(r.value) and r.stderr is not None
-        if r.metric.startswith("acc"):
-            assert 0.0 <= r.value <= 1.0
+        if r.metric.startswith("acc"):  # a share of the n items: k / n exactly, not an average over other items
+            assert 0.0 <= r.value <= 1.0 and abs(r.value * n - round(r.value * n)) < 1e-9
         else:
             assert r.value > 1.0  # perplexity of a random model over a 400-token vocabulary
 

@@ -47,7 +47,7 @@ def test_render_compares_the_share_outside_prefill(store, tmp_path):
     assert [p.name for p in section.figures] == ["fig1.png", "fig1.pdf"]
     assert "| llama.cpp: share of the cold start outside prefill | 40% | 81% (llm.npu, overlapped: bubble) |" in \
         section.body
-    assert section.verdict in ("differs", "qualitative")
+    assert section.verdict == "qualitative", section.summary  # a host and a proxy model: direction only
     assert "EdgeFlow 5b: share" not in section.body  # EdgeFlow's split is shown, not compared with llm.npu's
 
 
