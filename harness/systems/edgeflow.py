@@ -218,6 +218,9 @@ def engine_metrics(run) -> list[Metric]:
             metrics.append(Metric(f"edgeflow_{key}", report[key], "count"))
     if "io_cpu_s" in report:
         metrics.append(Metric("edgeflow_io_cpu_s", report["io_cpu_s"], "s"))
+    if "io_mode" in report:  # O_DIRECT or buffered reads, and why (harness/engine/run.py: the engine decides)
+        metrics.append(Metric("edgeflow_direct_io", float(report["io_mode"].startswith("direct")), "bool",
+                              detail=report["io_mode"]))
     # Per-lane busy / idle time and bubble rate (idle / (threads x span)) of the cold prefill.
     for lane, st in report.get("lanes", {}).items():
         if not isinstance(st, dict):
