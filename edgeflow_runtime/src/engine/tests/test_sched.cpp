@@ -28,6 +28,16 @@ static EngineOptions opts(const char* policy, int threads, int accel, int chunk,
     return o;
 }
 
+// A schedule whose CPU worker steals whenever the accelerator queue holds anything (threshold 0).
+static SchedOptions steal_always(int threads, Policy policy, bool lane_help) {
+    SchedOptions so;
+    so.threads = threads;
+    so.policy = policy;
+    so.steal_threshold = 0;
+    so.lane_help = lane_help;
+    return so;
+}
+
 static void test_policies_same_logits() {
     std::vector<int32_t> prompt;
     for (int i = 0; i < 13; ++i) prompt.push_back((i * 11 + 5) % 50);
@@ -57,11 +67,7 @@ static void test_steal_runs_once_after_inputs() {
     for (int threads : {2, 3, 4})
         for (const char* p : kPolicies)
             for (bool help : {true, false}) {
-                SchedOptions so;
-                so.threads = threads;
-                so.policy = parse_policy(p);
-                so.steal_threshold = 0;
-                so.lane_help = help;
+                const SchedOptions so = steal_always(threads, parse_policy(p), help);
                 Trace trace;
                 Executors ex(so, 1, &trace);
                 Executor* lanes[kNumLanes];
@@ -152,10 +158,7 @@ static void test_steal_happens() {
 static void test_helpers_and_jobs() {
     for (int threads : {2, 3, 4})
         for (bool help : {true, false}) {
-            SchedOptions so;
-            so.threads = threads;
-            so.steal_threshold = 0;
-            so.lane_help = help;
+            const SchedOptions so = steal_always(threads, Policy::PlacePrioritySteal, help);
             Trace trace;
             Executors ex(so, 1, &trace);
             Executor* lanes[kNumLanes];
