@@ -7,7 +7,7 @@ Two series, never pooled:
   The host's "accelerator" lane is CPU cores (DESIGN.md), so the lanes are equally fast: the paper's effects, which
   come from a slow-at-non-matmul NPU, need not show.
 - simulated: each policy replayed by harness/pipeline_sim.py over the operator costs of warm prefills measured on
-  this host, the accelerator at the paper's Figure 5b ratios (experiment=pipeline_sim; labelled emulated): one
+  this host, the accelerator at the paper's Figure 5b ratios (experiment=pipeline_sim; labelled simulated): one
   decoder layer, as the paper's Figure 14 times it ("simulated, one layer"), and the whole prefill ("simulated").
 Each series at several chunk sizes (rows' `variant`, "chunk 32"), never pooled: stealing needs more ready accelerator
 tasks than its threshold (5), and each chunk has at most one ready (its operators are a chain), so at 512 tokens the

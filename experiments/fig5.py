@@ -4,7 +4,7 @@ with the prompt's length, because the NPU runs non-matmul operators 2.1x slower 
 Ours: EdgeFlow's engine under the `llmnpu-static` policy (llm.npu's coarse split: attention on the CPU, the rest on
 the accelerator, two chunks in flight) at 256, 512 and 1024 prompt tokens, measured on this host (`pipeline` rows,
 the same experiment as Figure 14: per-lane bubble rates and per-operator times from the engine's trace) and simulated
-at the paper's NPU/CPU ratios (experiment=pipeline_sim, labelled emulated). The 2.1x itself is an NPU measurement:
+at the paper's NPU/CPU ratios (experiment=pipeline_sim, labelled simulated). The 2.1x itself is an NPU measurement:
 with no NPU here it is an input of the simulation, not a result.
 """
 from __future__ import annotations

@@ -7,7 +7,7 @@
   fidelity    a quantizer's artifact against the FP model: mean KL and top-1 agreement on held-out text, effective
               bits per weight, artifact and packed file size, calibration and quantization time
   pipeline_sim  every scheduling policy replayed (harness/pipeline_sim.py) over the runtime's measured operator
-              costs, the accelerator at the paper's NPU/CPU ratios: latency and bubble rates (labelled emulated)
+              costs, the accelerator at the paper's NPU/CPU ratios: latency and bubble rates (labelled simulated)
 """
 from __future__ import annotations
 
@@ -271,7 +271,7 @@ def pipeline_sim(job) -> Iterator[dict]:
                                         ("cpu_bubble_rate", s.get("cpu-0_bubble_rate"), "ratio"),
                                         ("accel_bubble_rate", s.get("accel-0_bubble_rate"), "ratio"),
                                         ("stolen_tasks", s["stolen"], "count")):
-                yield job.row(prefix + metric, value, unit, pipeline=policy, label="emulated", prompt_tokens=n,
+                yield job.row(prefix + metric, value, unit, pipeline=policy, label="simulated", prompt_tokens=n,
                               notes=notes + ("" if layers > 1 else "; one layer (the paper's Figure 14 measure)"))
 
 

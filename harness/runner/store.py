@@ -35,6 +35,7 @@ OK, FAILED, NOT_RUN = "ok", "failed", "not run"
 LABELS = {
     "measured": "measured on the device the row names, as it is",
     "emulated": "measured under emulation (flash reads throttled to a phone's rate)",
+    "simulated": "computed by a simulator, not measured on a device (the pipeline simulator, harness/pipeline_sim.py)",
     "proxy": "measured on a local stand-in dataset (the paper's needs the hub)",
     "stand-in": "computed by a model standing in for the one the row names (e.g. a fake-quant model)",
     "not run": "no value: the row's error or notes say why",
@@ -52,6 +53,18 @@ def check_labels(rows: list[dict]) -> None:
             raise ValueError(f"row {r.get('metric')!r}: status {status!r} needs label 'not run', not {label!r}")
         if status == OK and label == NOT_RUN:
             raise ValueError(f"row {r.get('metric')!r}: label 'not run' on a row whose status is ok")
+
+
+# The pipeline simulator's rows (metrics sim_*), labelled "emulated" before the "simulated" label existed.
+SIMULATED_METRIC = "sim_"
+
+
+def migrate(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows of older stores in today's vocabulary (one way; the files are not rewritten)."""
+    old_sim = (df["label"] == "emulated") & df["metric"].fillna("").str.startswith(SIMULATED_METRIC)
+    if old_sim.any():
+        df.loc[old_sim, "label"] = "simulated"
+    return df
 
 
 def default_root() -> Path:
@@ -95,7 +108,7 @@ class ResultsStore:
         frames = [pq.read_table(p, schema=SCHEMA).to_pandas() for p in parts]
         if with_part:
             frames = [f.assign(part=f"{p.parent.name}/{p.name}") for f, p in zip(frames, parts)]
-        return pd.concat(frames, ignore_index=True)
+        return migrate(pd.concat(frames, ignore_index=True))
 
     def completed(self, experiment: str) -> set[str]:
         """Config hashes whose latest attempt succeeded: a resumed sweep skips them. A configuration whose latest

@@ -24,7 +24,7 @@ def _rows():
                                                                      ("edgeflow_cpu_stolen_tasks", 0.0))]
     for policy, (lat, cpu, acc) in SIMULATED.items():
         for prefix, scale in (("sim_", 1.0), ("sim_layer_", 1 / 30)):  # one layer of a 30-layer prefill
-            rows += [{**base, "pipeline": policy, "metric": prefix + m, "value": v, "label": "emulated",
+            rows += [{**base, "pipeline": policy, "metric": prefix + m, "value": v, "label": "simulated",
                       "config_hash": "sim", "variant": "chunk 128"}
                      for m, v in (("latency_s", lat * scale), ("cpu_bubble_rate", cpu), ("accel_bubble_rate", acc),
                                   ("stolen_tasks", 3.0 if policy.endswith("steal") else 0.0))]

@@ -12,7 +12,7 @@ def _rows():
         rows += [{**base, "metric": m, "value": v, "label": "measured", "config_hash": f"m{n}"}
                  for m, v in (("edgeflow_cpu_bubble_rate", cpu), ("edgeflow_accel_bubble_rate", accel),
                               ("edgeflow_op_qkv_s", 0.01 * n / 256), ("ttft_s", 0.1))]
-        rows += [{**base, "metric": m, "value": v, "label": "emulated", "config_hash": f"s{n}", "variant": "chunk 128"}
+        rows += [{**base, "metric": m, "value": v, "label": "simulated", "config_hash": f"s{n}", "variant": "chunk 128"}
                  for m, v in (("sim_cpu_bubble_rate", sim_cpu), ("sim_accel_bubble_rate", sim_accel))]
     rows.append({**base, "pipeline": "place", "metric": "edgeflow_cpu_bubble_rate", "value": 0.99, "label": "measured",
                  "status": "ok", "config_hash": "other-policy"})

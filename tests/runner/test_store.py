@@ -72,11 +72,33 @@ def test_labels_are_one_closed_vocabulary_that_agrees_with_the_row(tmp_path):
     from harness.runner.store import LABELS
 
     store = ResultsStore(tmp_path)
-    assert set(LABELS) == {"measured", "emulated", "proxy", "stand-in", "not run"}
-    with pytest.raises(ValueError, match="label 'simulated' is not one of"):
-        store.append("e", [{"metric": "m", "value": 1.0, "status": OK, "label": "simulated"}])
+    assert set(LABELS) == {"measured", "emulated", "simulated", "proxy", "stand-in", "not run"}
+    with pytest.raises(ValueError, match="label 'guessed' is not one of"):
+        store.append("e", [{"metric": "m", "value": 1.0, "status": OK, "label": "guessed"}])
     with pytest.raises(ValueError, match="status 'failed' needs label 'not run'"):
         store.append("e", [{"metric": "error", "status": FAILED, "label": "measured"}])
     with pytest.raises(ValueError, match="label 'not run' on a row whose status is ok"):
         store.append("e", [{"metric": "m", "value": 1.0, "status": OK, "label": "not run"}])
     assert store.read("e").empty  # nothing of a refused batch is written
+
+
+def test_older_simulator_rows_read_as_simulated(tmp_path):
+    """The pipeline simulator's rows were labelled 'emulated' (a word for throttled flash) before 'simulated' existed:
+    a store written then reads in today's vocabulary; measured emulated rows stay emulated."""
+    store = ResultsStore(tmp_path)
+    store.append("pipeline", [{"metric": "sim_latency_s", "value": 0.2, "label": "emulated"},
+                              {"metric": "ttft_s", "value": 0.5, "label": "emulated", "flash_emulated_mbps": 200.0}])
+    rows = store.read("pipeline").set_index("metric")
+    assert rows.loc["sim_latency_s", "label"] == "simulated" and rows.loc["ttft_s", "label"] == "emulated"
+
+
+def test_the_report_header_says_simulated_not_flash_emulated():
+    import pandas as pd
+
+    from experiments import common
+
+    sim = pd.DataFrame([{"device": "local", "flash_emulated_mbps": None, "label": "simulated", "metric": "sim_latency_s",
+                         "value": 0.2, "notes": "", "status": "ok"}])
+    tags = common.labels(sim)
+    assert any(t.startswith("simulated: the pipeline simulator") for t in tags)
+    assert not any("flash emulated" in t for t in tags), tags
