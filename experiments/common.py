@@ -391,6 +391,31 @@ def prompt_ids(df: pd.DataFrame) -> pd.Series:
     return pd.Series(out, index=df.index, dtype=object)
 
 
+DIFFERENT_WORK = "different work"
+OWN_WORK = "not the given workload"  # harness/measure/ttft.py: the engine ran its own prompt (llm.npu's demo)
+
+
+def different_work(rows: pd.DataFrame, timed: pd.DataFrame) -> pd.Series:
+    """For each row of `timed` (timing rows), why its engine did other work than the workload, or "" when it did the
+    same: the engine ran its own prompt on its own files (its `workload` column says so: llm.npu's demo), or that run
+    gave the engine other token ids than the workload's (`tokens_match` 0 for the same configuration, repetition and
+    prompt, among `rows`). Such rows are never paired with another system's (ratios, intervals)."""
+    out = pd.Series("", index=timed.index, dtype=object)
+    if timed.empty:
+        return out
+    if "workload" in timed.columns:
+        own = timed["workload"].fillna("").astype(str).str.startswith(OWN_WORK)
+        out[own] = f"{DIFFERENT_WORK}: the engine ran its own prompt and model files, not the workload"
+    match = rows[(rows["metric"] == "tokens_match") & (rows["status"] == "ok")] if len(rows) else rows
+    if len(match):
+        bad = match[match["value"] == 0]
+        bad_runs = set(zip(bad["config_hash"], bad["repetition"], prompt_ids(bad)))
+        runs = zip(timed["config_hash"], timed["repetition"], prompt_ids(timed))
+        hit = pd.Series([r in bad_runs for r in runs], index=timed.index) & (out == "")
+        out[hit] = f"{DIFFERENT_WORK}: the engine tokenized the prompt text to other ids than the workload's"
+    return out
+
+
 def _resampled_medians(groups: dict, prompts: list, idx: np.ndarray, rng) -> np.ndarray:
     """Median per resample: idx [B, P] draws prompts; each drawn prompt contributes as many repetitions, drawn with
     replacement, as it has. groups: prompt -> 1-D array of its repetitions' values (a prompt may be absent)."""

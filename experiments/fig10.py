@@ -136,9 +136,13 @@ def tidy(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """ttft / accuracy summaries (median, min, max, n per condition, dataset, series), the rows behind them (for the
     intervals) and the unrun reasons. Only the latest successful attempt of each configuration counts."""
     rows = common.with_conditions(_with_series(common.current(rows)))
-    ttft_rows = common.ok_rows(rows, "ttft_s")
-    # the systems compared did the same work (harness/measure/workload.py)
-    check_rows(ttft_rows, by=(*TTFT_CONDITION, "dataset"))
+    timed = common.ok_rows(rows, "ttft_s")
+    # the systems compared did the same work (harness/measure/workload.py); rows of other work are drawn but never
+    # paired (ratios, intervals, statements)
+    check_rows(timed, by=(*TTFT_CONDITION, "dataset"))
+    other = common.different_work(rows, timed)
+    ttft_rows = timed[other == ""]
+    unpaired = timed[other != ""].assign(reason=other[other != ""])
     acc_rows = common.ok_rows(rows, "accuracy")
     acc_rows = acc_rows.assign(items=[common.accuracy_items(n) for n in acc_rows["notes"]])
     # Runs over different item counts (eval_limit) are different measurements, never pooled: each series keeps
@@ -154,7 +158,9 @@ def tidy(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
     else:
         acc["items"] = pd.Series(dtype=float)
     return {
-        "ttft": common.summarize(ttft_rows, [*TTFT_CONDITION, "dataset", "series"]),
+        "ttft": common.summarize(ttft_rows, [*TTFT_CONDITION, "dataset", "series"]),  # the same work: paired
+        "ttft_all": common.summarize(timed, [*TTFT_CONDITION, "dataset", "series"]),  # what is drawn
+        "different_work": unpaired.groupby("series")["reason"].first().to_dict() if len(unpaired) else {},
         "accuracy": acc,
         "ttft_rows": ttft_rows,
         "unrun": common.unrun_reasons(rows),
@@ -396,7 +402,7 @@ def _main_panel(ax, cond, t, order, colors, expected):
     model = cond["model"]
     datasets = [d for d in DATASETS if d in expected["datasets"]] + sorted(expected["datasets"] - set(DATASETS))
     width = 0.84 / max(1, len(order))
-    ttft = _select(t["ttft"], cond)
+    ttft = _select(t["ttft_all"], cond)
     acc = t["accuracy"][t["accuracy"]["model"] == model]
     ax2 = ax.twinx()
     text_tf = mtransforms.blended_transform_factory(ax.transData, ax.transAxes)
@@ -479,7 +485,9 @@ def _ratio_panel(ax, cond, ours: pd.DataFrame, paper: pd.DataFrame | None, t, ex
         if ours[ours["system"] == base].empty:
             series = DISPLAY[base]
             measured = set(_select(t["ttft"], cond)["series"])
-            if series in measured:
+            if series in t["different_work"]:
+                reason = t["different_work"][series]
+            elif series in measured:
                 reason = "no EdgeFlow TTFT on the same datasets"
             elif series in expected["series"]:
                 reason = _unrun_reason(t["unrun"], model, "", series)
@@ -506,7 +514,7 @@ def _ratio_panel(ax, cond, ours: pd.DataFrame, paper: pd.DataFrame | None, t, ex
 def panels(t: dict[str, pd.DataFrame], series_rows: pd.DataFrame) -> list[dict]:
     """One figure row per TTFT measurement condition (model, device, flash, prompt source); a model with accuracy rows
     but no TTFT gets a row of its own."""
-    out = [cond for cond, _ in _conditions(t["ttft"], TTFT_CONDITION)]
+    out = [cond for cond, _ in _conditions(t["ttft_all"], TTFT_CONDITION)]
     timed = {c["model"] for c in out}
     models = set(t["accuracy"]["model"]) | set(series_rows["model"].dropna())
     out += [{"model": m, "device": None, "flash": None, "source": None} for m in sorted(models - timed)]
@@ -644,6 +652,12 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             verdicts.append(v)
             npu_lines.append({"condition": _where(cond), "statement": what, "ours": ours_txt, "paper": paper_txt,
                               "verdict": v, "before the cap": raw})
+    if paper is not None and "ttft_ratio_min" in set(paper["metric"]) and "llm.npu+" in t["different_work"] \
+            and not any(line["statement"].startswith("llm.npu+ / EF") for line in npu_lines):
+        verdicts.append(common.NOT_RUN)  # its rows are drawn, but a ratio of different work would say nothing
+        npu_lines.append({"condition": "", "statement": "llm.npu+ / EF 5b TTFT on MMLU and HellaSwag",
+                          "ours": t["different_work"]["llm.npu+"], "paper": "", "verdict": common.NOT_RUN,
+                          "before the cap": common.NOT_RUN})
     verdict, count = common.overall(verdicts)
     summary = "no baseline/EdgeFlow pair measured on the same model and dataset" if verdict == common.NOT_RUN else count
     tags = common.labels(rows)

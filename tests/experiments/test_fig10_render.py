@@ -2,6 +2,7 @@
 import pandas as pd
 
 from experiments import fig10
+from harness.runner.store import COLUMNS
 from tests.experiments.synthetic_rows import _row
 
 
@@ -78,3 +79,46 @@ def test_accuracies_over_different_item_counts_are_not_pooled():
                          for v, n in ((0.20, 50), (0.25, 100))])
     acc = fig10.tidy(rows)["accuracy"].set_index("series")
     assert acc.loc["llama.cpp", "median"] == 0.25 and acc.loc["llama.cpp", "items"] == 100
+
+
+def _paired_rows(llama_match=lambda dataset, prompt, rep: 1.0) -> pd.DataFrame:
+    """llama.cpp (2 s), EdgeFlow 5b (1 s) and llm.npu+ (3 s; its demo runs its own prompt) on MMLU and HellaSwag,
+    3 prompts x 3 repetitions; llama.cpp's tokens_match per run from `llama_match`."""
+    rows = []
+    for dataset in ("mmlu", "hellaswag"):
+        for prompt in range(3):
+            for rep in range(3):
+                workload = (f'{{"tokens_sha256_12": "{dataset}{prompt}", "ctx": 1024, "threads": 2, '
+                            '"timed_event": "first_token", "cold": "evicted+verified"}')
+                for system, bits, ttft in (("llamacpp", None, 2.0), ("edgeflow", 5.0, 1.0), ("llmnpu", None, 3.0)):
+                    q = ("edgeflow", "weightlet") if system == "edgeflow" else (None, None)
+                    work = ("not the given workload: the engine runs its own prompt" if system == "llmnpu"
+                            else workload)
+                    common = dict(system=system, bits=bits, quantizer=q[0], packing=q[1], dataset=dataset,
+                                  repetition=rep, workload=work, label="measured", experiment="ttft",
+                                  notes=f"prompt {prompt} (corpus text (local)); synthetic")
+                    rows.append(_row(metric="ttft_s", value=ttft, unit="s", **common))
+                    if system == "llamacpp":
+                        rows.append(_row(metric="tokens_match", value=llama_match(dataset, prompt, rep), **common))
+    rows.sort(key=lambda r: r["config_hash"])  # a configuration's rows are one attempt, as a job appends them
+    return pd.DataFrame(rows, columns=list(COLUMNS))  # every column of a store's rows
+
+
+def test_rows_that_did_other_work_are_drawn_but_never_paired():
+    t = fig10.tidy(_paired_rows())
+    assert "llm.npu+" in set(t["ttft_all"]["series"]) and "llm.npu+" not in set(t["ttft"]["series"])
+    assert t["different_work"]["llm.npu+"].startswith("different work: the engine ran its own prompt")
+    assert fig10.llmnpu_statements(t) == []  # no llm.npu+ / EdgeFlow ratio from other work
+    ours = fig10.ratios(t["ttft"], t["ttft_rows"]).set_index("system")
+    assert list(ours.index) == ["llamacpp"] and ours.loc["llamacpp", "ratio"] == 2.0
+
+
+def test_a_run_whose_engine_saw_other_ids_is_left_out_of_the_ratio():
+    # llama.cpp tokenized prompt 0 of MMLU to other ids in every repetition; slower there: it must not count
+    rows = _paired_rows(llama_match=lambda dataset, prompt, rep: 0.0 if (dataset, prompt) == ("mmlu", 0) else 1.0)
+    rows.loc[(rows["system"] == "llamacpp") & (rows["dataset"] == "mmlu") & rows["notes"].str.startswith("prompt 0")
+             & (rows["metric"] == "ttft_s"), "value"] = 50.0
+    t = fig10.tidy(rows)
+    assert t["different_work"]["llama.cpp"].startswith("different work: the engine tokenized the prompt text")
+    assert len(t["ttft_rows"][t["ttft_rows"]["series"] == "llama.cpp"]) == 2 * 9 - 3
+    assert fig10.ratios(t["ttft"], t["ttft_rows"]).set_index("system").loc["llamacpp", "ratio"] == 2.0
