@@ -9,11 +9,11 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <condition_variable>
 #include <cstring>
-#include <functional>
 #include <deque>
 #include <exception>
-#include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -381,7 +381,7 @@ private:
         std::deque<QuantTensor> views;  // stable addresses: items point at them
         for (uint32_t i = r.first_tensor; i < r.first_tensor + r.n_tensors; ++i) {
             const TensorInfo& t = file_.tensors()[i];
-            if (opt_.verify_crc) add_crc_checks(t, payload(t), file_.row_crcs_of(t), payload, checks);
+            if (opt_.verify_crc) add_crc_checks(t, payload, checks);
             if (!is_quantized(t.dtype)) {
                 set_raw_tensor(t, payload(t), buf, model);
                 continue;
@@ -421,9 +421,9 @@ private:
     // A table with row CRCs is checked by blocks of rows (then its entries chained against its CRC: one pass over the
     // table, not two); any other payload by its 1 MiB CRC pieces (then combined).
     template <class PayloadOf>
-    void add_crc_checks(const TensorInfo& t, const uint8_t* data, const TensorInfo* row_crcs, PayloadOf payload,
-                        Checks& out) {
-        if (row_crcs) {
+    void add_crc_checks(const TensorInfo& t, PayloadOf payload, Checks& out) {
+        const uint8_t* data = payload(t);
+        if (const TensorInfo* row_crcs = file_.row_crcs_of(t)) {
             const uint8_t* entries = payload(*row_crcs);
             const uint64_t rows = t.shape[0], block = std::max<uint64_t>(1, SplitCrc::kPiece / t.shape[1]);
             for (uint64_t r0 = 0; r0 < rows; r0 += block)

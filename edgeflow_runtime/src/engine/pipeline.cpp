@@ -4,9 +4,6 @@
 
 namespace edgeflow {
 
-constexpr int kUnpackWindow = 0;
-constexpr bool kUnpackFirst = true;  // layers unpacked ahead of the first chunk (see run_prefill)
-
 Executors::Executors(const SchedOptions& c, int io_threads, Trace* trace)
     : io(std::make_unique<QueueExecutor>("io", io_threads, 0, trace)),
       compute(std::make_unique<ComputeScheduler>(c, trace)) {}
@@ -78,9 +75,9 @@ std::vector<ChunkState> run_prefill(Model& model, WeightSource* source, KvCache&
     TaskGraph g;
     std::vector<Task*> unpacked(L + 2, nullptr);  // unit -> its unpack task (none when the model is in memory)
     if (source) {
+        ThreadPool* pool = &ex.compute->cpu_pool();  // an unpack task's data-parallel items (any idle compute thread)
         for (int u = 0; u < L + 2; ++u) {
             // unpack(u) is ordered just ahead of the first stage that needs unit u (layer u - 1): see ComputeScheduler
-            ThreadPool* pool = &ex.compute->cpu_pool();
             Task* ld = g.add("load", u - 1, -1, Lane::IO, u, [source, u] { source->load(u); });
             Task* up = g.add("unpack", u - 1, -1, Lane::Unpack, prio(u - 1, 0, 0) - 1,
                              [source, u, &model, pool] { source->unpack(u, model, *pool); });
@@ -108,7 +105,6 @@ std::vector<ChunkState> run_prefill(Model& model, WeightSource* source, KvCache&
             };
             Task* first = stage("attn_in", 0, [&fwd, l, s] { fwd.attn_in(l, *s); });
             TaskGraph::depend(unpacked[l + 1], first);
-
             if (policy == Policy::LlmNpuStatic && c >= 2) TaskGraph::depend(layer_done[c - 2], first);
             stage("qkv", 1, [&fwd, l, s] { fwd.qkv(l, *s); });
             Task* attn = stage("attention", 2, [&fwd, l, s] { fwd.attention(l, *s); });
