@@ -200,10 +200,15 @@ def _row_crcs(tensors, name: str, crc_name: str) -> Entry:
     rows, cols = tensors.shape(name)
 
     def payload():
-        crcs = [zlib.crc32(row) for block in _row_blocks(tensors, name, (rows, cols), rows * cols)
-                for row in np.frombuffer(block, np.int8).reshape(-1, cols)]
+        crcs = [c for block in _row_blocks(tensors, name, (rows, cols), rows * cols) for c in row_crcs(block, cols)]
         return [np.asarray(crcs, np.uint32).tobytes()]
     return Entry(crc_name, U32, (rows,), 4 * rows, payload)
+
+
+def row_crcs(table, cols: int) -> list[int]:
+    """The CRC-32 of each `cols`-byte row of a row-major table (bytes-like), as model.embed_tokens.row_crc32 holds."""
+    view = memoryview(table).cast("B")
+    return [zlib.crc32(view[a : a + cols]) for a in range(0, len(view), cols)]
 
 
 RAW_BLOCK_BYTES = 32 << 20  # a large raw tensor (the embedding table) is read and written in blocks of rows
@@ -359,12 +364,10 @@ class PackedFile:
 
     def _check_rows(self, table: bytes) -> None:
         """The embedding table read whole against its row-CRC table (docs/format.md): every entry must match."""
-        rows, cols = self.info(EMBED_CODES).shape
-        crcs = np.frombuffer(self.payload(EMBED_ROW_CRCS), "<u4")
-        view = memoryview(table)
-        for r in range(rows):
-            self._check(zlib.crc32(view[r * cols:(r + 1) * cols]) == crcs[r],
-                        f"{EMBED_ROW_CRCS}: the entry of row {r} disagrees with the row")
+        cols = self.info(EMBED_CODES).shape[1]
+        entries = np.frombuffer(self.payload(EMBED_ROW_CRCS), "<u4")
+        for r, (crc, entry) in enumerate(zip(row_crcs(table, cols), entries)):
+            self._check(crc == entry, f"{EMBED_ROW_CRCS}: the entry of row {r} disagrees with the row")
 
     def _check(self, ok: bool, message: str) -> None:
         if not ok:
