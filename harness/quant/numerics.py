@@ -6,6 +6,11 @@ extra negative level -2^(b-1). This uses all 2^b levels (a 1-bit channel holds {
 S_b = max|W| / 2^(b-1) = 2 max|W| / 2^b that section 4.1's closed-form relative error assumes. No zero point: the
 grid is symmetric about zero up to that one extra level, as the NPU requires.
 
+One exception keeps every grid representable on an NPU: Qualcomm's HTP takes INT8 weights with a positive
+per-channel scale only (a negative scale is computed wrongly, measured with onnxruntime-qnn), so a channel's codes are
+negated with its scale on export. An 8-bit channel with a positive peak would need code +128 there; it takes the
+scale m / 127 instead (codes in [-127, 127], the peak on +127). Below 8 bits the negated codes always fit.
+
 Activations: static per-tensor symmetric INT8, round half to even, clamp to [-127, 127].
 """
 from __future__ import annotations
@@ -22,8 +27,11 @@ def code_range(bits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def signed_scale(peak: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
-    """float32 scale that maps `peak` (the signed largest-magnitude weight) onto code -2^(b-1); 1 where peak == 0."""
-    scale = -peak / (1 << (bits.to(torch.int64) - 1)).to(peak.dtype)
+    """float32 scale that maps `peak` (the signed largest-magnitude weight) onto code -2^(b-1), or for an 8-bit
+    channel with a positive peak onto +127 (module docstring); 1 where peak == 0."""
+    bits = bits.to(torch.int64)
+    scale = -peak / (1 << (bits - 1)).to(peak.dtype)
+    scale = torch.where((bits == 8) & (peak > 0), peak / 127, scale)
     return torch.where(peak == 0, torch.ones_like(scale), scale).float()
 
 

@@ -52,3 +52,14 @@ def test_closed_form_tracks_the_exact_cosine_distance():
     ratio = (closed[:, 2:] / exact[:, 2:]).median(dim=0).values
     assert bool(((ratio > 0.5) & (ratio < 2.0)).all()), ratio
     assert bool((exact[:, :-1] >= exact[:, 1:] - 1e-9).all())  # more bits, less error (for these channels)
+
+
+@pytest.mark.parametrize("bits", range(1, 9))
+def test_every_grid_has_an_htp_form_with_positive_scales(bits):
+    """HTP needs positive weight scales: negating a negative-scale channel's codes must stay within INT8."""
+    w = torch.randn(64, 32)
+    w[0, 0], w[1, 0] = 10.0, -10.0  # one positive and one negative peak
+    codes, scale = quantize_per_channel(w, torch.full((64,), bits))
+    flipped = torch.where(scale[:, None] < 0, -codes.to(torch.int32), codes.to(torch.int32))
+    assert int(flipped.min()) >= -128 and int(flipped.max()) <= 127
+    assert torch.allclose(flipped.float() * scale.abs()[:, None], codes.float() * scale[:, None])
