@@ -94,3 +94,18 @@ def gemm_kernel() -> str:
     """The INT8 GEMM kernel the runtime uses on this CPU ("avx2", "neon-sdot", ...)."""
     return lib().ef_engine_gemm_kernel().decode()
 
+
+
+def accel_linear(x: torch.Tensor, codes: torch.Tensor, w_scale: torch.Tensor, in_scale: torch.Tensor,
+                 act_scale: float) -> torch.Tensor:
+    """float32 [T, C]: one linear as the runtime's accelerator lane computes it (its activation quantization, this
+    CPU's INT8 GEMM kernel, its dequantization) for x float32 [T, K] and codes int8 [C, K]."""
+    x = np.ascontiguousarray(x.detach().float().numpy())
+    codes = np.ascontiguousarray(codes.numpy().astype(np.int8, copy=False))
+    w_scale = np.ascontiguousarray(w_scale.float().numpy())
+    in_scale = np.ascontiguousarray(in_scale.float().numpy())
+    (t, k), c = x.shape, codes.shape[0]
+    y = np.empty((t, c), dtype=np.float32)
+    check(lib().ef_accel_linear(t, c, k, x.ctypes.data, codes.ctypes.data, w_scale.ctypes.data, in_scale.ctypes.data,
+                                float(act_scale), y.ctypes.data), ValueError)
+    return torch.from_numpy(y)

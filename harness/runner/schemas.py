@@ -31,11 +31,12 @@ def _validators() -> dict[str, Callable]:
     from harness.data.config import DatasetConfig
     from harness.devices import DEVICES
     from harness.measure.cold import ProtocolConfig
+    from harness.npu.config import NpuConfig
     from harness.systems import SYSTEMS
     from harness.systems.edgeflow import PipelineConfig
 
     schemas = {"protocol": ProtocolConfig, "dataset": DatasetConfig,
-               "pipeline": PipelineConfig}
+               "pipeline": PipelineConfig, "npu": NpuConfig}
     validators = {group: (lambda node, g=group, s=schema: build(s, node, g)) for group, schema in schemas.items()}
     return {**validators, "system": SYSTEMS.config, "device": DEVICES.config, "quantizer": _quantizer, "packing": _packing}
 

@@ -49,6 +49,12 @@ int32_t ef_engine_vocab_size(const ef_engine* e);
 const char* ef_engine_gemm_kernel(void); /* "avx2", "neon-sdot", ... */
 void ef_engine_free(ef_engine* e);
 
+/* One linear as the accelerator lane computes it, outside any model: xq = quantize(x * in_scale / act_scale),
+ * acc = xq @ codes^T with this CPU's GEMM kernel, y = acc * (act_scale * w_scale). x [T, K] float32, codes [C, K]
+ * int8, w_scale [C], in_scale [K], y [T, C] float32. For comparing the lane with an NPU's numerics. */
+int ef_accel_linear(int32_t T, int32_t C, int32_t K, const float* x, const int8_t* codes, const float* w_scale,
+                    const float* in_scale, float act_scale, float* y);
+
 #ifdef __cplusplus
 }
 #endif

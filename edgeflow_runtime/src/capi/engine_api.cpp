@@ -8,8 +8,10 @@
 
 #include "edgeflow/engine.h"
 #include "engine.h"
+#include "gemm.h"
 #include "guarded.h"
 #include "loader.h"
+#include "ops.h"
 #include "tensor_names.h"
 
 using edgeflow::capi::guarded;
@@ -144,5 +146,22 @@ const char* ef_engine_gemm_kernel(void) {
 }
 
 void ef_engine_free(ef_engine* e) { delete e; }
+
+int ef_accel_linear(int32_t T, int32_t C, int32_t K, const float* x, const int8_t* codes, const float* w_scale,
+                    const float* in_scale, float act_scale, float* y) {
+  return guarded([&] {
+    if (T <= 0 || C <= 0 || K <= 0 || K >= (1 << 17)) throw EngineError("ef_accel_linear: bad shape");
+    if (!x || !codes || !w_scale || !in_scale || !y) throw EngineError("ef_accel_linear: NULL argument");
+    QLinear w;  // only its scales: the same m and scale expressions a loaded model's linears use
+    w.C = C;
+    w.K = K;
+    w.set_scales(w_scale, in_scale, act_scale);
+    std::vector<int8_t> xq(size_t(T) * K);
+    std::vector<int32_t> acc(size_t(T) * C);
+    quantize_rows(T, K, x, w.m.data(), xq.data());
+    best_gemm_kernel().fn(T, C, K, xq.data(), K, codes, K, acc.data(), C);
+    dequantize_rows(T, C, acc.data(), C, w.scale.data(), y);
+  });
+}
 
 }  // extern "C"

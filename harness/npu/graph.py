@@ -1,0 +1,138 @@
+"""A decoder layer's accelerator half as a QDQ ONNX graph that QNN's HTP compiler accepts.
+
+EdgeFlow places the seven INT8 matmuls of a layer (q, k, v, o, gate, up, down) on the NPU and everything between
+them (norms, RoPE, attention, SwiGLU) on the CPU, so one graph per layer holds seven independent matmuls. For each
+quantized linear of the artifact (docs/quantized-artifact.md), with b = activation bits and Z = 2^(b-1):
+
+    x  uint{b} [T, D]  input codes: the CPU's quantized activations plus Z (scale s_x, zero point Z)
+       -> DequantizeLinear -> MatMul <- DequantizeLinear <- W int8 [D, C], per-channel scale |w_scale| [C], axis 1
+       -> QuantizeLinear (scale s_y, zero point Z) -> y uint{b} [T, C]
+
+The CPU quantizes the activations (its rounding, clamped to +-(Z-1) like the runtime) and hands codes over, so the
+graph starts at the integers. HTP needs positive weight scales: a channel whose scale is negative is exported with
+its codes negated (harness/quant/numerics.py keeps that within INT8). A16 runs the same weights with uint16
+activations on the grid s_x * 127 / 32767, i.e. the static range at 16-bit resolution. Linears that share their
+input quantization (q, k, v; gate, up) share one graph input. The output scale s_y is per linear and static: the
+NPU's matmul output is requantized, always (an INT8 MatMul on HTP has a quantized output).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from harness.artifact import Artifact, QuantLinear
+
+OPSET = 21  # QuantizeLinear/DequantizeLinear with uint16 and per-axis scales
+
+
+@dataclass(frozen=True)
+class ActGrid:
+    """A linear's activation grid at `bits`: codes clamp(round_half_even(x * in_scale / scale), -qmax, qmax)."""
+
+    scale: float
+    qmax: int  # 127 or 32767: symmetric, as the runtime clamps
+
+    @property
+    def zero_point(self) -> int:
+        return self.qmax + 1
+
+
+def act_grid(q: QuantLinear, bits: int) -> ActGrid:
+    if q.act_scale is None:
+        raise ValueError("a weight-only linear has no static activation scale: HTP runs W8A8 and W8A16 matmuls only")
+    qmax = (1 << (bits - 1)) - 1
+    return ActGrid(float(q.act_scale) * 127 / qmax, qmax)
+
+
+def input_codes(x: torch.Tensor, q: QuantLinear, bits: int) -> torch.Tensor:
+    """int64 [T, D] signed activation codes of x float32 [T, D], as the CPU side computes them. At 8 bits these are
+    exactly the runtime's (numerics.quantize_activations: the same m = in_scale / act_scale in float32)."""
+    grid = act_grid(q, bits)
+    m = q.in_scale / torch.tensor(grid.scale, dtype=torch.float32)
+    return torch.clamp(torch.round(x.float() * m), -grid.qmax, grid.qmax).to(torch.int64)
+
+
+def output_codes(y: torch.Tensor, out_scale: float, bits: int) -> torch.Tensor:
+    """int64 signed output codes of y on the output grid: round half to even, clamped to the uint{bits} range."""
+    qmax = (1 << (bits - 1)) - 1
+    return torch.clamp(torch.round(y.double() / out_scale), -qmax - 1, qmax).to(torch.int64)
+
+
+def htp_weights(q: QuantLinear) -> tuple[np.ndarray, np.ndarray]:
+    """(int8 [D, C] codes, float32 [C] positive scales): the linear's weights as HTP takes them."""
+    sign = torch.where(q.w_scale < 0, -1, 1).to(torch.int32)
+    codes = q.codes.to(torch.int32) * sign[:, None]
+    if int(codes.min()) < -128 or int(codes.max()) > 127:
+        raise ValueError("a channel with a negative scale holds code -128: its negation does not fit HTP's INT8 "
+                         "(quantize with harness.quant.numerics, which avoids it)")
+    return codes.t().contiguous().numpy().astype(np.int8), q.w_scale.abs().numpy().astype(np.float32)
+
+
+def layer_linears(artifact: Artifact, layer: int) -> dict[str, QuantLinear]:
+    """The quantized linears of decoder layer `layer`, in the artifact's order."""
+    prefix = f"model.layers.{layer}."
+    found = {n: q for n, q in artifact.linears.items() if n.startswith(prefix)}
+    if not found:
+        raise ValueError(f"the artifact has no quantized linears in layer {layer}")
+    return found
+
+
+@dataclass
+class LayerGraph:
+    model: bytes  # the serialized ONNX model
+    inputs: dict[str, list[str]]  # graph input name -> the linears that read it
+    outputs: dict[str, str]  # linear name -> graph output name
+    weight_bytes: int  # INT8 codes + float32 scales the graph embeds
+
+
+def _share_key(q: QuantLinear) -> tuple:
+    return float(q.act_scale), q.in_scale.numpy().tobytes()
+
+
+def layer_graph(linears: dict[str, QuantLinear], out_scales: dict[str, float], bits: int, tokens: int) -> LayerGraph:
+    """The QDQ graph of `linears` (one layer's accelerator matmuls) for `tokens`-row batches at `bits`-bit
+    activations; out_scales: linear name -> its static output scale."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    elem = TensorProto.UINT8 if bits == 8 else TensorProto.UINT16
+    zp_dtype = np.uint8 if bits == 8 else np.uint16
+    nodes, inits, graph_inputs, graph_outputs = [], [], [], []
+    inputs: dict[str, list[str]] = {}
+    by_key: dict[tuple, str] = {}
+    outputs, weight_bytes = {}, 0
+
+    def const(name: str, array: np.ndarray) -> str:
+        inits.append(numpy_helper.from_array(array, name))
+        return name
+
+    for i, (name, q) in enumerate(linears.items()):
+        grid = act_grid(q, bits)
+        d, c = q.codes.shape[1], q.codes.shape[0]
+        key = _share_key(q)
+        if key not in by_key:  # a new input quantization: a new graph input and its dequantization
+            x = f"x{len(by_key)}"
+            by_key[key] = x
+            inputs[x] = []
+            graph_inputs.append(helper.make_tensor_value_info(x, elem, [tokens, d]))
+            nodes.append(helper.make_node(
+                "DequantizeLinear", [x, const(f"{x}_scale", np.array(grid.scale, np.float32)),
+                                     const(f"{x}_zp", np.array(grid.zero_point, zp_dtype))], [f"{x}_f"]))
+        x = by_key[key]
+        inputs[x].append(name)
+        w_codes, w_scale = htp_weights(q)
+        weight_bytes += w_codes.nbytes + w_scale.nbytes
+        nodes += [
+            helper.make_node("DequantizeLinear", [const(f"w{i}", w_codes), const(f"w{i}_scale", w_scale),
+                                                  const(f"w{i}_zp", np.zeros(c, np.int8))], [f"w{i}_f"], axis=1),
+            helper.make_node("MatMul", [f"{x}_f", f"w{i}_f"], [f"y{i}_f"]),
+            helper.make_node("QuantizeLinear", [f"y{i}_f", const(f"y{i}_scale", np.array(out_scales[name], np.float32)),
+                                                const(f"y{i}_zp", np.array(grid.zero_point, zp_dtype))], [f"y{i}"]),
+        ]
+        graph_outputs.append(helper.make_tensor_value_info(f"y{i}", elem, [tokens, c]))
+        outputs[name] = f"y{i}"
+    graph = helper.make_graph(nodes, "edgeflow_layer", graph_inputs, graph_outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 10
+    return LayerGraph(model.SerializeToString(), inputs, outputs, weight_bytes)

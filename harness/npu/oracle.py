@@ -1,0 +1,118 @@
+"""QNN HTP as the numerics oracle of the accelerator half: per layer, the same activation codes through HTP's
+compiled graph (harness/npu/graph.py), the fake-quant reference and the runtime's accelerator lane, compared on
+the output grid in LSBs.
+
+Inputs are what each linear sees in the fake-quant model on real text; output scales come from the calibration
+split (static, as a deployed graph has them), so test text may clip, identically on every side. The reference is
+exact: integer codes multiplied in float64 (|acc| < 2^31 is exact there), scaled and rounded half to even. The
+runtime's lane is its own C code (harness.engine.capi.accel_linear: quantization, this CPU's GEMM kernel,
+dequantization), 8-bit activations only, like the runtime.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from harness.artifact import Artifact, QuantLinear
+from harness.npu.compile import CompiledLayer, compiled_layer
+from harness.npu.config import NpuConfig
+from harness.npu.graph import act_grid, input_codes, layer_graph, layer_linears, output_codes
+from harness.npu.htp import open_session
+
+
+def capture_inputs(fq_model: nn.Module, ids: torch.Tensor) -> dict[str, torch.Tensor]:
+    """linear name -> float32 [T, D]: the input each fake-quant linear gets when the model reads ids [T]."""
+    from harness.quant.fakequant import FakeQuantLinear
+
+    seen: dict[str, torch.Tensor] = {}
+    hooks = [m.register_forward_pre_hook(lambda mod, args, n=name: seen.__setitem__(n, args[0][0].detach().float()))
+             for name, m in fq_model.named_modules() if isinstance(m, FakeQuantLinear)]
+    try:
+        with torch.no_grad():
+            fq_model(ids.reshape(1, -1))
+    finally:
+        for h in hooks:
+            h.remove()
+    return seen
+
+
+def reference_output(q: QuantLinear, x: torch.Tensor, bits: int) -> torch.Tensor:
+    """float64 [T, C]: the matmul of x's activation codes with the weight codes, exactly, times both scales."""
+    acc = input_codes(x, q, bits).double() @ q.codes.double().t()
+    return acc * act_grid(q, bits).scale * q.w_scale.double()
+
+
+def output_scales(linears: dict[str, QuantLinear], inputs: dict[str, torch.Tensor], bits: int) -> dict[str, float]:
+    """linear name -> static output scale: the largest |output| on the calibration inputs over the grid's qmax."""
+    qmax = (1 << (bits - 1)) - 1
+    return {name: max(float(reference_output(q, inputs[name], bits).abs().max()), 1e-12) / qmax
+            for name, q in linears.items()}
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """HTP's output codes against another computation's, on one linear."""
+
+    max_lsb: int
+    share_differ: float  # fraction of outputs whose codes differ
+    mean_signed: float  # mean of (HTP - other): a bias shows here
+
+    @classmethod
+    def of(cls, htp: torch.Tensor, other: torch.Tensor) -> "Agreement":
+        d = htp - other
+        return cls(int(d.abs().max()), float((d != 0).double().mean()), float(d.double().mean()))
+
+
+@dataclass(frozen=True)
+class LayerResult:
+    layer: int
+    compiled: CompiledLayer
+    vs_reference: dict[str, Agreement]  # linear name -> HTP vs the fake-quant reference
+    vs_runtime: dict[str, Agreement]  # linear name -> HTP vs the runtime's lane (empty at 16-bit activations)
+    htp_run_s: float  # wall time of the simulator on this layer's batch
+
+    def worst(self, which: str) -> Agreement:
+        """The layer's linears pooled: the largest max_lsb, the mean share (linears weigh by output size)."""
+        agreements = list(getattr(self, which).values())
+        return Agreement(max(a.max_lsb for a in agreements), float(np.mean([a.share_differ for a in agreements])),
+                         float(np.mean([a.mean_signed for a in agreements])))
+
+
+def layer_agreement(artifact: Artifact, fq_model: nn.Module, calibration_ids: torch.Tensor, test_ids: torch.Tensor,
+                    npu: NpuConfig, bits: int | None = None, layers: list[int] | None = None) -> Iterator[LayerResult]:
+    """For each decoder layer (all by default): compile its accelerator graph for npu's SoC (cached), run the
+    test batch through HTP's simulator and compare. test_ids has the graphs' batch size (npu.chunk_tokens)."""
+    import time
+
+    from harness.engine.capi import accel_linear
+
+    bits = bits or npu.activation_bits
+    calibration = capture_inputs(fq_model, calibration_ids)
+    test = capture_inputs(fq_model, test_ids)
+    n_layers = int(artifact.config["num_hidden_layers"])
+    for layer in (range(n_layers) if layers is None else layers):
+        linears = layer_linears(artifact, layer)
+        scales = output_scales(linears, calibration, bits)
+        graph = layer_graph(linears, scales, bits, tokens=len(test_ids))
+        compiled = compiled_layer(graph, npu)
+        session = open_session(compiled.wrapper, npu)
+        dtype = np.uint8 if bits == 8 else np.uint16
+        feeds = {}
+        for x, names in graph.inputs.items():
+            q = linears[names[0]]
+            feeds[x] = (input_codes(test[names[0]], q, bits) + act_grid(q, bits).zero_point).numpy().astype(dtype)
+        t0 = time.perf_counter()
+        outs = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+        run_s = time.perf_counter() - t0
+        vs_ref, vs_rt = {}, {}
+        for name, q in linears.items():
+            htp = torch.from_numpy(outs[graph.outputs[name]].astype(np.int64)) - act_grid(q, bits).zero_point
+            vs_ref[name] = Agreement.of(htp, output_codes(reference_output(q, test[name], bits), scales[name], bits))
+            if bits == 8:
+                lane = accel_linear(test[name], q.codes, q.w_scale, q.in_scale, float(q.act_scale))
+                vs_rt[name] = Agreement.of(htp, output_codes(lane, scales[name], bits))
+        yield LayerResult(layer, compiled, vs_ref, vs_rt, run_s)

@@ -1,0 +1,126 @@
+"""QNN HTP in the loop on a tiny model: graphs compile and cache by content, HTP agrees with our numerics within 1
+LSB at 8-bit activations on every layer, and bad input says what is wrong."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness.npu.config import NpuConfig, load_npu_config
+from harness.npu.graph import htp_weights, layer_graph, layer_linears
+from harness.npu.htp import unavailable_reason
+from harness.npu.oracle import capture_inputs, layer_agreement, output_scales
+from harness.quant.fakequant import build_fakequant_model
+from tests.runtime.conftest import make_artifact, tiny_llama
+
+needs_htp = pytest.mark.skipif(bool(unavailable_reason()), reason=unavailable_reason() or "")
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    model = tiny_llama(layers=2)
+    artifact = make_artifact(model)
+    g = torch.Generator().manual_seed(1)
+    calibration = torch.randint(0, model.config.vocab_size, (64,), generator=g)
+    test = torch.randint(0, model.config.vocab_size, (32,), generator=g)
+    return artifact, build_fakequant_model(artifact, model), calibration, test
+
+
+@pytest.fixture
+def qnn_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDGEFLOW_CACHE", str(tmp_path))
+    return tmp_path
+
+
+@needs_htp
+@pytest.mark.parametrize("soc", ["sm8750", "sm8550"])
+def test_every_layer_agrees_with_htp_within_one_lsb(tiny, qnn_cache, soc):
+    artifact, fq_model, calibration, test = tiny
+    results = list(layer_agreement(artifact, fq_model, calibration, test, load_npu_config(soc)))
+    assert [r.layer for r in results] == [0, 1]
+    for r in results:
+        assert len(r.vs_reference) == 7 and len(r.vs_runtime) == 7
+        for which in ("vs_reference", "vs_runtime"):
+            worst = r.worst(which)
+            assert worst.max_lsb <= 1, (r.layer, which, worst)
+            assert worst.share_differ < 0.1  # differences are near rounding ties only
+        assert r.compiled.context_bytes > r.compiled.weight_bytes > 0 and not r.compiled.cached
+
+
+@needs_htp
+def test_context_binaries_are_cached_by_content(tiny, qnn_cache):
+    artifact, fq_model, calibration, test = tiny
+    npu = load_npu_config()
+    first = next(layer_agreement(artifact, fq_model, calibration, test, npu, layers=[0]))
+    again = next(layer_agreement(artifact, fq_model, calibration, test, npu, layers=[0]))
+    other_soc = next(layer_agreement(artifact, fq_model, calibration, test, load_npu_config("sm8650"), layers=[0]))
+    assert not first.compiled.cached and again.compiled.cached and not other_soc.compiled.cached
+    assert again.compiled.wrapper == first.compiled.wrapper != other_soc.compiled.wrapper
+    assert again.vs_reference == first.vs_reference  # a reloaded binary computes the same
+    assert first.compiled.load_s(npu) < first.compiled.compile_s * 10
+
+
+@needs_htp
+def test_a16_runs_and_stays_within_one_a8_step(tiny, qnn_cache):
+    """HTP's A16W8 differs from exact arithmetic by more than 1 LSB of 16 bits on channels with small codes (measured,
+    see the closing note of issue 27); bound it by what matters for quality: less than one 8-bit step (258 LSB of 16 bits)."""
+    artifact, fq_model, calibration, test = tiny
+    r = next(layer_agreement(artifact, fq_model, calibration, test, load_npu_config(), bits=16, layers=[1]))
+    assert r.vs_runtime == {}  # the runtime's lane is A8 only
+    assert r.worst("vs_reference").max_lsb < 258
+
+
+def test_negative_scales_are_exported_positive_with_negated_codes(tiny):
+    artifact = tiny[0]
+    q = next(iter(artifact.linears.values()))
+    codes, scales = htp_weights(q)  # [D, C], [C]
+    assert (scales > 0).all()
+    assert torch.allclose(torch.from_numpy(codes).float().t() * torch.from_numpy(scales)[:, None],
+                          q.codes.float() * q.w_scale[:, None])
+    bad = type(q)(codes=torch.full_like(q.codes, -128), bits=torch.full_like(q.bits, 8),
+                  w_scale=-q.w_scale.abs(), in_scale=q.in_scale, act_scale=q.act_scale)
+    with pytest.raises(ValueError, match="code -128"):
+        htp_weights(bad)
+
+
+def test_graph_shares_one_input_per_input_quantization(tiny):
+    artifact, fq_model, calibration, _ = tiny
+    linears = layer_linears(artifact, 0)
+    # make q, k, v share their quantization, as EdgeFlow's smoothing folded into the norm does
+    q_name, k_name, v_name = (f"model.layers.0.self_attn.{p}_proj" for p in "qkv")
+    for name in (k_name, v_name):
+        linears[name].in_scale = linears[q_name].in_scale
+        linears[name].act_scale = linears[q_name].act_scale
+    scales = output_scales(linears, capture_inputs(fq_model, calibration), 8)
+    graph = layer_graph(linears, scales, 8, tokens=16)
+    shared = [names for names in graph.inputs.values() if q_name in names][0]
+    assert shared == [q_name, k_name, v_name] and len(graph.outputs) == 7
+    with pytest.raises(ValueError, match="no quantized linears in layer 5"):
+        layer_linears(artifact, 5)
+
+
+def test_weight_only_linears_are_refused(tiny):
+    artifact = tiny[0]
+    q = next(iter(artifact.linears.values()))
+    weight_only = type(q)(codes=q.codes, bits=q.bits, w_scale=q.w_scale, in_scale=q.in_scale, act_scale=None)
+    with pytest.raises(ValueError, match="weight-only"):
+        layer_graph({"x": weight_only}, {"x": 1.0}, 8, tokens=4)
+
+
+@pytest.mark.parametrize("field,value,match", [("soc_model", 0, "npu.soc_model"), ("htp_arch", "79", "npu.htp_arch"),
+                                               ("activation_bits", 4, "npu.activation_bits")])
+def test_npu_config_names_the_bad_key(field, value, match):
+    good = dict(name="x", soc_model=69, htp_arch="v79", chipset="Snapdragon 8 Elite")
+    with pytest.raises(ValueError, match=match):
+        NpuConfig(**{**good, field: value})
+    with pytest.raises(ValueError, match="choose one of"):
+        load_npu_config("sm9999")
+
+
+def test_unavailable_htp_is_a_not_run_with_the_reason(monkeypatch):
+    from harness.npu import htp
+    from harness.systems.base import NotRun
+
+    monkeypatch.setattr(htp.platform, "machine", lambda: "aarch64")
+    assert "x86-64 Linux only" in htp.unavailable_reason()
+    with pytest.raises(NotRun, match="x86-64 Linux only"):
+        htp.require_htp()
