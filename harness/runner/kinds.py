@@ -149,7 +149,9 @@ def fidelity(job) -> Iterator[dict]:
     """experiment.extra: fidelity_windows (default 8) windows of fidelity_window (default 512) tokens of the local
     perplexity split (never used for calibration). One kl_fp16 and one top1_agreement row per window (repetition =
     window), so a reader can put an interval on the mean. With a baseline system (system=llamacpp|mnn|...) and no
-    quantizer: that engine's own forward pass over the weights its TTFT loads, as kl_fp16_runtime rows."""
+    quantizer: that engine's own forward pass over the weights its TTFT loads, as kl_fp16_runtime rows. With an npu
+    group (npu=sm8750, npu.activation_bits=16): the quantized linears computed by QNN's HTP simulator for that SoC
+    (harness/npu/model.py), as kl_fp16_htp / top1_agreement_htp rows labelled simulated."""
     _needs_trained_weights(job, "fidelity")
     if job.cfg.get("quantizer") is None and job.cfg.get("system") is not None and job.cfg.system.name != "edgeflow":
         yield from _engine_fidelity(job)
@@ -186,29 +188,47 @@ def fidelity(job) -> Iterator[dict]:
     window, windows = int(extra.get("fidelity_window", 512)), int(extra.get("fidelity_windows", 8))
     # The fake-quant model as the runtime computes (static activation scales: kl_fp16), the two variants that locate
     # the error (per-token dynamic activations; float activations, i.e. weights only), and the runtime itself.
-    variants = [("", "fake-quant, static activation scales", build_fakequant_model(artifact, model)),
+    variants = [("", "fake-quant, static activation scales", build_fakequant_model(artifact, model), "measured"),
                 ("_dynamic", "fake-quant, per-token dynamic activation scales",
-                 build_fakequant_model(artifact, model, "dynamic")),
+                 build_fakequant_model(artifact, model, "dynamic"), "measured"),
                 ("_weight_only", "fake-quant, float activations (weights only)",
-                 build_fakequant_model(artifact, model, "float"))]
+                 build_fakequant_model(artifact, model, "float"), "measured")]
+    if job.cfg.get("npu") is not None:
+        variants.append(_htp_variant(job, artifact, model, tokenizer))
     engine = None
     if manifest["runtime_compatible"]:
         from harness.engine.capi import NativeEngine
         from harness.eval.fidelity import LogitsModel
 
         engine = NativeEngine.open(packed, threads=2, ctx=window)
-        variants.append(("_runtime", f"the runtime over {packed.name}", LogitsModel(engine.logits)))
+        variants.append(("_runtime", f"the runtime over {packed.name}", LogitsModel(engine.logits), "measured"))
     try:
-        for suffix, what, q_model in variants:
+        for suffix, what, q_model, label in variants:
             result = measure(model, q_model, ids, window=window, windows=windows)
             for metric, unit in (("kl_fp16", "nats/token"), ("top1_agreement", "fraction")):
                 key = "kl" if metric == "kl_fp16" else "top1"
                 for i, v in enumerate(result[key]):
-                    yield job.row(metric + suffix, v, unit, repetition=i, dataset=HELD_OUT,
+                    yield job.row(metric + suffix, v, unit, repetition=i, dataset=HELD_OUT, label=label,
                                   notes=f"{what}; {result['protocol']}")
     finally:
         if engine is not None:
             engine.close()
+
+
+def _htp_variant(job, artifact, model, tokenizer) -> tuple:
+    """('_htp', what, the model whose quantized linears QNN HTP computes, 'simulated') for the run's npu group."""
+    from harness.data.streams import calibration_tokens
+    from harness.npu.config import npu_of
+    from harness.npu.htp import require_htp, versions
+    from harness.npu.model import build_htp_model
+    from harness.runner.npu_kinds import CALIBRATION_TOKENS
+
+    require_htp()
+    npu = npu_of(job.cfg)
+    calibration = calibration_tokens(tokenizer, n_samples=1, seq_len=CALIBRATION_TOKENS, seed=0)[0]
+    what = (f"quantized linears on QNN's HTP simulator for {npu.chipset} ({npu.htp_arch}), A{npu.activation_bits}W8 "
+            f"with static output scales from one calibration window, CPU ops in float32; {versions()}")
+    return "_htp", what, build_htp_model(artifact, model, npu, calibration), "simulated"
 
 
 def _engine_fidelity(job) -> Iterator[dict]:

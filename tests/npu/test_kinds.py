@@ -1,0 +1,57 @@
+"""The experiments that put QNN HTP in the loop, end to end on a tiny checkpoint: experiment=npu_oracle (compile per
+layer, HTP vs our numerics) and experiment=fidelity with an npu group (quality as HTP computes the matmuls)."""
+import pytest
+
+from harness.npu.htp import unavailable_reason
+from harness.runner.job import run_job
+from harness.runner.store import ResultsStore
+from harness.runner.sweep import compose_config
+
+pytestmark = [pytest.mark.real_model,
+              pytest.mark.skipif(bool(unavailable_reason()), reason=unavailable_reason() or "")]
+
+
+def tiny(tiny_checkpoint, bits: int = 6) -> list[str]:
+    return ["model.name=tiny-npu-test", f"model.path={tiny_checkpoint}", "model.source=hf", "quantizer=edgeflow",
+            f"quantizer.budget_bits={bits}"]
+
+
+def test_npu_oracle_rows_per_layer_for_the_chosen_soc(tmp_path, tiny_checkpoint):
+    store = ResultsStore(tmp_path / "runs")
+    assert run_job(compose_config(["experiment=npu_oracle", "npu=sm8650", *tiny(tiny_checkpoint)]), store) == "ok"
+    rows = store.read("npu_oracle").set_index(["metric", "variant"])["value"]
+    for layer in (0, 1):
+        v = f"sm8650 layer {layer}"
+        assert rows[("htp_lsb_max", v)] <= 1 and rows[("htp_lsb_max_runtime", v)] <= 1
+        assert 0 <= rows[("htp_lsb_share", v)] < 0.1
+        assert rows[("qnn_context_mb", v)] > rows[("qnn_weights_mb", v)] > 0 and rows[("qnn_compile_s", v)] > 0
+    assert rows[("qnn_weights_mb", "sm8650 all layers")] == pytest.approx(
+        rows[("qnn_weights_mb", "sm8650 layer 0")] + rows[("qnn_weights_mb", "sm8650 layer 1")])
+    labels = store.read("npu_oracle").groupby("metric")["label"].first()
+    assert labels["htp_lsb_max"] == "simulated" and labels["qnn_compile_s"] == "measured"
+    assert "soc_model 57" in store.read("npu_oracle")["notes"].iloc[0]
+
+
+def test_fidelity_through_htp_is_simulated_and_close_to_the_reference(tmp_path, tiny_checkpoint):
+    store = ResultsStore(tmp_path / "runs")
+    cfg = compose_config(["experiment=fidelity", "npu=sm8750", *tiny(tiny_checkpoint, 8),
+                          "experiment.extra.fidelity_windows=2", "experiment.extra.fidelity_window=64"])
+    assert run_job(cfg, store) == "ok"
+    fid = store.read("fidelity")
+    htp = fid[fid.metric == "kl_fp16_htp"]
+    assert len(htp) == 2 and (htp.label == "simulated").all() and "HTP simulator" in htp.notes.iloc[0]
+    static = fid[fid.metric == "kl_fp16"]["value"].mean()
+    # HTP adds the output requantization to what the fake-quant model computes: some more error (1.7x here), not a
+    # different model (a wrong scale or sign would be orders of magnitude)
+    assert 0 < htp["value"].mean() < 3 * static
+    assert fid[fid.metric == "top1_agreement_htp"]["value"].min() >= 0.9
+
+
+def test_without_htp_the_rows_say_not_run(tmp_path, tiny_checkpoint, monkeypatch):
+    from harness.npu import htp
+
+    monkeypatch.setattr(htp.platform, "machine", lambda: "aarch64")
+    store = ResultsStore(tmp_path / "runs")
+    assert run_job(compose_config(["experiment=npu_oracle", *tiny(tiny_checkpoint)]), store) == "not run"
+    row = store.read("npu_oracle").iloc[0]
+    assert row["label"] == "not run" and "x86-64 Linux only" in row["error"]
