@@ -79,6 +79,14 @@ def layer_linears(artifact: Artifact, layer: int) -> dict[str, QuantLinear]:
     return found
 
 
+def bound_output_scale(q: QuantLinear, bits: int) -> float:
+    """An output scale no input can overflow (every input code at qmax, every product adding up): for compiling
+    graphs whose numerics nobody reads (compile timing); the oracle and the HTP model calibrate theirs."""
+    grid = act_grid(q, bits)
+    peak = float((q.codes.abs().double().sum(1) * q.w_scale.abs().double()).max()) * grid.scale * grid.qmax
+    return max(peak, 1e-12) / grid.qmax
+
+
 @dataclass
 class LayerGraph:
     model: bytes  # the serialized ONNX model

@@ -8,15 +8,15 @@
               bits per weight, artifact and packed file size, calibration and quantization time
   pipeline_sim  every scheduling policy replayed (harness/pipeline_sim.py) over the runtime's measured operator
               costs, the accelerator at the paper's NPU/CPU ratios: latency and bubble rates (labelled simulated)
-  npu_oracle  the accelerator half compiled per layer by QNN for a Qualcomm SoC; HTP's numerics against ours
-              (harness/runner/npu_kinds.py)
+  npu_compile / npu_oracle  the accelerator half compiled by QNN for a Qualcomm SoC: graph preparation times and
+              bytes; HTP's numerics against ours (harness/runner/npu_kinds.py)
 """
 from __future__ import annotations
 
 import time
 from typing import Callable, Iterator
 
-from harness.runner.npu_kinds import npu_oracle
+from harness.runner.npu_kinds import npu_compile, npu_oracle
 from harness.systems.base import NotRun  # the runner records it as a 'not run' row
 
 # Online datasets whose offline stand-in is a local proxy task (harness/data/tasks.py).
@@ -219,15 +219,15 @@ def _htp_variant(job, artifact, model, tokenizer) -> tuple:
     """('_htp', what, the model whose quantized linears QNN HTP computes, 'simulated') for the run's npu group."""
     from harness.data.streams import calibration_tokens
     from harness.npu.config import npu_of
-    from harness.npu.htp import require_htp, versions
+    from harness.npu.htp import require_htp
     from harness.npu.model import build_htp_model
-    from harness.runner.npu_kinds import CALIBRATION_TOKENS
+    from harness.runner.npu_kinds import CALIBRATION_TOKENS, where
 
     require_htp()
     npu = npu_of(job.cfg)
     calibration = calibration_tokens(tokenizer, n_samples=1, seq_len=CALIBRATION_TOKENS, seed=0)[0]
-    what = (f"quantized linears on QNN's HTP simulator for {npu.chipset} ({npu.htp_arch}), A{npu.activation_bits}W8 "
-            f"with static output scales from one calibration window, CPU ops in float32; {versions()}")
+    what = (f"quantized linears on the HTP simulator, {where(npu)}; A{npu.activation_bits}W8 with static output "
+            "scales from one calibration window, CPU ops in float32")
     return "_htp", what, build_htp_model(artifact, model, npu, calibration), "simulated"
 
 
@@ -300,7 +300,8 @@ def pipeline_sim(job) -> Iterator[dict]:
 
 KINDS: dict[str, Callable[..., Iterator[dict]]] = {
     "smoke": smoke, "perplexity": perplexity, "accuracy": accuracy, "ttft": ttft, "fidelity": fidelity,
-    "pipeline_sim": pipeline_sim, "npu_oracle": npu_oracle,
+    "pipeline_sim": pipeline_sim, "npu_compile": npu_compile,
+    "npu_oracle": npu_oracle,
 }
 
 

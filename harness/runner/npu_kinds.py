@@ -1,70 +1,117 @@
-"""The experiment kind that puts QNN's HTP in the loop (harness/npu/):
+"""The experiment kinds that put QNN's HTP in the loop (harness/npu/):
 
-  npu_oracle  the quantizer's accelerator half compiled per decoder layer by QNN for the npu group's SoC, then the
-              HTP simulator's outputs against the fake-quant reference and the runtime's accelerator lane
+  npu_compile  graph preparation with the real compiler (Figure 1's question): each decoder layer's accelerator half
+               compiled by QNN for the npu group's SoC, and the whole model as one graph (llm.npu's way), against
+               loading the materialized context binaries; the bytes QNN embeds beside the weights' bytes
+  npu_oracle   the HTP simulator's outputs against the fake-quant reference and the runtime's accelerator lane, per
+               layer, in LSBs of the output grid
 """
 from __future__ import annotations
 
+import sys
+import tempfile
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 from harness.systems.base import NotRun
 
 CALIBRATION_TOKENS = 256  # one calibration window gives each linear's static output range
 
 
-def npu_oracle(job) -> Iterator[dict]:
-    """experiment.extra: oracle_layers (default all), the decoder layers to compile and compare.
-
-    Per layer (variant '<soc> layer i'): qnn_compile_s, qnn_load_s, qnn_context_mb and qnn_weights_mb (measured on
-    this host: QNN's HTP compiler and its context loader); htp_lsb_max / htp_lsb_share (HTP simulator vs fake-quant
-    reference) and htp_lsb_max_runtime / htp_lsb_share_runtime (vs the runtime's lane), labelled simulated. Inputs:
-    one npu.chunk_tokens batch of the held-out perplexity split; output ranges from one calibration window."""
+def _artifact(job, tokenizer=None):
+    """(artifact, npu) after the checks every npu kind needs; the artifact is quantized once and cached."""
     from harness.artifact import load_artifact
-    from harness.data.streams import calibration_tokens, local_ppl_tokens
     from harness.npu.config import npu_of
-    from harness.npu.htp import require_htp, versions
-    from harness.npu.oracle import layer_agreement
+    from harness.npu.htp import require_htp
     from harness.quant.cache import quantized_artifact
-    from harness.quant.fakequant import build_fakequant_model
-    from harness.runner.kinds import _fp_model
 
     if job.cfg.get("quantizer") is None:
-        raise ValueError("experiment=npu_oracle compiles a quantizer's accelerator half: add quantizer=<option>")
+        raise ValueError(f"experiment={job.experiment.name} compiles a quantizer's accelerator half: "
+                         "add quantizer=<option>")
     require_htp()
-    npu = npu_of(job.cfg)
-    model, tokenizer = _fp_model(job)
     artifact = load_artifact(quantized_artifact(job.model, job.cfg.quantizer, tokenizer))
     weight_only = [n for n, q in artifact.linears.items() if q.act_scale is None]
     if weight_only:
         raise NotRun(f"{len(weight_only)} linears are weight-only (e.g. {weight_only[0]}): HTP runs W8A8 and W8A16 "
                      "matmuls, not float activations")
+    return artifact, npu_of(job.cfg)
+
+
+def where(npu) -> str:
+    from harness.npu.htp import versions
+
+    return f"QNN HTP {npu.htp_arch} ({npu.chipset}, soc_model {npu.soc_model}), {versions()}"
+
+
+def npu_compile(job) -> Iterator[dict]:
+    """Rows per layer (variant '<soc> layer i') and for the model ('<soc> all layers': the per-layer sums;
+    '<soc> one graph': every layer's matmuls in one graph): qnn_compile_s (QDQ ONNX -> HTP context by QNN's
+    compiler, always compiled afresh), qnn_load_s (a session on the written context binary), qnn_context_mb and
+    qnn_weights_mb. Measured on this host with QNN's x86 compiler (a phone compiles on the phone, slower)."""
+    from harness.npu.compile import STEM
+    from harness.npu.graph import bound_output_scale, layer_graph, layer_linears
+    from harness.npu.htp import compile_context, context_binary, open_session
+
+    artifact, npu = _artifact(job)  # no FP model in memory: a paper-shaped one is GBs
+    bits, tokens = npu.activation_bits, npu.chunk_tokens
+    notes = (f"{where(npu)}; A{bits}W8, {tokens}-token graphs; output scales bounded, not calibrated (timing only); "
+             "measured on this host")
+    n_layers = int(artifact.config["num_hidden_layers"])
+
+    def measure(linears: dict, variant: str, folder: Path) -> Iterator[dict]:
+        graph = layer_graph(linears, {n: bound_output_scale(q, bits) for n, q in linears.items()}, bits, tokens)
+        wrapper, compile_s = compile_context(graph.model, npu, folder, STEM)
+        t0 = time.perf_counter()
+        open_session(wrapper, npu)
+        values = {"qnn_compile_s": (compile_s, "s"), "qnn_load_s": (time.perf_counter() - t0, "s"),
+                  "qnn_context_mb": (context_binary(wrapper).stat().st_size / 1e6, "MB"),
+                  "qnn_weights_mb": (graph.weight_bytes / 1e6, "MB")}
+        for metric, (value, unit) in values.items():
+            yield job.row(metric, value, unit, variant=variant, notes=notes)
+
+    totals: dict[str, list] = {}
+    with tempfile.TemporaryDirectory(prefix="qnn-compile-") as tmp:
+        for layer in range(n_layers):
+            for row in measure(layer_linears(artifact, layer), f"{npu.name} layer {layer}", Path(tmp) / str(layer)):
+                totals.setdefault(row["metric"], [0.0, row["unit"]])[0] += row["value"]
+                yield row
+            print(f"[edgeflow-bench] npu_compile: layer {layer + 1}/{n_layers} compiled", file=sys.stderr, flush=True)
+    for metric, (value, unit) in totals.items():
+        yield job.row(metric, value, unit, variant=f"{npu.name} all layers", notes=f"sum over layers; {notes}")
+    with tempfile.TemporaryDirectory(prefix="qnn-compile-") as tmp:
+        yield from measure(dict(artifact.linears), f"{npu.name} one graph", Path(tmp))
+
+
+def npu_oracle(job) -> Iterator[dict]:
+    """experiment.extra: oracle_layers (default all), the decoder layers to compare.
+
+    Per layer (variant '<soc> layer i'): htp_lsb_max / htp_lsb_share (HTP simulator vs the fake-quant reference) and
+    htp_lsb_max_runtime / htp_lsb_share_runtime (vs the runtime's lane), labelled simulated, with the mean signed
+    difference in the notes. Inputs: one npu.chunk_tokens batch of the held-out perplexity split; output ranges from
+    one calibration window. Context binaries are compiled once and cached (harness/npu/compile.py)."""
+    from harness.data.streams import calibration_tokens, local_ppl_tokens
+    from harness.npu.oracle import layer_agreement
+    from harness.quant.fakequant import build_fakequant_model
+
+    from harness.runner.kinds import _fp_model
+
+    model, tokenizer = _fp_model(job)
+    artifact, npu = _artifact(job, tokenizer)
     fq_model = build_fakequant_model(artifact, model)
     calibration = calibration_tokens(tokenizer, n_samples=1, seq_len=CALIBRATION_TOKENS, seed=0)[0]
     test = local_ppl_tokens(tokenizer).ids[: npu.chunk_tokens]
     layers = job.experiment.extra.get("oracle_layers")
-    where = f"QNN HTP {npu.htp_arch} ({npu.chipset}, soc_model {npu.soc_model}), {versions()}"
-    sim = f"HTP simulator on this host, {where}; A{npu.activation_bits}W8, {len(test)} tokens of held-out text"
-    totals = {"qnn_compile_s": 0.0, "qnn_load_s": 0.0, "qnn_context_mb": 0.0, "qnn_weights_mb": 0.0}
+    sim = (f"HTP simulator on this host, {where(npu)}; A{npu.activation_bits}W8, {len(test)} tokens of held-out "
+           "text, output scales from one calibration window")
     for r in layer_agreement(artifact, fq_model, calibration, test, npu, layers=None if layers is None else list(layers)):
-        variant = f"{npu.name} layer {r.layer}"
-        made = "found in the cache (compiled earlier)" if r.compiled.cached else "compiled now"
-        sizes = {"qnn_compile_s": (r.compiled.compile_s, "s", f"QDQ ONNX -> HTP context by QNN's compiler, {made}"),
-                 "qnn_load_s": (r.compiled.load_s(npu), "s", "session on the materialized context binary"),
-                 "qnn_context_mb": (r.compiled.context_bytes / 1e6, "MB", "QNN context binary (graph + weights)"),
-                 "qnn_weights_mb": (r.compiled.weight_bytes / 1e6, "MB", "INT8 codes + float32 scales it holds")}
-        for metric, (value, unit, what) in sizes.items():
-            totals[metric] += value
-            yield job.row(metric, value, unit, variant=variant, notes=f"{what}; {where}; measured on this host")
         for suffix, which in (("", "vs_reference"), ("_runtime", "vs_runtime")):
             if not getattr(r, which):
-                continue
+                continue  # the runtime's lane computes A8 only
             worst = r.worst(which)
             other = "the fake-quant reference" if which == "vs_reference" else "the runtime's accelerator lane"
             notes = f"HTP vs {other}, output codes; mean signed {worst.mean_signed:+.4f} LSB; {sim}"
-            yield job.row(f"htp_lsb_max{suffix}", worst.max_lsb, "LSB", variant=variant, label="simulated",
-                          notes=notes)
-            yield job.row(f"htp_lsb_share{suffix}", worst.share_differ, "fraction", variant=variant,
-                          label="simulated", notes=notes)
-    for metric, value in totals.items():
-        yield job.row(metric, value, "s" if metric.endswith("_s") else "MB", variant=f"{npu.name} all layers",
-                      notes=f"sum over the layers compared; {where}; measured on this host")
+            for metric, value, unit in ((f"htp_lsb_max{suffix}", worst.max_lsb, "LSB"),
+                                        (f"htp_lsb_share{suffix}", worst.share_differ, "fraction")):
+                yield job.row(metric, value, unit, variant=f"{npu.name} layer {r.layer}", label="simulated",
+                              notes=notes)

@@ -19,17 +19,27 @@ def tiny(tiny_checkpoint, bits: int = 6) -> list[str]:
 def test_npu_oracle_rows_per_layer_for_the_chosen_soc(tmp_path, tiny_checkpoint):
     store = ResultsStore(tmp_path / "runs")
     assert run_job(compose_config(["experiment=npu_oracle", "npu=sm8650", *tiny(tiny_checkpoint)]), store) == "ok"
-    rows = store.read("npu_oracle").set_index(["metric", "variant"])["value"]
+    rows = store.read("npu_oracle")
+    values = rows.set_index(["metric", "variant"])["value"]
     for layer in (0, 1):
         v = f"sm8650 layer {layer}"
-        assert rows[("htp_lsb_max", v)] <= 1 and rows[("htp_lsb_max_runtime", v)] <= 1
-        assert 0 <= rows[("htp_lsb_share", v)] < 0.1
-        assert rows[("qnn_context_mb", v)] > rows[("qnn_weights_mb", v)] > 0 and rows[("qnn_compile_s", v)] > 0
-    assert rows[("qnn_weights_mb", "sm8650 all layers")] == pytest.approx(
-        rows[("qnn_weights_mb", "sm8650 layer 0")] + rows[("qnn_weights_mb", "sm8650 layer 1")])
-    labels = store.read("npu_oracle").groupby("metric")["label"].first()
-    assert labels["htp_lsb_max"] == "simulated" and labels["qnn_compile_s"] == "measured"
-    assert "soc_model 57" in store.read("npu_oracle")["notes"].iloc[0]
+        assert values[("htp_lsb_max", v)] <= 1 and values[("htp_lsb_max_runtime", v)] <= 1
+        assert 0 <= values[("htp_lsb_share", v)] < 0.1
+    assert (rows["label"] == "simulated").all() and "soc_model 57" in rows["notes"].iloc[0]
+
+
+def test_npu_compile_times_each_layer_and_the_whole_model(tmp_path, tiny_checkpoint):
+    store = ResultsStore(tmp_path / "runs")
+    assert run_job(compose_config(["experiment=npu_compile", *tiny(tiny_checkpoint)]), store) == "ok"
+    rows = store.read("npu_compile")
+    values = rows.set_index(["metric", "variant"])["value"]
+    for v in ("sm8750 layer 0", "sm8750 layer 1", "sm8750 one graph"):
+        assert values[("qnn_context_mb", v)] > values[("qnn_weights_mb", v)] > 0
+        assert values[("qnn_compile_s", v)] > 0 and values[("qnn_load_s", v)] > 0
+    layers = [values[("qnn_weights_mb", f"sm8750 layer {i}")] for i in (0, 1)]
+    assert values[("qnn_weights_mb", "sm8750 all layers")] == pytest.approx(sum(layers))
+    assert values[("qnn_weights_mb", "sm8750 one graph")] == pytest.approx(sum(layers))
+    assert (rows["label"] == "measured").all() and "timing only" in rows["notes"].iloc[0]
 
 
 def test_fidelity_through_htp_is_simulated_and_close_to_the_reference(tmp_path, tiny_checkpoint):
