@@ -25,8 +25,10 @@ TENSORS = "tensors.safetensors"
 
 # The Llama linear layers the quantizer may quantize, by their module-name suffix.
 LINEAR_SUFFIXES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-# A quantized linear's stored tensors, "<module>.<field>" (act_scale absent for weight-only layers).
-LINEAR_FIELDS = ("codes", "bits", "w_scale", "in_scale", "act_scale")
+# A quantized linear's stored tensors, "<module>.<field>" (act_scale absent for weight-only layers, act_bits absent
+# for the runtime's 8-bit activations).
+LINEAR_FIELDS = ("codes", "bits", "w_scale", "in_scale", "act_scale", "act_bits")
+ACT_BITS = (8, 16)  # static activations: INT8 (the runtime, HTP) or INT16 (HTP's A16W8 only)
 
 
 def quantized_linears(tensor_names) -> list[str]:
@@ -48,6 +50,7 @@ class QuantLinear:
     w_scale: torch.Tensor  # float32 [C], includes smoothing's S_O^beta
     in_scale: torch.Tensor  # float32 [D], smoothing multiplier on the input (ones when not smoothing)
     act_scale: torch.Tensor | None  # float32 [], static per-tensor activation scale; None = weight-only
+    act_bits: int = 8  # activation codes clamp to +-(2^(act_bits-1) - 1) on the act_scale grid; 16 = A16 (HTP only)
 
     def validate(self, name: str) -> None:
         c, d = self.codes.shape
@@ -66,6 +69,8 @@ class QuantLinear:
             _expect(bool(torch.isfinite(t).all()), f"{name}.{label} has NaN or Inf")
         if self.act_scale is not None:
             _expect(float(self.act_scale) > 0 and bool(torch.isfinite(self.act_scale)), f"{name}.act_scale must be > 0")
+        _expect(self.act_bits in ACT_BITS, f"{name}.act_bits must be one of {ACT_BITS}, got {self.act_bits}")
+        _expect(self.act_bits == 8 or self.act_scale is not None, f"{name}.act_bits = 16 needs an act_scale")
 
     def dequantized_weight(self) -> torch.Tensor:
         """float32 [C, D]: the weight the runtime effectively multiplies the smoothed input by."""
@@ -95,6 +100,7 @@ class Artifact:
                     w_scale=tensors.pop(f"{name}.w_scale"),
                     in_scale=tensors.pop(f"{name}.in_scale"),
                     act_scale=tensors.pop(f"{name}.act_scale", None),
+                    act_bits=int(tensors.pop(f"{name}.act_bits", torch.tensor(8))),
                 )
             except KeyError as e:
                 raise ArtifactError(f"{where}: quantized layer {name} lacks tensor {e}") from None
@@ -111,6 +117,8 @@ class Artifact:
             out[f"{name}.in_scale"] = q.in_scale
             if q.act_scale is not None:
                 out[f"{name}.act_scale"] = q.act_scale
+            if q.act_bits != 8:
+                out[f"{name}.act_bits"] = torch.tensor(q.act_bits, dtype=torch.uint8)
         return out
 
 

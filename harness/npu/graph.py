@@ -2,7 +2,8 @@
 
 EdgeFlow places the seven INT8 matmuls of a layer (q, k, v, o, gate, up, down) on the NPU and everything between
 them (norms, RoPE, attention, SwiGLU) on the CPU, so one graph per layer holds seven independent matmuls. For each
-quantized linear of the artifact (docs/quantized-artifact.md), with b = activation bits and Z = 2^(b-1):
+quantized linear of the artifact (docs/quantized-artifact.md), with b its activation width (8, or 16 where the
+quantizer chose A16 or npu.activation_bits asks for it) and Z = 2^(b-1):
 
     x  uint{b} [T, D]  input codes: the CPU's quantized activations plus Z (scale s_x, zero point Z)
        -> DequantizeLinear -> MatMul <- DequantizeLinear <- W int8 [D, C], per-channel scale |w_scale| [C], axis 1
@@ -11,7 +12,8 @@ quantized linear of the artifact (docs/quantized-artifact.md), with b = activati
 The CPU quantizes the activations (its rounding, clamped to +-(Z-1) like the runtime) and hands codes over, so the
 graph starts at the integers. HTP needs positive weight scales: a channel whose scale is negative is exported with
 its codes negated (harness/quant/numerics.py keeps that within INT8). A16 runs the same weights with uint16
-activations on the grid s_x * 127 / 32767, i.e. the static range at 16-bit resolution. Linears that share their
+activations: an 8-bit linear's static range at 16-bit resolution (s_x * 127 / 32767), or the quantizer's own A16
+grid. Linears that share their
 input quantization (q, k, v; gate, up) share one graph input. The output scale s_y is per linear and static: the
 NPU's matmul output is requantized, always (an INT8 MatMul on HTP has a quantized output).
 """
@@ -23,30 +25,46 @@ import numpy as np
 import torch
 
 from harness.artifact import Artifact, QuantLinear
+from harness.quant.numerics import act_qmax
 
 OPSET = 21  # QuantizeLinear/DequantizeLinear with uint16 and per-axis scales
 
 
 @dataclass(frozen=True)
 class ActGrid:
-    """A linear's activation grid at `bits`: codes clamp(round_half_even(x * in_scale / scale), -qmax, qmax)."""
+    """A linear's activation grid: codes clamp(round_half_even(x * in_scale / scale), -qmax, qmax)."""
 
     scale: float
-    qmax: int  # 127 or 32767: symmetric, as the runtime clamps
+    bits: int  # 8 or 16: uint8 or uint16 on HTP, for the input and the output alike
+
+    @property
+    def qmax(self) -> int:  # 127 or 32767: symmetric, as the runtime clamps
+        return act_qmax(self.bits)
 
     @property
     def zero_point(self) -> int:
         return self.qmax + 1
 
 
-def act_grid(q: QuantLinear, bits: int) -> ActGrid:
+def act_grid(q: QuantLinear, bits: int | None = None) -> ActGrid:
+    """The linear's activation grid at its own width (q.act_bits: 16 where the quantizer chose A16) or at least
+    `bits` wide over the same range (npu.activation_bits=16: an 8-bit linear's calibrated range at 16-bit
+    resolution)."""
     if q.act_scale is None:
         raise ValueError("a weight-only linear has no static activation scale: HTP runs W8A8 and W8A16 matmuls only")
-    qmax = (1 << (bits - 1)) - 1
-    return ActGrid(float(q.act_scale) * 127 / qmax, qmax)
+    width = max(bits or 8, q.act_bits)
+    return ActGrid(float(q.act_scale) * act_qmax(q.act_bits) / act_qmax(width), width)
 
 
-def input_codes(x: torch.Tensor, q: QuantLinear, bits: int) -> torch.Tensor:
+def widths_text(linears: dict[str, QuantLinear], bits: int | None = None) -> str:
+    """'A8W8', 'A16W8', or 'A8W8, A16W8 on 12 of 210 linears (the quantizer's choice)' for row notes."""
+    wide = sum(act_grid(q, bits).bits == 16 for q in linears.values())
+    if wide in (0, len(linears)):
+        return "A16W8" if wide else "A8W8"
+    return f"A8W8, A16W8 on {wide} of {len(linears)} linears (the quantizer's choice)"
+
+
+def input_codes(x: torch.Tensor, q: QuantLinear, bits: int | None = None) -> torch.Tensor:
     """int64 [T, D] signed activation codes of x float32 [T, D], as the CPU side computes them. At 8 bits these are
     exactly the runtime's (numerics.quantize_activations: the same m = in_scale / act_scale in float32)."""
     grid = act_grid(q, bits)
@@ -55,19 +73,31 @@ def input_codes(x: torch.Tensor, q: QuantLinear, bits: int) -> torch.Tensor:
 
 
 def output_codes(y: torch.Tensor, out_scale: float, bits: int) -> torch.Tensor:
-    """int64 signed output codes of y on the output grid: round half to even, clamped to the uint{bits} range."""
-    qmax = (1 << (bits - 1)) - 1
+    """int64 signed output codes of y on a `bits`-wide output grid: round half to even, clamped to uint{bits}'s
+    range around the zero point."""
+    qmax = act_qmax(bits)
     return torch.clamp(torch.round(y.double() / out_scale), -qmax - 1, qmax).to(torch.int64)
 
 
 def htp_weights(q: QuantLinear) -> tuple[np.ndarray, np.ndarray]:
-    """(int8 [D, C] codes, float32 [C] positive scales): the linear's weights as HTP takes them."""
-    sign = torch.where(q.w_scale < 0, -1, 1).to(torch.int32)
-    codes = q.codes.to(torch.int32) * sign[:, None]
+    """(int8 [D, C] codes, float32 [C] positive scales): the linear's weights as HTP takes them.
+
+    Each channel's codes are multiplied by the largest power of two that keeps them in INT8 (its scale divided by
+    the same): exact, and the channel then fills HTP's INT8 range. HTP's A16W8 matmul loses precision relative to
+    the declared weight range (measured: a channel whose codes span [-4, 3] is off by ~15 output LSBs at 16 bits,
+    one spanning [-128, 127] by 1), so a 3-bit channel must not declare an 8-bit range it does not use."""
+    sign = torch.where(q.w_scale < 0, -1, 1).to(torch.int64)
+    codes = q.codes.to(torch.int64) * sign[:, None]  # [C, D], each channel's scale now positive
     if int(codes.min()) < -128 or int(codes.max()) > 127:
         raise ValueError("a channel with a negative scale holds code -128: its negation does not fit HTP's INT8 "
                          "(quantize with harness.quant.numerics, which avoids it)")
-    return codes.t().contiguous().numpy().astype(np.int8), q.w_scale.abs().numpy().astype(np.float32)
+    hi, lo = codes.amax(1).clamp_min(1), (-codes.amin(1)).clamp_min(1)
+    # the largest shift with hi << k <= 127 and lo << k <= 128 (an all-zero channel keeps k = 7: codes stay 0)
+    shift = torch.minimum(torch.floor(torch.log2(127 / hi.double())), torch.floor(torch.log2(128 / lo.double())))
+    shift = shift.clamp(0, 7).to(torch.int64)
+    codes = codes << shift[:, None]
+    scales = q.w_scale.abs().double() / (1 << shift).double()
+    return codes.t().contiguous().numpy().astype(np.int8), scales.numpy().astype(np.float32)
 
 
 def layer_linears(artifact: Artifact, layer: int) -> dict[str, QuantLinear]:
@@ -79,7 +109,7 @@ def layer_linears(artifact: Artifact, layer: int) -> dict[str, QuantLinear]:
     return found
 
 
-def bound_output_scale(q: QuantLinear, bits: int) -> float:
+def bound_output_scale(q: QuantLinear, bits: int | None = None) -> float:
     """An output scale no input can overflow (every input code at qmax, every product adding up): for compiling
     graphs whose numerics nobody reads (compile timing); the oracle and the HTP model calibrate theirs."""
     grid = act_grid(q, bits)
@@ -96,16 +126,15 @@ class LayerGraph:
 
 
 def _share_key(q: QuantLinear) -> tuple:
-    return float(q.act_scale), q.in_scale.numpy().tobytes()
+    return float(q.act_scale), q.act_bits, q.in_scale.numpy().tobytes()
 
 
-def layer_graph(linears: dict[str, QuantLinear], out_scales: dict[str, float], bits: int, tokens: int) -> LayerGraph:
-    """The QDQ graph of `linears` (one layer's accelerator matmuls) for `tokens`-row batches at `bits`-bit
-    activations; out_scales: linear name -> its static output scale."""
+def layer_graph(linears: dict[str, QuantLinear], out_scales: dict[str, float], bits: int | None,
+                tokens: int) -> LayerGraph:
+    """The QDQ graph of `linears` (one layer's accelerator matmuls) for `tokens`-row batches; activations at `bits`
+    for every linear, or (None) at each linear's own act_bits; out_scales: linear name -> its static output scale."""
     from onnx import TensorProto, helper, numpy_helper
 
-    elem = TensorProto.UINT8 if bits == 8 else TensorProto.UINT16
-    zp_dtype = np.uint8 if bits == 8 else np.uint16
     nodes, inits, graph_inputs, graph_outputs = [], [], [], []
     inputs: dict[str, list[str]] = {}
     by_key: dict[tuple, str] = {}
@@ -115,10 +144,12 @@ def layer_graph(linears: dict[str, QuantLinear], out_scales: dict[str, float], b
         inits.append(numpy_helper.from_array(array, name))
         return name
 
-    for i, (name, q) in enumerate(linears.items()):
+    for i, (name, q) in enumerate(linears.items()):  # one dequantize-matmul-quantize chain per linear
         grid = act_grid(q, bits)
+        elem = TensorProto.UINT8 if grid.bits == 8 else TensorProto.UINT16
+        zp_dtype = np.uint8 if grid.bits == 8 else np.uint16
         d, c = q.codes.shape[1], q.codes.shape[0]
-        key = _share_key(q)
+        key = (*_share_key(q), grid.bits)
         if key not in by_key:  # a new input quantization: a new graph input and its dequantization
             x = f"x{len(by_key)}"
             by_key[key] = x

@@ -23,13 +23,14 @@ class HtpLinear(nn.Module):
     def __init__(self, name: str, fq, out_scale: float, npu: NpuConfig, bits: int):
         super().__init__()
         self.q, self.bits, self.out_scale, self.rows = fq.q, bits, out_scale, npu.chunk_tokens
+        grid = act_grid(fq.q, bits)
         self.outlier_idx, self.outlier_weight_t = fq.outlier_idx, fq.outlier_weight_t
         graph = layer_graph({name: fq.q}, {name: out_scale}, bits, npu.chunk_tokens)
         self.compiled = compiled_layer(graph, npu)
         self.session = open_session(self.compiled.wrapper, npu)
         self.input_name = next(iter(graph.inputs))
-        self.zero_point = act_grid(fq.q, bits).zero_point
-        self.dtype = np.uint8 if bits == 8 else np.uint16
+        self.zero_point = grid.zero_point
+        self.dtype = np.uint8 if grid.bits == 8 else np.uint16
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape, dtype = x.shape, x.dtype
@@ -48,8 +49,8 @@ class HtpLinear(nn.Module):
 
 def build_htp_model(artifact: Artifact, fp_model: nn.Module, npu: NpuConfig, calibration_ids: torch.Tensor,
                     bits: int | None = None) -> nn.Module:
-    """The fake-quant model of `artifact` whose quantized linears run on QNN HTP for npu's SoC at `bits`-bit
-    activations (default npu.activation_bits); graphs compiled once and cached (compile.py)."""
+    """The fake-quant model of `artifact` whose quantized linears run on QNN HTP for npu's SoC, activations at least
+    `bits` wide (default npu.activation_bits; graph.act_grid); graphs compiled once and cached (compile.py)."""
     from harness.quant.fakequant import FakeQuantLinear, build_fakequant_model
 
     bits = bits or npu.activation_bits

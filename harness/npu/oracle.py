@@ -40,16 +40,16 @@ def capture_inputs(fq_model: nn.Module, ids: torch.Tensor) -> dict[str, torch.Te
     return seen
 
 
-def reference_output(q: QuantLinear, x: torch.Tensor, bits: int) -> torch.Tensor:
+def reference_output(q: QuantLinear, x: torch.Tensor, bits: int | None = None) -> torch.Tensor:
     """float64 [T, C]: the matmul of x's activation codes with the weight codes, exactly, times both scales."""
     acc = input_codes(x, q, bits).double() @ q.codes.double().t()
     return acc * act_grid(q, bits).scale * q.w_scale.double()
 
 
-def output_scales(linears: dict[str, QuantLinear], inputs: dict[str, torch.Tensor], bits: int) -> dict[str, float]:
+def output_scales(linears: dict[str, QuantLinear], inputs: dict[str, torch.Tensor],
+                  bits: int | None = None) -> dict[str, float]:
     """linear name -> static output scale: the largest |output| on the calibration inputs over the grid's qmax."""
-    qmax = (1 << (bits - 1)) - 1
-    return {name: max(float(reference_output(q, inputs[name], bits).abs().max()), 1e-12) / qmax
+    return {name: max(float(reference_output(q, inputs[name], bits).abs().max()), 1e-12) / act_grid(q, bits).qmax
             for name, q in linears.items()}
 
 
@@ -72,7 +72,7 @@ class LayerResult:
     layer: int
     compiled: CompiledLayer
     vs_reference: dict[str, Agreement]  # linear name -> HTP vs the fake-quant reference
-    vs_runtime: dict[str, Agreement]  # linear name -> HTP vs the runtime's lane (empty at 16-bit activations)
+    vs_runtime: dict[str, Agreement]  # linear name -> HTP vs the runtime's lane (its 8-bit linears only)
     htp_run_s: float  # wall time of the simulator on this layer's batch
 
     def worst(self, which: str) -> Agreement:
@@ -85,7 +85,8 @@ class LayerResult:
 def layer_agreement(artifact: Artifact, fq_model: nn.Module, calibration_ids: torch.Tensor, test_ids: torch.Tensor,
                     npu: NpuConfig, bits: int | None = None, layers: list[int] | None = None) -> Iterator[LayerResult]:
     """For each decoder layer (all by default): compile its accelerator graph for npu's SoC (cached), run the
-    test batch through HTP's simulator and compare. test_ids has the graphs' batch size (npu.chunk_tokens)."""
+    test batch through HTP's simulator and compare. test_ids has the graphs' batch size (npu.chunk_tokens); `bits`
+    (default npu.activation_bits) is the least activation width (graph.act_grid)."""
     import time
 
     from harness.engine.capi import accel_linear
@@ -100,19 +101,21 @@ def layer_agreement(artifact: Artifact, fq_model: nn.Module, calibration_ids: to
         graph = layer_graph(linears, scales, bits, tokens=len(test_ids))
         compiled = compiled_layer(graph, npu)
         session = open_session(compiled.wrapper, npu)
-        dtype = np.uint8 if bits == 8 else np.uint16
         feeds = {}
         for x, names in graph.inputs.items():
-            q = linears[names[0]]
-            feeds[x] = (input_codes(test[names[0]], q, bits) + act_grid(q, bits).zero_point).numpy().astype(dtype)
+            q, grid = linears[names[0]], act_grid(linears[names[0]], bits)
+            codes = input_codes(test[names[0]], q, bits) + grid.zero_point
+            feeds[x] = codes.numpy().astype(np.uint8 if grid.bits == 8 else np.uint16)
         t0 = time.perf_counter()
         outs = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
         run_s = time.perf_counter() - t0
         vs_ref, vs_rt = {}, {}
         for name, q in linears.items():
-            htp = torch.from_numpy(outs[graph.outputs[name]].astype(np.int64)) - act_grid(q, bits).zero_point
-            vs_ref[name] = Agreement.of(htp, output_codes(reference_output(q, test[name], bits), scales[name], bits))
-            if bits == 8:
+            grid = act_grid(q, bits)
+            htp = torch.from_numpy(outs[graph.outputs[name]].astype(np.int64)) - grid.zero_point
+            reference = reference_output(q, test[name], bits)
+            vs_ref[name] = Agreement.of(htp, output_codes(reference, scales[name], grid.bits))
+            if grid.bits == 8:  # the runtime's lane computes INT8 activations only
                 lane = accel_linear(test[name], q.codes, q.w_scale, q.in_scale, float(q.act_scale))
-                vs_rt[name] = Agreement.of(htp, output_codes(lane, scales[name], bits))
+                vs_rt[name] = Agreement.of(htp, output_codes(lane, scales[name], grid.bits))
         yield LayerResult(layer, compiled, vs_ref, vs_rt, run_s)

@@ -34,6 +34,7 @@ from tqdm.auto import tqdm
 
 from harness.artifact import LINEAR_SUFFIXES, Artifact, QuantLinear
 from harness.models.arch import runtime_config
+from harness.quant.a16 import a16_gain, as_a16, choose_a16
 from harness.quant.calibrate import LinearStats, collect_stats
 from harness.quant.config import ConfigError, QuantizerConfig
 from harness.quant.numerics import quantize_per_channel
@@ -116,11 +117,15 @@ class Quantizer(ABC):
             raise RuntimeError(f"quantizer {self.name!r}: call calibrate(model, calibration) before quantize(model)")
         targets = linear_names(weights.names())
         selected = select_layers(targets, self.config.layers)
+        a16 = self._a16_linears(weights, selected) if self.config.a16_budget > 0 else set()
         entries, tally = {}, BitsTally()
         for name in tqdm(selected, desc=f"quantize {self.name}", unit="linear", leave=False):
             weight = _checked_weight(name, weights.read(f"{name}.weight"))
             res = self.quantize_linear(name, weight, self.stats[name], self.config.budget_for(name))
             del weight
+            if name in a16:
+                res.linear = as_a16(res.linear, self.config.a16_range_gain)
+                res.info["act_bits"] = 16
             res.linear.validate(name)
             extras = {f"{name}.{k}": v for k, v in res.extras.items()}
             tally.add(res.linear, extras.values())
@@ -130,7 +135,7 @@ class Quantizer(ABC):
         for name in kept_float:  # not selected: stored in FP16, which the runtime cannot run
             yield f"{name}.weight", _checked_weight(name, weights.read(f"{name}.weight")).half()
         yield from self._embeddings_and_norms(weights, config)
-        compatible = self.runtime_compatible and not kept_float
+        compatible = self.runtime_compatible and not kept_float and not a16
         manifest.update({
             "model": {"name": model_name, "config": runtime_config(config)},
             "quantizer": {"name": self.name, "params": self.config.params()},
@@ -142,7 +147,21 @@ class Quantizer(ABC):
             reasons = [self.runtime_incompatible_reason] if not self.runtime_compatible else []
             if kept_float:
                 reasons.append(f"{len(kept_float)} projections kept in FP16 (not selected by quantizer.layers)")
+            if a16:
+                reasons.append(f"{len(a16)} linears take 16-bit activations (quantizer.a16_budget): the runtime's "
+                               "kernels are INT8 x INT8; QNN HTP runs them (harness/npu/)")
             manifest["runtime_incompatible_reason"] = "; ".join(r for r in reasons if r)
+
+    def _a16_linears(self, weights, selected: list[str]) -> set[str]:
+        """The linears to give 16-bit activations (a16.py): each quantized once more to measure its gain."""
+        gains, macs = {}, {}
+        for name in tqdm(selected, desc="A16 sensitivity", unit="linear", leave=False):
+            weight = _checked_weight(name, weights.read(f"{name}.weight"))
+            res = self.quantize_linear(name, weight, self.stats[name], self.config.budget_for(name))
+            if res.linear.act_scale is not None:
+                gains[name] = a16_gain(res.linear, weight, self.stats[name].rows, self.config.a16_range_gain)
+                macs[name] = weight.numel()
+        return choose_a16(gains, macs, self.config.a16_budget)
 
     def _embeddings_and_norms(self, weights, config) -> Iterator[tuple[str, object]]:
         """Norms in FP32; the embedding table and an untied LM head in FP16 or per-row INT8, in row blocks."""

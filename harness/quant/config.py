@@ -28,6 +28,8 @@ class QuantizerConfig:
     embedding_bits: int = 8  # embeddings and LM head: 8 = per-row INT8 weight-only, 16 = kept in FP16
     re_metric: str = "closed"  # closed: Appendix A's closed form; exact: cosine distance
     grid_tokens: int = 128  # calibration rows per linear on which the alpha grid search measures output error
+    a16_budget: float = 0.0  # share of matmul MACs whose activations may be 16-bit (A16, HTP only; a16.py)
+    a16_range_gain: float = 16.0  # an A16 linear's grid covers this many times its calibrated INT8 range
 
     def __post_init__(self):
         _check(isinstance(self.name, str) and self.name, "name", "a non-empty string", self.name)
@@ -46,6 +48,10 @@ class QuantizerConfig:
         _check(self.re_metric in RE_METRICS, "re_metric", " or ".join(sorted(RE_METRICS)), self.re_metric)
         _check(isinstance(self.grid_tokens, int) and self.grid_tokens >= 1, "grid_tokens", "an integer >= 1",
                self.grid_tokens)
+        _check(_real(self.a16_budget) and 0 <= self.a16_budget <= 1, "a16_budget", "a share of MACs in [0, 1]",
+               self.a16_budget)
+        _check(_real(self.a16_range_gain) and 1 <= self.a16_range_gain <= 256, "a16_range_gain",
+               "a number in [1, 256]", self.a16_range_gain)
 
     def budget_for(self, module_name: str) -> float:
         from fnmatch import fnmatchcase

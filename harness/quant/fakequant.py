@@ -1,11 +1,11 @@
 """Fake-quant reference: a Hugging Face Llama model that computes what the runtime computes from an artifact.
 
 Per quantized linear (docs/quantized-artifact.md), for x float32 [..., D]:
-    xq  = clamp(round_half_even(x * (in_scale / act_scale)), -127, 127)     integer-valued float32
+    xq  = clamp(round_half_even(x * (in_scale / act_scale)), -127, 127)     integer-valued float32 (A16: +-32767)
     acc = xq @ codes^T                                                      float32 matmul on integers
     y   = acc * (act_scale * w_scale)
 Float matmuls on integer-valued tensors are exact while |acc| < 2^24 (D <= 1032 for 8-bit codes) and otherwise
-differ from the runtime's int32 sum only in the last bit; torch._int_mm is ~20x slower on this CPU and int8 @ int8
+differ from the runtime's int32 sum only in the last bit (A16 sums go past 2^24: ~1e-7 relative); torch._int_mm is ~20x slower on this CPU and int8 @ int8
 wraps. Weight-only layers (no act_scale) compute (x * in_scale) @ codes^T * w_scale. Shadow-outlier layers add the
 float side path x[..., idx] @ outlier_weight^T (their in_scale is 0 on those input channels).
 
@@ -43,7 +43,7 @@ def quant_linear_forward(x: torch.Tensor, q: QuantLinear, codes_t: torch.Tensor 
         xs = x * q.in_scale
         scale = xs.abs().amax(-1, keepdim=True).clamp_min(1e-12) / ACT_QMAX  # [..., 1]: one scale per token
         return (torch.clamp(torch.round(xs / scale), -ACT_QMAX, ACT_QMAX) @ codes_t) * (scale * q.w_scale)
-    xq = quantize_activations(x, q.in_scale, q.act_scale)
+    xq = quantize_activations(x, q.in_scale, q.act_scale, q.act_bits)
     return (xq @ codes_t) * (q.act_scale * q.w_scale)
 
 

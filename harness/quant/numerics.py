@@ -11,7 +11,8 @@ per-channel scale only (a negative scale is computed wrongly, measured with onnx
 negated with its scale on export. An 8-bit channel with a positive peak would need code +128 there; it takes the
 scale m / 127 instead (codes in [-127, 127], the peak on +127). Below 8 bits the negated codes always fit.
 
-Activations: static per-tensor symmetric INT8, round half to even, clamp to [-127, 127].
+Activations: static per-tensor symmetric INT8, round half to even, clamp to [-127, 127]; a linear the quantizer gives
+16-bit activations (A16, for QNN HTP's A16W8 matmuls) clamps to [-32767, 32767] on its own act_scale grid.
 """
 from __future__ import annotations
 
@@ -77,7 +78,15 @@ def act_scale_for(in_max: torch.Tensor, in_scale: torch.Tensor) -> torch.Tensor:
     return (peak / ACT_QMAX).float()
 
 
-def quantize_activations(x: torch.Tensor, in_scale: torch.Tensor, act_scale: torch.Tensor) -> torch.Tensor:
-    """Integer-valued float32 [..., D]: clamp(round_half_even(x * in_scale / act_scale), -127, 127)."""
+def act_qmax(act_bits: int) -> int:
+    """The largest activation code at act_bits: 127 (the runtime's INT8) or 32767 (A16, HTP only)."""
+    return (1 << (act_bits - 1)) - 1
+
+
+def quantize_activations(x: torch.Tensor, in_scale: torch.Tensor, act_scale: torch.Tensor,
+                         act_bits: int = 8) -> torch.Tensor:
+    """Integer-valued float32 [..., D]: clamp(round_half_even(x * in_scale / act_scale), -qmax, qmax), qmax = 127
+    at 8 bits."""
     m = in_scale / act_scale  # [D], what the runtime precomputes once per layer
-    return torch.clamp(torch.round(x * m), -ACT_QMAX, ACT_QMAX)
+    qmax = act_qmax(act_bits)
+    return torch.clamp(torch.round(x * m), -qmax, qmax)

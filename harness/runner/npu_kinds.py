@@ -50,13 +50,13 @@ def npu_compile(job) -> Iterator[dict]:
     compiler, always compiled afresh), qnn_load_s (a session on the written context binary), qnn_context_mb and
     qnn_weights_mb. Measured on this host with QNN's x86 compiler (a phone compiles on the phone, slower)."""
     from harness.npu.compile import STEM
-    from harness.npu.graph import bound_output_scale, layer_graph, layer_linears
+    from harness.npu.graph import bound_output_scale, layer_graph, layer_linears, widths_text
     from harness.npu.htp import compile_context, context_binary, open_session
 
     artifact, npu = _artifact(job)  # no FP model in memory: a paper-shaped one is GBs
     bits, tokens = npu.activation_bits, npu.chunk_tokens
-    notes = (f"{where(npu)}; A{bits}W8, {tokens}-token graphs; output scales bounded, not calibrated (timing only); "
-             "measured on this host")
+    notes = (f"{where(npu)}; {widths_text(artifact.linears, bits)}, {tokens}-token graphs; output scales bounded, "
+             "not calibrated (timing only); measured on this host")
     n_layers = int(artifact.config["num_hidden_layers"])
 
     def measure(linears: dict, variant: str, folder: Path) -> Iterator[dict]:
@@ -91,6 +91,7 @@ def npu_oracle(job) -> Iterator[dict]:
     difference in the notes. Inputs: one npu.chunk_tokens batch of the held-out perplexity split; output ranges from
     one calibration window. Context binaries are compiled once and cached (harness/npu/compile.py)."""
     from harness.data.streams import calibration_tokens, local_ppl_tokens
+    from harness.npu.graph import widths_text
     from harness.npu.oracle import layer_agreement
     from harness.quant.fakequant import build_fakequant_model
 
@@ -102,8 +103,8 @@ def npu_oracle(job) -> Iterator[dict]:
     calibration = calibration_tokens(tokenizer, n_samples=1, seq_len=CALIBRATION_TOKENS, seed=0)[0]
     test = local_ppl_tokens(tokenizer).ids[: npu.chunk_tokens]
     layers = job.experiment.extra.get("oracle_layers")
-    sim = (f"HTP simulator on this host, {where(npu)}; A{npu.activation_bits}W8, {len(test)} tokens of held-out "
-           "text, output scales from one calibration window")
+    sim = (f"HTP simulator on this host, {where(npu)}; {widths_text(artifact.linears, npu.activation_bits)}, "
+           f"{len(test)} tokens of held-out text, output scales from one calibration window")
     for r in layer_agreement(artifact, fq_model, calibration, test, npu, layers=None if layers is None else list(layers)):
         for suffix, which in (("", "vs_reference"), ("_runtime", "vs_runtime")):
             if not getattr(r, which):

@@ -124,3 +124,21 @@ def test_unavailable_htp_is_a_not_run_with_the_reason(monkeypatch):
     assert "x86-64 Linux only" in htp.unavailable_reason()
     with pytest.raises(NotRun, match="x86-64 Linux only"):
         htp.require_htp()
+
+
+@needs_htp
+def test_a_mixed_a8_a16_layer_runs_each_linear_at_its_width(tiny, qnn_cache):
+    from dataclasses import replace
+
+    from harness.npu.graph import widths_text
+    from harness.quant.a16 import as_a16
+
+    artifact, fq_model, calibration, test = tiny
+    wide = {"model.layers.0.self_attn.o_proj", "model.layers.0.mlp.down_proj"}
+    linears = {n: as_a16(q, 16.0) if n in wide else q for n, q in artifact.linears.items()}
+    mixed = replace(artifact, linears=linears)
+    assert widths_text(layer_linears(mixed, 0)) == "A8W8, A16W8 on 2 of 7 linears (the quantizer's choice)"
+    r = next(layer_agreement(mixed, fq_model, calibration, test, load_npu_config(), layers=[0]))
+    assert set(r.vs_runtime) == set(layer_linears(mixed, 0)) - wide  # the runtime's lane is INT8 only
+    assert all(r.vs_reference[n].max_lsb <= 1 for n in r.vs_runtime)
+    assert all(r.vs_reference[n].max_lsb < 258 for n in wide)

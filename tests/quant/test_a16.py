@@ -1,0 +1,64 @@
+"""Mixed A8/A16 activations: the quantizer gives 16-bit activations to the linears that gain most, within a share
+of the MACs; artifacts carry it, the fake-quant model computes it, the runtime refuses it with the reason."""
+import pytest
+import torch
+
+from harness.artifact import ArtifactError, load_artifact, save_artifact
+from harness.quant import ConfigError, make_quantizer
+from harness.quant.a16 import a16_gain, as_a16, choose_a16
+from harness.quant.fakequant import FakeQuantLinear
+
+
+def quantized(model, calibration, **config):
+    q = make_quantizer({"name": "edgeflow", "budget_bits": 6, "alpha_grid": [0.5], **config})
+    q.calibrate(model, calibration)
+    return q, q.quantize(model, "tiny")
+
+
+def test_greedy_choice_takes_gain_per_mac_within_the_budget():
+    gains = {"a": 4.0, "b": 3.0, "c": 0.5, "d": -1.0}
+    macs = {"a": 400, "b": 100, "c": 100, "d": 100}  # per MAC: b 0.03, a 0.01, c 0.005
+    assert choose_a16(gains, macs, 0.2) == {"b"}  # a would pass 20% of 700 MACs
+    assert choose_a16(gains, macs, 0.72) == {"a", "b"}  # 500 of 504 MACs: c no longer fits
+    assert choose_a16(gains, macs, 1.0) == {"a", "b", "c"}  # d never: A16 does not help it
+    assert choose_a16(gains, macs, 0.0) == set()
+
+
+def test_budget_bounds_the_a16_share_and_the_artifact_round_trips(model, calibration, tmp_path):
+    _, art = quantized(model, calibration, a16_budget=0.3)
+    a16 = {n for n, q in art.linears.items() if q.act_bits == 16}
+    macs = {n: q.codes.numel() for n, q in art.linears.items()}
+    assert a16 and sum(macs[n] for n in a16) <= 0.3 * sum(macs.values())
+    assert not art.manifest["runtime_compatible"] and "16-bit activations" in art.manifest["runtime_incompatible_reason"]
+    assert all(art.manifest["linears"][n]["act_bits"] == 16 for n in a16)
+    back = load_artifact(save_artifact(art, tmp_path / "a16"))
+    assert {n for n, q in back.linears.items() if q.act_bits == 16} == a16
+    _, plain = quantized(model, calibration)
+    assert plain.manifest["runtime_compatible"] and all(q.act_bits == 8 for q in plain.linears.values())
+    assert not any(k.endswith(".act_bits") for k in plain.tensors())
+
+
+def test_a16_lowers_output_error_and_widens_the_range(model, calibration):
+    quantizer, art = quantized(model, calibration)
+    name = "model.layers.0.mlp.down_proj"
+    q, stats = art.linears[name], quantizer.stats[name]
+    weight = model.get_submodule(name).weight.detach().float()
+    assert a16_gain(q, weight, stats.rows, 16.0) > 0
+    wide = as_a16(q, 16.0)
+    x = stats.rows * 8  # inputs well past the calibrated range: INT8 clips, A16 over 16x does not
+    reference = x @ weight.t()
+    err8 = float(((FakeQuantLinear(q)(x) - reference) ** 2).sum())
+    err16 = float(((FakeQuantLinear(wide)(x) - reference) ** 2).sum())
+    assert err16 < err8 / 4
+
+
+def test_bad_a16_settings_and_artifacts_are_named(model, calibration):
+    with pytest.raises(ConfigError, match="a16_budget"):
+        make_quantizer({"name": "edgeflow", "a16_budget": 1.5})
+    with pytest.raises(ConfigError, match="a16_range_gain"):
+        make_quantizer({"name": "edgeflow", "a16_range_gain": 0.5})
+    _, art = quantized(model, calibration)
+    q = next(iter(art.linears.values()))
+    q.act_bits = 12
+    with pytest.raises(ArtifactError, match="act_bits must be one of"):
+        q.validate("x")
