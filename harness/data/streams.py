@@ -17,6 +17,8 @@ from harness.data.tasks import PROXY_LABEL
 
 WIKITEXT2_PROTOCOL = 'WikiText-2 (wikitext-2-raw-v1) test split, rows joined with "\\n\\n" (GPTQ/AWQ protocol)'
 LOCAL_PPL_PROTOCOL = f'{PROXY_LABEL}: perplexity split, works joined with "\\n\\n" (GPTQ/AWQ-style stream)'
+PYTHON_DOCS_PROTOCOL = ("out-of-domain English: the Python Language Reference topics shipped with CPython "
+                        '(pydoc_data.topics, sorted by topic), joined with "\\n\\n"')
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,24 @@ def wikitext2_test_tokens(tokenizer) -> TokenStream:
 def local_ppl_tokens(tokenizer) -> TokenStream:
     """The corpus's perplexity split (whole works never used for calibration or tasks) as one token stream."""
     return TokenStream(_encode(tokenizer, load_corpus().split_text("perplexity")), LOCAL_PPL_PROTOCOL)
+
+
+def python_docs_tokens(tokenizer) -> TokenStream:
+    """Modern technical English unlike the calibration corpus (Elizabethan verse): the pydoc topics every CPython
+    ships, ~465k characters. Static activation ranges calibrated on the corpus clip here where they did not there."""
+    import pydoc_data.topics
+
+    topics = pydoc_data.topics.topics
+    return TokenStream(_encode(tokenizer, "\n\n".join(topics[k] for k in sorted(topics))), PYTHON_DOCS_PROTOCOL)
+
+
+def fidelity_tokens(tokenizer, text: str) -> TokenStream:
+    """The held-out text a fidelity row names in its dataset column: ppl-local (the corpus's perplexity split) or
+    python-docs (out-of-domain English)."""
+    streams = {"ppl-local": local_ppl_tokens, "python-docs": python_docs_tokens}
+    if text not in streams:
+        raise ValueError(f"experiment.extra.fidelity_text must be one of {sorted(streams)}, got {text!r}")
+    return streams[text](tokenizer)
 
 
 def calibration_tokens(tokenizer, n_samples: int = 128, seq_len: int = 512, seed: int = 0) -> torch.Tensor:

@@ -146,8 +146,9 @@ def ttft(job) -> Iterator[dict]:
 
 
 def fidelity(job) -> Iterator[dict]:
-    """experiment.extra: fidelity_windows (default 8) windows of fidelity_window (default 512) tokens of the local
-    perplexity split (never used for calibration). One kl_fp16 and one top1_agreement row per window (repetition =
+    """experiment.extra: fidelity_windows (default 8) windows of fidelity_window (default 512) tokens of
+    fidelity_text (default ppl-local, the corpus's perplexity split, never used for calibration; python-docs:
+    out-of-domain English), which the rows name as their dataset. One kl_fp16 and one top1_agreement row per window (repetition =
     window), so a reader can put an interval on the mean. With a baseline system (system=llamacpp|mnn|...) and no
     quantizer: that engine's own forward pass over the weights its TTFT loads, as kl_fp16_runtime rows. With an npu
     group (npu=sm8750, npu.activation_bits=16): the quantized linears computed by QNN's HTP simulator for that SoC
@@ -157,7 +158,7 @@ def fidelity(job) -> Iterator[dict]:
         yield from _engine_fidelity(job)
         return
     from harness.artifact import load_artifact
-    from harness.data.streams import local_ppl_tokens
+    from harness.data.streams import fidelity_tokens
     from harness.eval.fidelity import HELD_OUT, fidelity as measure
     from harness.quant.cache import quantized_artifact
     from harness.quant.fakequant import build_fakequant_model
@@ -184,7 +185,8 @@ def fidelity(job) -> Iterator[dict]:
     for step, seconds in (manifest.get("timing_s") or {}).items():
         yield job.row(f"{step}_s", seconds, "s", notes=f"when the cached artifact {art_dir.name} was made")
     extra = job.experiment.extra
-    ids = local_ppl_tokens(tokenizer).ids
+    text = str(extra.get("fidelity_text", HELD_OUT))
+    ids = fidelity_tokens(tokenizer, text).ids
     window, windows = int(extra.get("fidelity_window", 512)), int(extra.get("fidelity_windows", 8))
     # The fake-quant model as the runtime computes (static activation scales: kl_fp16), the two variants that locate
     # the error (per-token dynamic activations; float activations, i.e. weights only), and the runtime itself.
@@ -208,7 +210,7 @@ def fidelity(job) -> Iterator[dict]:
             for metric, unit in (("kl_fp16", "nats/token"), ("top1_agreement", "fraction")):
                 key = "kl" if metric == "kl_fp16" else "top1"
                 for i, v in enumerate(result[key]):
-                    yield job.row(metric + suffix, v, unit, repetition=i, dataset=HELD_OUT, label=label,
+                    yield job.row(metric + suffix, v, unit, repetition=i, dataset=text, label=label,
                                   notes=f"{what}; {result['protocol']}")
     finally:
         if engine is not None:

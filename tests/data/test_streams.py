@@ -1,4 +1,5 @@
 import pytest
+import torch
 
 from harness.data import hub
 from harness.data.hub import DatasetUnavailable
@@ -28,3 +29,13 @@ def test_wikitext2_offline_is_a_clear_error(monkeypatch, tokenizer):
     monkeypatch.setattr(hub, "hub_status", lambda: "cannot connect to huggingface.co:443 (no route)")
     with pytest.raises(DatasetUnavailable, match="WikiText-2.*needs the Hugging Face hub.*local_ppl_tokens"):
         wikitext2_test_tokens(tokenizer)
+
+
+def test_fidelity_texts_are_the_held_out_split_or_out_of_domain_english(corpus, tokenizer):
+    from harness.data.streams import fidelity_tokens, local_ppl_tokens
+
+    assert torch.equal(fidelity_tokens(tokenizer, "ppl-local").ids, local_ppl_tokens(tokenizer).ids)
+    docs = fidelity_tokens(tokenizer, "python-docs")
+    assert docs.ids.numel() > 50_000 and "out-of-domain English" in docs.protocol
+    with pytest.raises(ValueError, match="fidelity_text must be one of"):
+        fidelity_tokens(tokenizer, "wikitext")
