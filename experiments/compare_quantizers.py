@@ -66,11 +66,13 @@ def runtime_reason(name: str) -> str:
 def sweep(models=("smollm2-135m",), quantizers=None, bits=BITS, datasets=DATASETS, flash_mbps: float | None = None,
           eval_limit: int = 50, ppl_windows: int = 2, fidelity_windows: int = 6, ttft_prompt_tokens: int = 128,
           ttft_repetitions: int = 3, wikitext2: bool | None = None, ppl_window: int = 2048,
-          fidelity_window: int = 512) -> list[list[str]]:
+          fidelity_window: int = 512, npu: str | None = None) -> list[list[str]]:
     """Hydra override lists. `quantizers` are registered names (default: all); `flash_mbps` adds an emulated-flash
     TTFT beside the native one; `eval_limit` items per task, `ppl_windows` 2048-token windows and `fidelity_windows`
     512-token windows keep a 4-method x 4-budget run on the 135M model within ~1 h on a busy 2-core host.
-    `wikitext2`: None = when the hub is reachable. `ppl_window`/`fidelity_window` (tokens) exist for tiny test models."""
+    `wikitext2`: None = when the hub is reachable. `ppl_window`/`fidelity_window` (tokens) exist for tiny test models.
+    `npu` (a conf/npu option, e.g. sm8750): the fidelity points also run the quantized linears on QNN's HTP simulator
+    for that SoC (the 'KL HTP' column, simulated; a few minutes per point on the default model)."""
     from harness.config import ConfigError
 
     known = options()
@@ -98,7 +100,7 @@ def sweep(models=("smollm2-135m",), quantizers=None, bits=BITS, datasets=DATASET
                 q = [f"quantizer={known[name]}", f"quantizer.budget_bits={float(b)}"]
                 points.append(["experiment=fidelity", *exp, *m, *q, f"packing={PACKING}",
                                f"experiment.extra.fidelity_windows={fidelity_windows}",
-                               f"experiment.extra.fidelity_window={fidelity_window}"])
+                               f"experiment.extra.fidelity_window={fidelity_window}", *([f"npu={npu}"] if npu else [])])
                 points += [["experiment=perplexity", *exp, *m, *q, f"experiment.extra.ppl_source={s}", *ppl]
                            for s in ppl_sources]
                 points += [["experiment=accuracy", *exp, *m, *q, f"dataset={d}", f"experiment.eval_limit={eval_limit}"]
@@ -129,9 +131,11 @@ def _stderr(notes: str) -> float:
         return math.nan
 
 
-# The fidelity kind's other measurements of the same artifact (metric suffix -> column): the runtime itself, and the
-# fake-quant model with per-token dynamic or float activations, which locate a quantizer's error.
-KL_VARIANTS = {"_runtime": "runtime", "_dynamic": "dynamic act.", "_weight_only": "weight-only"}
+# The fidelity kind's other measurements of the same artifact (metric suffix -> column): the runtime itself, QNN's HTP
+# simulator computing the quantized linears (with `npu`), and the fake-quant model with per-token dynamic or float
+# activations, which locate a quantizer's error.
+KL_VARIANTS = {"_runtime": "runtime", "_htp": "HTP (simulated)", "_dynamic": "dynamic act.",
+               "_weight_only": "weight-only"}
 
 
 def table(rows: pd.DataFrame) -> pd.DataFrame:

@@ -31,6 +31,13 @@ def test_flash_emulation_adds_a_ttft_point_and_wikitext2_a_perplexity_point():
     assert sum("experiment.extra.ppl_source=wikitext2" in p for p in pts) == 2  # FP16 and edgeflow
 
 
+def test_npu_adds_htp_to_the_fidelity_points_only():
+    pts = cq.sweep(quantizers=("edgeflow",), bits=(5,), npu="sm8650", wikitext2=False)
+    assert [p for p in pts if "npu=sm8650" in p] == [p for p in pts if "experiment=fidelity" in p]
+    assert not any(o.startswith("npu=") for p in cq.sweep(quantizers=("edgeflow",), bits=(5,), wikitext2=False)
+                   for o in p)
+
+
 def test_an_unknown_quantizer_is_an_error_naming_the_registered_ones():
     with pytest.raises(ConfigError, match=r"unknown quantizer\(s\) \['mine'\].*rtn_clip"):
         cq.sweep(quantizers=("mine",), wikitext2=False)
@@ -40,7 +47,8 @@ def test_every_point_composes_and_validates():
     from harness.runner.job import prepare_job
     from harness.runner.sweep import compose_config
 
-    for p in cq.sweep(quantizers=("rtn_clip", "shadow_outlier"), bits=(4,), flash_mbps=200, wikitext2=True):
+    for p in cq.sweep(quantizers=("rtn_clip", "shadow_outlier"), bits=(4,), flash_mbps=200, wikitext2=True,
+                      npu="sm8550"):
         prepare_job(compose_config(p))
 
 
@@ -70,6 +78,8 @@ def _rows():
             for i, k in enumerate((0.9, 1.0, 1.1)):
                 row(q, b, "kl_fp16", scale * k, rep=i)
                 row(q, b, "top1_agreement", 1 - scale / 4 * k, rep=i)
+                if q == "rtn_clip":  # with npu=...: the quantized linears on QNN's HTP simulator
+                    row(q, b, "kl_fp16_htp", 1.2 * scale * k, rep=i, label="simulated")
             if q == "rtn_clip":
                 row(q, b, "packed_mb", 50 + b)
                 for i, t in enumerate((0.30, 0.32, 0.35)):
@@ -94,6 +104,8 @@ def test_table_has_every_metric_with_intervals_and_not_run_reasons():
     assert "±" in so["KL vs FP16"] and "±" in so["acc lambada-local %"]
     fp = text[text.method == "fp16"].iloc[0]
     assert fp["ppl local"] == "20" and fp["KL vs FP16"] == "–" and "ppl lambada-local" not in text
+    assert text[text.method == "rtn_clip"].iloc[0]["KL HTP (simulated)"].startswith("1.2 ±")
+    assert so["KL HTP (simulated)"] == "–"
 
 
 def test_render_draws_a_table_and_pareto_plots(tmp_path):
