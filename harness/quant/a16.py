@@ -1,13 +1,19 @@
-"""Mixed A8/A16 activations (QNN HTP runs INT8 weights with uint16 activations): the linears whose static INT8
-activations cost the most get a 16-bit grid over a wider range, within a budget of NPU compute.
+"""Mixed A8/A16 activations (QNN HTP runs INT8 weights with uint16 activations): the linears whose INT8 grids cost
+the most get 16-bit activations, within a budget of NPU compute.
+
+On the NPU a linear's width is that of its input and its output alike: an A8 matmul's output is requantized to 8
+bits per tensor before the CPU sees it (graph.py; the fake-quant model's float output is what no NPU gives). That
+output grid is most of the damage: at 7 bits on the default model, 8-bit outputs on every down_proj alone raise KL
+against FP16 from 0.04 to 1.27 (its outputs carry the residual stream's outlier features, so one per-tensor scale
+leaves the rest a few levels), measured with the fake-quant model and the same on QNN's HTP simulator.
 
 Sensitivity is measured, per linear, on its sampled calibration rows X [N, D] (calibrate.LinearStats.rows) with the
-linear's quantized weights: the relative squared output error against the FP output X W^T with INT8 activations
-(the calibrated range, 127 levels a side) minus the same with A16 (range_gain times the range, 32767 levels a side,
-so the step is still range_gain * 127 / 32767 of INT8's, ~16x finer at gain 16). The wider range is for text
-unlike the calibration corpus, where a static INT8 range clips. Cost is the linear's share of the model's matmul
-MACs (C * D per token); A16 costs HTP about twice A8's time, so the budget is a share of MACs. Greedy by gain per
-MAC, largest first, while the chosen share stays within the budget.
+linear's quantized weights, as the NPU computes it: the relative squared output error against the FP output X W^T
+with INT8 input and output grids, minus the same with A16 ones. Input grids are static: INT8's over the calibrated
+range, A16's over range_gain times that range (for text unlike the calibration corpus, where a static INT8 range
+clips; its step is still range_gain * 127 / 32767 of INT8's). Output grids span the calibration rows' largest
+output, as the graphs' do. Cost is the linear's share of the model's matmul MACs (C * D per token); A16 costs HTP
+about twice A8's time, so the budget is a share of MACs. Greedy by gain per MAC, largest first, within the budget.
 """
 from __future__ import annotations
 
@@ -28,14 +34,24 @@ def as_a16(q: QuantLinear, range_gain: float) -> QuantLinear:
     return replace(q, act_scale=scale.float(), act_bits=16)
 
 
+def npu_output(q: QuantLinear, x: torch.Tensor, out_peak: float) -> torch.Tensor:
+    """float32 [N, C]: the linear as the NPU gives it back for x [N, D]: its output on a per-tensor grid of
+    q.act_bits spanning +-out_peak (clamped, rounded half to even)."""
+    step = out_peak / act_qmax(q.act_bits)
+    with torch.no_grad():
+        y = FakeQuantLinear(q)(x)
+    return torch.clamp(torch.round(y / step), -act_qmax(q.act_bits) - 1, act_qmax(q.act_bits)) * step
+
+
 def a16_gain(q: QuantLinear, weight: torch.Tensor, rows: torch.Tensor, range_gain: float) -> float:
-    """Relative output error with INT8 activations minus with A16, on calibration rows [N, D] (>= 0 in practice)."""
+    """Relative output error with INT8 input and output grids minus with A16 ones, on calibration rows [N, D]."""
     reference = rows @ weight.t()  # [N, C]
     energy = max(float((reference ** 2).sum()), 1e-30)
 
     def error(linear: QuantLinear) -> float:
         with torch.no_grad():
-            return float(((FakeQuantLinear(linear)(rows) - reference) ** 2).sum()) / energy
+            peak = max(float(FakeQuantLinear(linear)(rows).abs().max()), 1e-12)
+        return float(((npu_output(linear, rows, peak) - reference) ** 2).sum()) / energy
     return error(q) - error(as_a16(q, range_gain))
 
 
