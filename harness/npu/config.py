@@ -3,7 +3,8 @@
 `soc_model` is QNN's SoC id, passed to the HTP backend on every session: without it QNN compiles for HTP v68, whose
 numerics are visibly worse than the phones' (measured). `activation_bits` is the width of the activations the
 graphs take and give (8: uint8, 16: uint16; weights are INT8 either way). `chunk_tokens` is the token batch a
-compiled graph runs, the runtime's prefill chunk.
+compiled graph runs, the runtime's prefill chunk. `qairt_root` is the user's Qualcomm QAIRT SDK, which running the
+compiled layers on a phone's NPU needs (phone.py).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ class NpuConfig:
     chipset: str  # the marketing name, for tables
     activation_bits: int = 8
     chunk_tokens: int = 128
+    qairt_root: str | None = None  # the user's QAIRT SDK on this host, for runs on a phone (harness/npu/phone.py)
 
     def __post_init__(self):
         require(isinstance(self.soc_model, int) and self.soc_model > 0, "npu.soc_model",
@@ -34,6 +36,8 @@ class NpuConfig:
                 f"must be 8 or 16 (HTP's uint8/uint16 activations), got {self.activation_bits!r}")
         require(isinstance(self.chunk_tokens, int) and 1 <= self.chunk_tokens <= 4096, "npu.chunk_tokens",
                 f"must be an integer in 1..4096, got {self.chunk_tokens!r}")
+        require(self.qairt_root is None or isinstance(self.qairt_root, str), "npu.qairt_root",
+                f"must be null or the QAIRT SDK's folder, got {self.qairt_root!r}")
 
 
 def load_npu_config(name: str = DEFAULT) -> NpuConfig:

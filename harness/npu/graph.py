@@ -56,6 +56,13 @@ def act_grid(q: QuantLinear, bits: int | None = None) -> ActGrid:
     return ActGrid(float(q.act_scale) * act_qmax(q.act_bits) / act_qmax(width), width)
 
 
+def matmul_name(linear: str) -> str:
+    """The MatMul node's name, which QNN's per-operator profile repeats: 'layer3_q_proj'."""
+    parts = linear.split(".")
+    layer = next((p for p in parts if p.isdigit()), "x")
+    return f"layer{layer}_{parts[-1]}"
+
+
 def widths_text(linears: dict[str, QuantLinear], bits: int | None = None) -> str:
     """'A8W8', 'A16W8', or 'A8W8, A16W8 on 12 of 210 linears (the quantizer's choice)' for row notes."""
     wide = sum(act_grid(q, bits).bits == 16 for q in linears.values())
@@ -98,6 +105,17 @@ def htp_weights(q: QuantLinear) -> tuple[np.ndarray, np.ndarray]:
     codes = codes << shift[:, None]
     scales = q.w_scale.abs().double() / (1 << shift).double()
     return codes.t().contiguous().numpy().astype(np.int8), scales.numpy().astype(np.float32)
+
+
+def layer_feeds(graph: "LayerGraph", linears: dict[str, QuantLinear], inputs: dict[str, torch.Tensor],
+                bits: int | None = None) -> dict[str, np.ndarray]:
+    """Graph input name -> uint8/uint16 [T, D] codes of the float inputs each linear sees (inputs: name -> [T, D])."""
+    feeds = {}
+    for x, names in graph.inputs.items():
+        q, grid = linears[names[0]], act_grid(linears[names[0]], bits)
+        codes = input_codes(inputs[names[0]], q, bits) + grid.zero_point
+        feeds[x] = codes.numpy().astype(np.uint8 if grid.bits == 8 else np.uint16)
+    return feeds
 
 
 def layer_linears(artifact: Artifact, layer: int) -> dict[str, QuantLinear]:
@@ -165,7 +183,7 @@ def layer_graph(linears: dict[str, QuantLinear], out_scales: dict[str, float], b
         nodes += [
             helper.make_node("DequantizeLinear", [const(f"w{i}", w_codes), const(f"w{i}_scale", w_scale),
                                                   const(f"w{i}_zp", np.zeros(c, np.int8))], [f"w{i}_f"], axis=1),
-            helper.make_node("MatMul", [f"{x}_f", f"w{i}_f"], [f"y{i}_f"]),
+            helper.make_node("MatMul", [f"{x}_f", f"w{i}_f"], [f"y{i}_f"], name=matmul_name(name)),
             helper.make_node("QuantizeLinear", [f"y{i}_f", const(f"y{i}_scale", np.array(out_scales[name], np.float32)),
                                                 const(f"y{i}_zp", np.array(grid.zero_point, zp_dtype))], [f"y{i}"]),
         ]

@@ -20,7 +20,7 @@ from torch import nn
 from harness.artifact import Artifact, QuantLinear
 from harness.npu.compile import CompiledLayer, compiled_layer
 from harness.npu.config import NpuConfig
-from harness.npu.graph import act_grid, input_codes, layer_graph, layer_linears, output_codes
+from harness.npu.graph import act_grid, input_codes, layer_feeds, layer_graph, layer_linears, output_codes
 from harness.npu.htp import open_session
 
 
@@ -101,11 +101,7 @@ def layer_agreement(artifact: Artifact, fq_model: nn.Module, calibration_ids: to
         graph = layer_graph(linears, scales, bits, tokens=len(test_ids))
         compiled = compiled_layer(graph, npu)
         session = open_session(compiled.wrapper, npu)
-        feeds = {}
-        for x, names in graph.inputs.items():
-            q, grid = linears[names[0]], act_grid(linears[names[0]], bits)
-            codes = input_codes(test[names[0]], q, bits) + grid.zero_point
-            feeds[x] = codes.numpy().astype(np.uint8 if grid.bits == 8 else np.uint16)
+        feeds = layer_feeds(graph, linears, test, bits)
         t0 = time.perf_counter()
         outs = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
         run_s = time.perf_counter() - t0

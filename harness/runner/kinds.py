@@ -8,15 +8,15 @@
               bits per weight, artifact and packed file size, calibration and quantization time
   pipeline_sim  every scheduling policy replayed (harness/pipeline_sim.py) over the runtime's measured operator
               costs, the accelerator at the paper's NPU/CPU ratios: latency and bubble rates (labelled simulated)
-  npu_compile / npu_oracle  the accelerator half compiled by QNN for a Qualcomm SoC: graph preparation times and
-              bytes; HTP's numerics against ours (harness/runner/npu_kinds.py)
+  npu_compile / npu_oracle / npu_profile  the accelerator half compiled by QNN for a Qualcomm SoC: graph preparation
+              times and bytes; HTP's numerics against ours; its time on a phone's NPU (harness/runner/npu_kinds.py)
 """
 from __future__ import annotations
 
 import time
 from typing import Callable, Iterator
 
-from harness.runner.npu_kinds import npu_compile, npu_oracle
+from harness.runner.npu_kinds import npu_compile, npu_oracle, npu_profile
 from harness.systems.base import NotRun  # the runner records it as a 'not run' row
 
 # Online datasets whose offline stand-in is a local proxy task (harness/data/tasks.py).
@@ -304,7 +304,7 @@ def pipeline_sim(job) -> Iterator[dict]:
 KINDS: dict[str, Callable[..., Iterator[dict]]] = {
     "smoke": smoke, "perplexity": perplexity, "accuracy": accuracy, "ttft": ttft, "fidelity": fidelity,
     "pipeline_sim": pipeline_sim, "npu_compile": npu_compile,
-    "npu_oracle": npu_oracle,
+    "npu_oracle": npu_oracle, "npu_profile": npu_profile,
 }
 
 

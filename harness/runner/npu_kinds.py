@@ -5,6 +5,8 @@
                loading the materialized context binaries; the bytes QNN embeds beside the weights' bytes
   npu_oracle   the HTP simulator's outputs against the fake-quant reference and the runtime's accelerator lane, per
                layer, in LSBs of the output grid
+  npu_profile  each layer's context binary run on a phone's NPU by the user's QAIRT SDK (qnn-net-run, profiled):
+               measured NPU time per layer and per pipeline stage
 """
 from __future__ import annotations
 
@@ -116,3 +118,63 @@ def npu_oracle(job) -> Iterator[dict]:
                                         (f"htp_lsb_share{suffix}", worst.share_differ, "fraction")):
                 yield job.row(metric, value, unit, variant=f"{npu.name} layer {r.layer}", label="simulated",
                               notes=notes)
+
+
+STAGE_OF = {"q_proj": "qkv", "k_proj": "qkv", "v_proj": "qkv", "o_proj": "o_proj", "gate_proj": "gate_up",
+            "up_proj": "gate_up", "down_proj": "down"}  # harness/pipeline_sim.py's matmul stages
+
+
+def _layer_graphs(job, artifact, model, tokenizer, npu):
+    """(layer, linears, graph, compiled, feeds) per decoder layer: output scales from one calibration window, inputs
+    one npu.chunk_tokens batch of held-out text (as npu_oracle's)."""
+    from harness.data.streams import calibration_tokens, local_ppl_tokens
+    from harness.npu.compile import compiled_layer
+    from harness.npu.graph import layer_feeds, layer_graph, layer_linears
+    from harness.npu.oracle import capture_inputs, output_scales
+    from harness.quant.fakequant import build_fakequant_model
+
+    fq_model = build_fakequant_model(artifact, model)
+    calibration = capture_inputs(fq_model, calibration_tokens(tokenizer, n_samples=1, seq_len=CALIBRATION_TOKENS,
+                                                              seed=0)[0])
+    test = capture_inputs(fq_model, local_ppl_tokens(tokenizer).ids[: npu.chunk_tokens])
+    for layer in range(int(artifact.config["num_hidden_layers"])):
+        linears = layer_linears(artifact, layer)
+        graph = layer_graph(linears, output_scales(linears, calibration, npu.activation_bits), npu.activation_bits,
+                            npu.chunk_tokens)
+        yield layer, linears, graph, compiled_layer(graph, npu), layer_feeds(graph, linears, test, npu.activation_bits)
+
+
+def npu_profile(job) -> Iterator[dict]:
+    """experiment.extra: inferences (default 3) per layer. Needs device=android and npu.qairt_root (else 'not run').
+
+    Per layer (variant '<soc> layer i'): npu_execute_ms, QNN's accelerator execute time of the layer's graph for one
+    npu.chunk_tokens batch (mean over the inferences), and npu_stage_ms per matmul stage of the pipeline simulator
+    (variant '<soc> layer i <stage>': the execute time split by the stage's share of the operator cycles). Measured
+    on the phone."""
+    from harness.devices import get_device
+    from harness.devices.lock import hold_device
+    from harness.npu.graph import matmul_name
+    from harness.npu.phone import PhoneProfiler
+    from harness.runner.kinds import _fp_model
+
+    model, tokenizer = _fp_model(job)
+    artifact, npu = _artifact(job, tokenizer)
+    with hold_device(job.cfg):
+        device = get_device(job.cfg.device)
+        profiler = PhoneProfiler(device, npu, int(job.experiment.extra.get("inferences", 3)))
+        notes = (f"qnn-net-run --profiling_level detailed on the phone's NPU, {where(npu)}, QAIRT SDK "
+                 f"{profiler.sdk}; {npu.chunk_tokens}-token batch of held-out text")
+        for layer, linears, graph, compiled, feeds in _layer_graphs(job, artifact, model, tokenizer, npu):
+            p = profiler.profile(f"layer{layer}", compiled, feeds)
+            variant = f"{npu.name} layer {layer}"
+            yield job.row("npu_execute_ms", p.execute_us / 1e3, "ms", variant=variant, notes=notes)
+            cycles = {stage: 0 for stage in dict.fromkeys(STAGE_OF.values())}
+            for name in linears:
+                cycles[STAGE_OF[name.rsplit(".", 1)[-1]]] += sum(
+                    c for op, c in p.op_cycles.items() if op.startswith(matmul_name(name)))
+            total = sum(p.op_cycles.values())
+            for stage, c in cycles.items():
+                value = p.execute_us / 1e3 * c / total if total else None
+                yield job.row("npu_stage_ms", value, "ms", variant=f"{variant} {stage}", notes=notes,
+                              **({} if total else {"status": "not run", "label": "not run",
+                                                   "error": "the profile has no per-operator cycles"}))
