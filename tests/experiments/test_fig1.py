@@ -51,6 +51,23 @@ def test_render_compares_the_share_outside_prefill(store, tmp_path):
     assert "EdgeFlow 5b: share" not in section.body  # EdgeFlow's split is shown, not compared with llm.npu's
 
 
-def test_sweep_is_figure_2s_cold_step():
+def test_sweep_is_figure_2s_cold_step_and_qnns_graph_preparation():
     pts = fig1.sweep(rounds=1)
-    assert len(pts) == 3 and all("protocol.preload_fraction=0" in p for p in pts)
+    cold = [p for p in pts if "experiment=npu_compile" not in p]
+    assert len(cold) == 3 and all("protocol.preload_fraction=0" in p for p in cold)
+    graphs = [p for p in pts if "experiment=npu_compile" in p]
+    assert {o for p in graphs for o in p if o.startswith("model=")} == {"model=smollm2-135m",
+                                                                       "model=shape-qwen1.5-1.8b"}
+
+
+def test_qnns_graph_preparation_is_tabled_beside_the_breakdown(store, tmp_path):
+    rows = []
+    for variant, values in (("sm8750 one graph", (36.1, 1.85, 1219.0, 1216.3)),
+                            ("sm8750 all layers", (19.1, 2.14, 1220.1, 1216.3))):
+        for metric, v in zip(("qnn_compile_s", "qnn_load_s", "qnn_context_mb", "qnn_weights_mb"), values):
+            rows.append({"experiment": "npu_compile", "model": "shape-qwen1.5-1.8b", "metric": metric, "value": v,
+                         "status": "ok", "label": "measured", "variant": variant, "config_hash": "q", "repetition": 0})
+    store.append("npu_compile", rows)
+    body = run.render("fig1", store, tmp_path / "out").body
+    assert "QNN graph preparation" in body
+    assert "| shape-qwen1.5-1.8b | sm8750 | 36.1 | 1.85 | 19.1 | 2.14 | 1219 | 1216 |" in body
