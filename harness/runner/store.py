@@ -35,7 +35,8 @@ OK, FAILED, NOT_RUN = "ok", "failed", "not run"
 LABELS = {
     "measured": "measured on the device the row names, as it is",
     "emulated": "measured under emulation (flash reads throttled to a phone's rate)",
-    "simulated": "computed by a simulator, not measured on a device (the pipeline simulator, harness/pipeline_sim.py)",
+    "simulated": "computed by a simulator, not measured on a device (the pipeline simulator, harness/pipeline_sim.py; "
+                 "QNN's HTP simulator, harness/npu/)",
     "proxy": "measured on a local stand-in dataset (the paper's needs the hub)",
     "stand-in": "computed by a model standing in for the one the row names (e.g. a fake-quant model)",
     "not run": "no value: the row's error or notes say why",
