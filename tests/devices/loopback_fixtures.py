@@ -1,6 +1,7 @@
 """Shared pieces of the loopback adbd tests: an adb key pair, a running loopback, and a raw wire-level client."""
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 
@@ -16,6 +17,18 @@ def make_keys(folder):
     keygen(str(key))
     pub = (folder / "adbkey.pub").read_text()
     return key, pub, PythonRSASigner(pub, key.read_text())
+
+
+@contextlib.contextmanager
+def authorized_loopback(tmp_path, monkeypatch):
+    """A running loopback adbd (its phone folder under tmp_path) that trusts a fresh key, which the harness's adb
+    client then uses (EDGEFLOW_ADB_KEY)."""
+    from harness.devices.loopback import LoopbackAdbd
+
+    key, pub, _ = make_keys(tmp_path)
+    monkeypatch.setenv("EDGEFLOW_ADB_KEY", str(key))
+    with LoopbackAdbd(tmp_path / "phone", authorized_keys=(pub,)) as adbd:
+        yield adbd
 
 
 class RawHost:

@@ -9,11 +9,10 @@ import subprocess
 
 import pytest
 
-from harness.devices.loopback import LoopbackAdbd
 from harness.runner.job import run_job
 from harness.runner.store import ResultsStore
 from harness.runner.sweep import compose_config, run_sweep
-from tests.devices.loopback_fixtures import make_keys
+from tests.devices.loopback_fixtures import authorized_loopback
 
 pytestmark = [pytest.mark.real_model,
               pytest.mark.skipif(not shutil.which("aarch64-linux-gnu-g++") or not shutil.which("qemu-aarch64-static"),
@@ -23,9 +22,7 @@ REMOTE = "/data/local/tmp/eb"
 
 @pytest.fixture
 def phone(tmp_path, monkeypatch):
-    key, pub, _ = make_keys(tmp_path)
-    monkeypatch.setenv("EDGEFLOW_ADB_KEY", str(key))
-    with LoopbackAdbd(tmp_path / "phone", authorized_keys=(pub,)) as adbd:
+    with authorized_loopback(tmp_path, monkeypatch) as adbd:
         yield adbd
 
 

@@ -9,6 +9,7 @@ from harness.npu.htp import unavailable_reason
 from harness.runner.job import run_job
 from harness.runner.store import ResultsStore
 from harness.runner.sweep import compose_config
+from tests.devices.loopback_fixtures import authorized_loopback
 
 VIEWER_TEXT = """Execute Stats (Average):
 Execute Stat 1
@@ -46,12 +47,7 @@ REMOTE = "/data/local/tmp/eb-npu"
 
 @pytest.fixture
 def phone(tmp_path, monkeypatch):
-    from harness.devices.loopback import LoopbackAdbd
-    from tests.devices.loopback_fixtures import make_keys
-
-    key, pub, _ = make_keys(tmp_path)
-    monkeypatch.setenv("EDGEFLOW_ADB_KEY", str(key))
-    with LoopbackAdbd(tmp_path / "phone", authorized_keys=(pub,)) as adbd:
+    with authorized_loopback(tmp_path, monkeypatch) as adbd:
         yield adbd
 
 
