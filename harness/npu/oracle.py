@@ -74,10 +74,14 @@ class LayerResult:
     vs_reference: dict[str, Agreement]  # linear name -> HTP vs the fake-quant reference
     vs_runtime: dict[str, Agreement]  # linear name -> HTP vs the runtime's lane (its 8-bit linears only)
     htp_run_s: float  # wall time of the simulator on this layer's batch
+    widths: dict[str, int]  # linear name -> its activation width on HTP (8 or 16): the unit of its LSBs
 
-    def worst(self, which: str) -> Agreement:
-        """The layer's linears pooled: the largest max_lsb, the mean share (linears weigh by output size)."""
-        agreements = list(getattr(self, which).values())
+    def worst(self, which: str, bits: int = 8) -> Agreement | None:
+        """The layer's linears of one width pooled: the largest max_lsb, the mean share (each linear weighs the
+        same), the mean signed difference; None when the layer has no such linear."""
+        agreements = [a for n, a in getattr(self, which).items() if self.widths[n] == bits]
+        if not agreements:
+            return None
         return Agreement(max(a.max_lsb for a in agreements), float(np.mean([a.share_differ for a in agreements])),
                          float(np.mean([a.mean_signed for a in agreements])))
 
@@ -105,13 +109,14 @@ def layer_agreement(artifact: Artifact, fq_model: nn.Module, calibration_ids: to
         t0 = time.perf_counter()
         outs = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
         run_s = time.perf_counter() - t0
-        vs_ref, vs_rt = {}, {}
+        vs_ref, vs_rt, widths = {}, {}, {}
         for name, q in linears.items():
             grid = act_grid(q, bits)
+            widths[name] = grid.bits
             htp = torch.from_numpy(outs[graph.outputs[name]].astype(np.int64)) - grid.zero_point
             reference = reference_output(q, test[name], bits)
             vs_ref[name] = Agreement.of(htp, output_codes(reference, scales[name], grid.bits))
             if grid.bits == 8:  # the runtime's lane computes INT8 activations only
                 lane = accel_linear(test[name], q.codes, q.w_scale, q.in_scale, float(q.act_scale))
                 vs_rt[name] = Agreement.of(htp, output_codes(lane, scales[name], grid.bits))
-        yield LayerResult(layer, compiled, vs_ref, vs_rt, run_s)
+        yield LayerResult(layer, compiled, vs_ref, vs_rt, run_s, widths)

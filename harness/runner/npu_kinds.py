@@ -89,8 +89,9 @@ def npu_oracle(job) -> Iterator[dict]:
     """experiment.extra: oracle_layers (default all), the decoder layers to compare.
 
     Per layer (variant '<soc> layer i'): htp_lsb_max / htp_lsb_share (HTP simulator vs the fake-quant reference) and
-    htp_lsb_max_runtime / htp_lsb_share_runtime (vs the runtime's lane), labelled simulated, with the mean signed
-    difference in the notes. Inputs: one npu.chunk_tokens batch of the held-out perplexity split; output ranges from
+    htp_lsb_max_runtime / htp_lsb_share_runtime (vs the runtime's lane) over its 8-bit linears, htp_lsb_max_a16 /
+    htp_lsb_share_a16 over its 16-bit ones (in 16-bit LSBs), labelled simulated, with the mean signed difference in
+    the notes. Inputs: one npu.chunk_tokens batch of the held-out perplexity split; output ranges from
     one calibration window. Context binaries are compiled once and cached (harness/npu/compile.py)."""
     from harness.data.streams import calibration_tokens, local_ppl_tokens
     from harness.npu.graph import widths_text
@@ -108,16 +109,17 @@ def npu_oracle(job) -> Iterator[dict]:
     sim = (f"HTP simulator on this host, {where(npu)}; {widths_text(artifact.linears, npu.activation_bits)}, "
            f"{len(test)} tokens of held-out text, output scales from one calibration window")
     for r in layer_agreement(artifact, fq_model, calibration, test, npu, layers=None if layers is None else list(layers)):
-        for suffix, which in (("", "vs_reference"), ("_runtime", "vs_runtime")):
-            if not getattr(r, which):
-                continue  # the runtime's lane computes A8 only
-            worst = r.worst(which)
-            other = "the fake-quant reference" if which == "vs_reference" else "the runtime's accelerator lane"
-            notes = f"HTP vs {other}, output codes; mean signed {worst.mean_signed:+.4f} LSB; {sim}"
-            for metric, value, unit in ((f"htp_lsb_max{suffix}", worst.max_lsb, "LSB"),
-                                        (f"htp_lsb_share{suffix}", worst.share_differ, "fraction")):
-                yield job.row(metric, value, unit, variant=f"{npu.name} layer {r.layer}", label="simulated",
-                              notes=notes)
+        for bits, width in ((8, ""), (16, "_a16")):  # LSBs of 8- and 16-bit outputs are different units
+            for suffix, which in (("", "vs_reference"), ("_runtime", "vs_runtime")):
+                worst = r.worst(which, bits)
+                if worst is None:
+                    continue  # no linear of this width in the layer (the runtime's lane computes A8 only)
+                other = "the fake-quant reference" if which == "vs_reference" else "the runtime's accelerator lane"
+                notes = (f"HTP vs {other}, {bits}-bit output codes; mean signed {worst.mean_signed:+.4f} LSB; {sim}")
+                for metric, value, unit in ((f"htp_lsb_max{width}{suffix}", worst.max_lsb, f"LSB{bits}"),
+                                            (f"htp_lsb_share{width}{suffix}", worst.share_differ, "fraction")):
+                    yield job.row(metric, value, unit, variant=f"{npu.name} layer {r.layer}", label="simulated",
+                                  notes=notes)
 
 
 STAGE_OF = {"q_proj": "qkv", "k_proj": "qkv", "v_proj": "qkv", "o_proj": "o_proj", "gate_proj": "gate_up",

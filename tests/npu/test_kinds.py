@@ -26,6 +26,18 @@ def test_npu_oracle_rows_per_layer_for_the_chosen_soc(tmp_path, tiny_checkpoint)
         assert values[("htp_lsb_max", v)] <= 1 and values[("htp_lsb_max_runtime", v)] <= 1
         assert 0 <= values[("htp_lsb_share", v)] < 0.1
     assert (rows["label"] == "simulated").all() and "soc_model 57" in rows["notes"].iloc[0]
+    assert not rows.metric.str.contains("_a16").any()
+
+
+def test_npu_oracle_reports_a16_linears_in_their_own_unit(tmp_path, tiny_checkpoint):
+    store = ResultsStore(tmp_path / "runs")
+    cfg = compose_config(["experiment=npu_oracle", *tiny(tiny_checkpoint), "+quantizer.a16_budget=0.5"])
+    assert run_job(cfg, store) == "ok"
+    rows = store.read("npu_oracle")
+    a16 = rows[rows.metric == "htp_lsb_max_a16"]
+    assert len(a16) >= 1 and (a16.unit == "LSB16").all() and "A16W8 on" in a16.notes.iloc[0]
+    assert (rows[rows.metric == "htp_lsb_max"].unit == "LSB8").all()
+    assert not rows.metric.str.startswith("htp_lsb_max_a16_runtime").any()  # the runtime's lane has no A16
 
 
 def test_npu_compile_times_each_layer_and_the_whole_model(tmp_path, tiny_checkpoint):

@@ -60,13 +60,13 @@ def test_context_binaries_are_cached_by_content(tiny, qnn_cache):
 
 
 @needs_htp
-def test_a16_runs_and_stays_within_one_a8_step(tiny, qnn_cache):
-    """HTP's A16W8 differs from exact arithmetic by more than 1 LSB of 16 bits on channels with small codes (measured,
-    see the closing note of issue 27); bound it by what matters for quality: less than one 8-bit step (258 LSB of 16 bits)."""
+def test_a16_runs_within_an_eighth_of_an_a8_step(tiny, qnn_cache):
+    """HTP's A16W8 is off exact arithmetic by a few 16-bit LSBs, not 1 (an error that does not shrink with the
+    inputs, measured; docs/npu.md); bound it by what matters for quality: an eighth of an 8-bit step (258 LSB16)."""
     artifact, fq_model, calibration, test = tiny
     r = next(layer_agreement(artifact, fq_model, calibration, test, load_npu_config(), bits=16, layers=[1]))
-    assert r.vs_runtime == {}  # the runtime's lane is A8 only
-    assert r.worst("vs_reference").max_lsb < 258
+    assert r.vs_runtime == {} and r.worst("vs_reference", 8) is None  # the runtime's lane is A8 only
+    assert 1 <= r.worst("vs_reference", 16).max_lsb < 258 // 8
 
 
 def test_negative_scales_are_exported_positive_with_negated_codes(tiny):
