@@ -34,7 +34,8 @@ from experiments.common import Section, fmt, md_table
 NAME = "fig1"
 TITLE = "Figure 1 - cold-start breakdown per system (128-token prompt)"
 EXPERIMENTS = (*fig2.EXPERIMENTS, "npu_compile")
-NPU_MODELS = ("smollm2-135m", "shape-qwen1.5-1.8b")  # the default model and a paper-shaped one (random weights)
+DEFAULT_MODELS = ("smollm2-135m",)
+PAPER_SHAPED = "shape-qwen1.5-1.8b"  # QNN's graph preparation at a paper model's size (random weights)
 SYSTEMS = ("llamacpp", "mnn", "edgeflow")
 PAPER_MODELS = fig2.PAPER_MODELS
 PARTS = ("process start", "setup", "load", "weight preparation", "prefill", "bubble")
@@ -42,12 +43,17 @@ COLORS = dict(zip(PARTS, ("#bbbbbb", "#8172b3", "#dd8452", "#937860", "#4c72b0",
 NOT_PREFILL = ("process start", "setup", "load", "weight preparation", "bubble")
 
 
-def sweep(models=("smollm2-135m",), systems=SYSTEMS, bits=fig2.EDGEFLOW_BITS, device="local",
-          flash_mbps: float | None = None, prompt_tokens: int = 128, rounds: int = 3) -> list[list[str]]:
+def sweep(models: tuple[str, ...] | None = None, systems=SYSTEMS, bits=fig2.EDGEFLOW_BITS, device="local",
+          flash_mbps: float | None = None, prompt_tokens: int = 128, rounds: int = 3,
+          npu_models: tuple[str, ...] | None = None) -> list[list[str]]:
     """Figure 2's sweep without preloading (the same configurations: measured once, drawn by both), and QNN's graph
-    preparation of EdgeFlow's accelerator half at 5 bits for NPU_MODELS (npu_compile, the default SoC)."""
+    preparation of EdgeFlow's accelerator half at 5 bits (npu_compile, the default SoC) for `npu_models`: by default
+    the sweep's models, and when no models are given the default model and the paper-shaped PAPER_SHAPED."""
+    if npu_models is None:
+        npu_models = (*DEFAULT_MODELS, PAPER_SHAPED) if models is None else tuple(models)
+    models = DEFAULT_MODELS if models is None else models
     graphs = [["experiment=npu_compile", f"model={m}", "quantizer=edgeflow", "quantizer.budget_bits=5.0"]
-              for m in NPU_MODELS]
+              for m in npu_models]
     return fig2.sweep(models, systems, bits, device, flash_mbps, prompt_tokens, (0.0,), rounds) + graphs
 
 

@@ -58,6 +58,8 @@ def test_sweep_is_figure_2s_cold_step_and_qnns_graph_preparation():
     graphs = [p for p in pts if "experiment=npu_compile" in p]
     assert {o for p in graphs for o in p if o.startswith("model=")} == {"model=smollm2-135m",
                                                                        "model=shape-qwen1.5-1.8b"}
+    only = fig1.sweep(models=("mine",), rounds=1)  # a user's models: theirs only
+    assert {o for p in only for o in p if o.startswith("model=")} == {"model=mine"}
 
 
 def test_qnns_graph_preparation_is_tabled_beside_the_breakdown(store, tmp_path):
