@@ -142,3 +142,28 @@ def test_a_mixed_a8_a16_layer_runs_each_linear_at_its_width(tiny, qnn_cache):
     assert set(r.vs_runtime) == set(layer_linears(mixed, 0)) - wide  # the runtime's lane is INT8 only
     assert all(r.vs_reference[n].max_lsb <= 1 for n in r.vs_runtime)
     assert all(r.vs_reference[n].max_lsb < 258 for n in wide)
+
+
+@needs_htp
+def test_a_context_binary_another_process_wrote_first_is_kept(tiny, qnn_cache, monkeypatch):
+    """Parallel sweeps compile the same graph at once: the second to finish must not replace the first's folder
+    under a reader (it did: 'Failed to load from EpContext model')."""
+    from harness.npu import compile as compile_mod
+    from harness.npu.compile import cache_key, compiled_layer
+
+    artifact = tiny[0]
+    linears = layer_linears(artifact, 0)
+    graph = layer_graph(linears, {n: 1.0 for n in linears}, 8, tokens=8)
+    npu = load_npu_config()
+    winner = qnn_cache / "qnn" / npu.name / cache_key(graph, npu)
+    real = compile_mod.compile_context
+
+    def racing(model, npu, folder, stem):
+        out = real(model, npu, folder, stem)
+        real(model, npu, winner, stem)  # another process finishes first
+        (winner / "meta.json").write_text('{"compile_s": 1.5}')
+        return out
+    monkeypatch.setattr(compile_mod, "compile_context", racing)
+    first = compiled_layer(graph, npu)
+    assert first.wrapper.parent == winner and first.compile_s == 1.5  # theirs, untouched
+    assert [p.name for p in winner.parent.iterdir()] == [winner.name]  # no leftover private folder
