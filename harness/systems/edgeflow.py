@@ -30,7 +30,7 @@ from harness.engine.run import ReportError, command, first_token_seen, parse_rep
 from harness.measure.cold import EngineError, repeat, run_once
 from harness.measure.workload import Workload, prompt_file, prompt_text
 from harness.models.zoo import checkpoint_dir
-from harness.systems.base import (Measurement, Metric, Prepared, System, cold_metrics, decode_metrics,
+from harness.systems.base import (Measurement, Metric, NotRun, Prepared, System, cold_metrics, decode_metrics,
                                   register_system)
 
 
@@ -111,6 +111,8 @@ class EdgeFlowSystem(System):
         qcfg = {**(self.quantizer or {"name": "edgeflow"}), "budget_bits": float(bits)}
         art_dir = quantized_artifact(model, qcfg)
         manifest = read_manifest(art_dir)
+        if not manifest.get("runtime_compatible", True):  # e.g. shadow outliers' float path, A16 activations
+            raise NotRun(f"our runtime cannot run this artifact: {manifest.get('runtime_incompatible_reason', '')}")
         packed = packed_file(model.name, art_dir, self.layout)
         from harness.engine.build import engine_binary
 

@@ -77,3 +77,13 @@ def test_without_htp_the_rows_say_not_run(tmp_path, tiny_checkpoint, monkeypatch
     assert run_job(compose_config(["experiment=npu_oracle", *tiny(tiny_checkpoint)]), store) == "not run"
     row = store.read("npu_oracle").iloc[0]
     assert row["label"] == "not run" and "x86-64 Linux only" in row["error"]
+
+
+def test_an_a16_artifacts_ttft_in_our_runtime_is_not_run_with_the_reason(tmp_path, tiny_checkpoint):
+    store = ResultsStore(tmp_path / "runs")
+    cfg = compose_config(["experiment=ttft", "system=edgeflow", *tiny(tiny_checkpoint), "+quantizer.a16_budget=0.5",
+                          "+experiment.extra.prompt_tokens=24", "+experiment.extra.n_prompts=1",
+                          "protocol.repetitions=1", "protocol.warmup_runs=0", "protocol.busy_policy=flag"])
+    assert run_job(cfg, store) == "not run"
+    row = store.read("ttft").iloc[0]
+    assert "our runtime cannot run this artifact" in row["error"] and "16-bit activations" in row["error"]
