@@ -9,6 +9,8 @@ of retries.
 """
 from __future__ import annotations
 
+import os
+
 from dataclasses import asdict, dataclass
 
 from harness.data.config import DatasetConfig
@@ -52,6 +54,10 @@ def evaluate_accuracy(model, tokenizer, dataset: DatasetConfig, limit: int | Non
         manager = load_from_hub(f"lm-eval task {task!r}", lambda: _loaded_builtin(task),
                                 "use a local proxy task (dataset=lambada-local or dataset=hellaswag-local)")
     lm = lm or HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, device=str(model.device))
+    # lm-eval bootstraps the stderr of some metrics (lambada's perplexity) in a forked Pool(cpu_count); its
+    # terminate() can hang for good on a worker blocked on the pool's queue lock (seen: a SLURM task stuck 10 min),
+    # and forking a process that runs torch's threads is unsafe anyway. In process, 1000 draws take well under 1 s.
+    os.environ["DISABLE_MULTIPROC"] = "1"
     out = lm_eval.simple_evaluate(model=lm, tasks=[task], num_fewshot=dataset.shots, limit=limit,
                                   task_manager=manager, log_samples=False, bootstrap_iters=1000,
                                   random_seed=dataset.seed, fewshot_random_seed=dataset.seed)
