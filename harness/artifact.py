@@ -129,11 +129,13 @@ def save_artifact(artifact: Artifact, path: str | os.PathLike) -> Path:
     return write_artifact_files(path, artifact.manifest, artifact.tensors().items())
 
 
-def write_artifact_files(path: str | os.PathLike, manifest: dict, tensors: Iterable[tuple[str, object]]) -> Path:
+def write_artifact_files(path: str | os.PathLike, manifest: dict, tensors: Iterable[tuple[str, object]],
+                         keep_existing: bool = False) -> Path:
     """The artifact directory from (name, tensor) pairs written as they come, then the manifest (which may be
-    completed while the pairs are produced); atomic: an interrupted write leaves no artifact."""
+    completed while the pairs are produced); atomic: an interrupted write leaves no artifact. keep_existing: a cache
+    entry (harness.cache.atomic_directory), which another process may have written meanwhile."""
     path = Path(path)
-    with atomic_directory(path) as tmp:
+    with atomic_directory(path, keep_existing) as tmp:
         write_safetensors(tmp / TENSORS, tensors)
         (tmp / MANIFEST).write_text(json.dumps({"format": FORMAT, "version": VERSION, **manifest}, indent=1,
                                                sort_keys=True))

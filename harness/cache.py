@@ -31,17 +31,27 @@ def progress_note(what: str):
 
 
 @contextlib.contextmanager
-def atomic_directory(out: Path):
+def atomic_directory(out: Path, keep_existing: bool = False):
     """Yield a temporary directory beside `out`, renamed to `out` only when the block finishes without error.
 
     An interrupted writer leaves no `out` (or the old one), never a half-written directory that looks complete.
+    keep_existing: for a cache entry that parallel processes may build at once, the first to finish keeps its
+    `out` (complete, since only whole directories are renamed into place) and later writers discard theirs, so an
+    entry is never replaced under a reader.
     """
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         yield tmp
-        shutil.rmtree(out, ignore_errors=True)
-        os.replace(tmp, out)
+        if keep_existing:
+            try:
+                os.rename(tmp, out)  # atomic; fails when another writer's `out` is already there
+            except OSError:
+                if not out.is_dir():
+                    raise
+        else:
+            shutil.rmtree(out, ignore_errors=True)
+            os.replace(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.cache import cache_dir
+from harness.cache import atomic_directory, cache_dir
 from harness.npu.config import NpuConfig
 from harness.npu.graph import LayerGraph
 from harness.npu.htp import compile_context, context_binary, open_session, versions
@@ -49,26 +46,12 @@ def compiled_layer(graph: LayerGraph, npu: NpuConfig) -> CompiledLayer:
     folder = cache_dir("qnn", npu.name) / cache_key(graph, npu)
     meta_path = folder / "meta.json"
     cached = meta_path.is_file()
-    if not cached:
-        _compile_once(graph, npu, folder)
+    if not cached:  # parallel sweeps may compile the same graph: the first to finish keeps its entry
+        with atomic_directory(folder, keep_existing=True) as tmp:
+            _, seconds = compile_context(graph.model, npu, tmp, STEM)
+            (tmp / "meta.json").write_text(json.dumps(
+                {"compile_s": seconds, "soc_model": npu.soc_model, "htp_arch": npu.htp_arch, "versions": versions()}))
     meta = json.loads(meta_path.read_text())
     wrapper = folder / f"{STEM}.onnx"
     return CompiledLayer(wrapper, meta["compile_s"], context_binary(wrapper).stat().st_size, graph.weight_bytes,
                          cached)
-
-
-def _compile_once(graph: LayerGraph, npu: NpuConfig, folder: Path) -> None:
-    """Compile into a private folder and rename it into place; when another process got there first (sweeps run
-    in parallel), keep theirs: an entry, once there, is never replaced under a reader."""
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    try:
-        _, seconds = compile_context(graph.model, npu, tmp, STEM)
-        (tmp / "meta.json").write_text(json.dumps(
-            {"compile_s": seconds, "soc_model": npu.soc_model, "htp_arch": npu.htp_arch, "versions": versions()}))
-        try:
-            os.rename(tmp, folder)  # atomic; fails when the folder exists and is not empty
-        except OSError:
-            if not (folder / "meta.json").is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)

@@ -52,5 +52,7 @@ def quantized_artifact(model_spec, config, tokenizer=None) -> Path:
         # statistics are cached per checkpoint and calibration: often ~0 s after the first quantizer or budget
         quantizer.stats = checkpoint_stats(model_spec.name, checkpoint, calibration, quantizer.config.grid_tokens)
         t1 = time.perf_counter()
-        write_artifact(checkpoint, quantizer, model_spec.name, path, manifest={"timing_s": {"calibrate": t1 - t0}})
+        # parallel sweeps may quantize the same config at once: the first to finish keeps its artifact
+        write_artifact(checkpoint, quantizer, model_spec.name, path, manifest={"timing_s": {"calibrate": t1 - t0}},
+                       keep_existing=True)
     return path

@@ -132,9 +132,11 @@ def _layer_stats(stream: LayerStream, calibration, picks) -> Iterator[tuple[str,
                 yield f"{name}.{field}", getattr(stats, field)
 
 
-def write_artifact(checkpoint: Path, quantizer, model_name: str, out: Path, manifest: dict | None = None) -> Path:
+def write_artifact(checkpoint: Path, quantizer, model_name: str, out: Path, manifest: dict | None = None,
+                   keep_existing: bool = False) -> Path:
     """The artifact of `quantizer` (its stats set, e.g. to a StatsFile) over the checkpoint, one projection in memory
-    at a time; `manifest` holds extra keys (its timing_s gets "quantize": seconds to quantize and write)."""
+    at a time; `manifest` holds extra keys (its timing_s gets "quantize": seconds to quantize and write);
+    keep_existing for a cache entry (artifact.write_artifact_files)."""
     from transformers import AutoConfig
 
     manifest = {} if manifest is None else manifest
@@ -142,7 +144,7 @@ def write_artifact(checkpoint: Path, quantizer, model_name: str, out: Path, mani
     weights = CheckpointReader(checkpoint)
     try:
         tensors = quantizer.quantized_tensors(weights, AutoConfig.from_pretrained(checkpoint), model_name, manifest)
-        return write_artifact_files(out, manifest, _timed(tensors, manifest))
+        return write_artifact_files(out, manifest, _timed(tensors, manifest), keep_existing)
     finally:
         weights.close()
 
