@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from harness.artifact import Artifact, QuantLinear
-from harness.quant.numerics import act_qmax
+from harness.quant.numerics import act_qmax, quantize_activations, quantize_outputs
 
 OPSET = 21  # QuantizeLinear/DequantizeLinear with uint16 and per-axis scales
 
@@ -75,15 +75,14 @@ def input_codes(x: torch.Tensor, q: QuantLinear, bits: int | None = None) -> tor
     """int64 [T, D] signed activation codes of x float32 [T, D], as the CPU side computes them. At 8 bits these are
     exactly the runtime's (numerics.quantize_activations: the same m = in_scale / act_scale in float32)."""
     grid = act_grid(q, bits)
-    m = q.in_scale / torch.tensor(grid.scale, dtype=torch.float32)
-    return torch.clamp(torch.round(x.float() * m), -grid.qmax, grid.qmax).to(torch.int64)
+    scale = torch.tensor(grid.scale, dtype=torch.float32)
+    return quantize_activations(x.float(), q.in_scale, scale, grid.bits).to(torch.int64)
 
 
 def output_codes(y: torch.Tensor, out_scale: float, bits: int) -> torch.Tensor:
     """int64 signed output codes of y on a `bits`-wide output grid: round half to even, clamped to uint{bits}'s
     range around the zero point."""
-    qmax = act_qmax(bits)
-    return torch.clamp(torch.round(y.double() / out_scale), -qmax - 1, qmax).to(torch.int64)
+    return quantize_outputs(y.double(), out_scale, bits).to(torch.int64)
 
 
 def htp_weights(q: QuantLinear) -> tuple[np.ndarray, np.ndarray]:
@@ -131,8 +130,9 @@ def bound_output_scale(q: QuantLinear, bits: int | None = None) -> float:
     """An output scale no input can overflow (every input code at qmax, every product adding up): for compiling
     graphs whose numerics nobody reads (compile timing); the oracle and the HTP model calibrate theirs."""
     grid = act_grid(q, bits)
-    peak = float((q.codes.abs().double().sum(1) * q.w_scale.abs().double()).max()) * grid.scale * grid.qmax
-    return max(peak, 1e-12) / grid.qmax
+    # largest |output| = qmax * s_x * max_c(sum_k |codes| * |w_scale|); over qmax output levels that is the step
+    step = float((q.codes.abs().double().sum(1) * q.w_scale.abs().double()).max()) * grid.scale
+    return max(step, 1e-12 / grid.qmax)
 
 
 @dataclass

@@ -23,7 +23,7 @@ import torch
 
 from harness.artifact import QuantLinear
 from harness.quant.fakequant import FakeQuantLinear
-from harness.quant.numerics import act_qmax
+from harness.quant.numerics import act_qmax, quantize_outputs
 
 
 def as_a16(q: QuantLinear, range_gain: float) -> QuantLinear:
@@ -39,8 +39,7 @@ def npu_output(q: QuantLinear, x: torch.Tensor, out_peak: float) -> torch.Tensor
     q.act_bits spanning +-out_peak (clamped, rounded half to even)."""
     step = out_peak / act_qmax(q.act_bits)
     with torch.no_grad():
-        y = FakeQuantLinear(q)(x)
-    return torch.clamp(torch.round(y / step), -act_qmax(q.act_bits) - 1, act_qmax(q.act_bits)) * step
+        return quantize_outputs(FakeQuantLinear(q)(x), step, q.act_bits) * step
 
 
 def a16_gain(q: QuantLinear, weight: torch.Tensor, rows: torch.Tensor, range_gain: float) -> float:

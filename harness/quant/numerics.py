@@ -90,3 +90,10 @@ def quantize_activations(x: torch.Tensor, in_scale: torch.Tensor, act_scale: tor
     m = in_scale / act_scale  # [D], what the runtime precomputes once per layer
     qmax = act_qmax(act_bits)
     return torch.clamp(torch.round(x * m), -qmax, qmax)
+
+
+def quantize_outputs(y: torch.Tensor, step: float, bits: int) -> torch.Tensor:
+    """Integer-valued [...] codes of an NPU matmul's output on its per-tensor grid of `bits` (uint{bits} around its
+    zero point): clamp(round_half_even(y / step), -2^(bits-1), 2^(bits-1) - 1)."""
+    qmax = act_qmax(bits)
+    return torch.clamp(torch.round(y / step), -qmax - 1, qmax)
