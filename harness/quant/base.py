@@ -88,14 +88,23 @@ class Quantizer(ABC):
     Config: ClassVar[type[QuantizerConfig]] = QuantizerConfig
     runtime_compatible: ClassVar[bool] = True
     runtime_incompatible_reason: ClassVar[str] = ""
+    weight_roundings: ClassVar[tuple[str, ...]] = ("nearest",)  # the config.weight_rounding values it implements
 
     def __init__(self, config: QuantizerConfig):
+        if config.weight_rounding not in self.weight_roundings:
+            raise ConfigError(f"quantizer {self.name!r} has no weight_rounding={config.weight_rounding!r}; "
+                              f"it implements {' or '.join(self.weight_roundings)}")
         self.config = config
         self.stats: dict[str, LinearStats] | None = None
 
+    @property
+    def needs_gram(self) -> bool:
+        """Whether quantize_linear reads stats.gram (calibrate.py collects it only when asked: D^2 per linear)."""
+        return self.config.weight_rounding == "gptq"
+
     def calibrate(self, model: nn.Module, calibration) -> None:
         """Collect (or reuse) input/output statistics of every projection on `calibration` (1-D token tensors)."""
-        self.stats = collect_stats(model, calibration, sample_rows=self.config.grid_tokens)
+        self.stats = collect_stats(model, calibration, sample_rows=self.config.grid_tokens, gram=self.needs_gram)
 
     @abstractmethod
     def quantize_linear(self, name: str, weight: torch.Tensor, stats: LinearStats, budget: float) -> LayerResult:

@@ -5,6 +5,8 @@ one collection serves every quantizer, budget and layer pattern):
   in_max  float32 [D]   max |x[:, k]| over all calibration tokens (S_I of NPU-aware smoothing)
   out_max float32 [C]   max |y[:, c]| of the FP output (S_O)
   rows    float32 [N, D] N input rows sampled uniformly over all calibration tokens (the alpha grid search's data)
+  gram    float32 [D, D] mean of x x^T over all calibration tokens, only when asked for (gram=True): what GPTQ's
+                         rounding needs (gptq.py); D^2 floats per linear, so not collected by default
 The FP model runs without its LM head (the statistics do not need logits).
 """
 from __future__ import annotations
@@ -25,6 +27,7 @@ class LinearStats:
     in_max: torch.Tensor  # float32 [D]
     out_max: torch.Tensor  # float32 [C]
     rows: torch.Tensor  # float32 [N, D]
+    gram: torch.Tensor | None = None  # float32 [D, D] or None (not collected)
 
 
 _CACHE: dict[tuple, dict[str, LinearStats]] = {}
@@ -51,21 +54,23 @@ def target_linears(model: nn.Module) -> dict[str, nn.Linear]:
     return {n: m for n, m in model.named_modules() if isinstance(m, nn.Linear) and n.endswith(LINEAR_SUFFIXES)}
 
 
-def collect_stats(model: nn.Module, calibration, sample_rows: int = 256, seed: int = 0) -> dict[str, LinearStats]:
-    """Statistics for every target linear; cached in memory by (weights, data, sample_rows, seed)."""
+def collect_stats(model: nn.Module, calibration, sample_rows: int = 256, seed: int = 0,
+                  gram: bool = False) -> dict[str, LinearStats]:
+    """Statistics for every target linear (with Gram matrices if gram); cached in memory by (weights, data,
+    sample_rows, seed, gram)."""
     calibration = check_calibration(calibration, model.config.vocab_size)
-    key = (model_fingerprint(model), tokens_digest(calibration), sample_rows, seed)
+    key = (model_fingerprint(model), tokens_digest(calibration), sample_rows, seed, gram)
     if key not in _CACHE:
         _CACHE.clear()  # keep one model's statistics: a sweep reuses them, a new model replaces them
-        _CACHE[key] = _collect(model, calibration, sample_rows, seed)
+        _CACHE[key] = _collect(model, calibration, sample_rows, seed, gram)
     return _CACHE[key]
 
 
-def _collect(model, calibration, sample_rows, seed) -> dict[str, LinearStats]:
+def _collect(model, calibration, sample_rows, seed, gram) -> dict[str, LinearStats]:
     linears = target_linears(model)
     if not linears:
         raise ValueError("the model has no q/k/v/o/gate/up/down_proj linear layers to calibrate")
-    collector = StatsCollector(linears, sample_picks(calibration, sample_rows, seed))
+    collector = StatsCollector(linears, sample_picks(calibration, sample_rows, seed), gram)
     body = getattr(model, "model", model)  # LlamaForCausalLM.model: the decoder without the LM head
     with collector, torch.inference_mode():
         for seq in tqdm(calibration, desc="calibration", unit="seq", leave=False):
@@ -83,11 +88,12 @@ def sample_picks(calibration: list[torch.Tensor], sample_rows: int, seed: int) -
 
 class StatsCollector:
     """Forward hooks on some linears that accumulate their LinearStats while the calibration sequences pass, in
-    order, one `sequence(length)` block each (rows are picked by position in the concatenated sequences)."""
+    order, one `sequence(length)` block each (rows are picked by position in the concatenated sequences); with
+    gram=True also each input's Gram matrix."""
 
-    def __init__(self, linears: dict[str, nn.Module], picks: torch.Tensor):
-        self.linears, self.picks = linears, picks
-        self._acc = {n: {"in": None, "out": None, "rows": []} for n in linears}
+    def __init__(self, linears: dict[str, nn.Module], picks: torch.Tensor, gram: bool = False):
+        self.linears, self.picks, self.gram = linears, picks, gram
+        self._acc = {n: {"in": None, "out": None, "rows": [], "gram": 0.0, "tokens": 0} for n in linears}
         self._offset, self._length, self._handles = 0, 0, []
 
     def __enter__(self):
@@ -117,10 +123,15 @@ class StatsCollector:
             sel = self.picks[(self.picks >= lo) & (self.picks < hi)] - lo
             if sel.numel():
                 a["rows"].append(x[sel].clone())
+            if self.gram:  # summed in float64: thousands of tokens' products, some of outlier features
+                a["gram"] = a["gram"] + (x.t() @ x).double()
+                a["tokens"] += x.shape[0]
         return fn
 
     def stats(self) -> dict[str, LinearStats]:
-        return {n: LinearStats(a["in"], a["out"], torch.cat(a["rows"])) for n, a in self._acc.items()}
+        def gram(a):
+            return (a["gram"] / a["tokens"]).float() if self.gram else None
+        return {n: LinearStats(a["in"], a["out"], torch.cat(a["rows"]), gram(a)) for n, a in self._acc.items()}
 
 
 def model_fingerprint(model: nn.Module) -> str:

@@ -15,6 +15,7 @@ from harness.quant.metric import MAX_BITS, RE_METRICS
 
 DEFAULT_LAYERS = tuple(f"*.{s}" for s in LINEAR_SUFFIXES)  # every q/k/v/o/gate/up/down projection
 DEFAULT_ALPHA_GRID = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+WEIGHT_ROUNDINGS = ("nearest", "gptq")  # gptq: error-compensating rounding on the same grids (gptq.py)
 
 
 @dataclass
@@ -30,6 +31,7 @@ class QuantizerConfig:
     grid_tokens: int = 128  # calibration rows per linear on which the alpha grid search measures output error
     a16_budget: float = 0.0  # share of matmul MACs whose activations may be 16-bit (A16, HTP only; a16.py)
     a16_range_gain: float = 16.0  # an A16 linear's grid covers this many times its calibrated INT8 range
+    weight_rounding: str = "nearest"  # nearest (the paper's) or gptq (codes that compensate each other's error)
 
     def __post_init__(self):
         _check(isinstance(self.name, str) and self.name, "name", "a non-empty string", self.name)
@@ -52,6 +54,8 @@ class QuantizerConfig:
                self.a16_budget)
         _check(_real(self.a16_range_gain) and 1 <= self.a16_range_gain <= 256, "a16_range_gain",
                "a number in [1, 256]", self.a16_range_gain)
+        _check(self.weight_rounding in WEIGHT_ROUNDINGS, "weight_rounding", " or ".join(WEIGHT_ROUNDINGS),
+               self.weight_rounding)
 
     def budget_for(self, module_name: str) -> float:
         from fnmatch import fnmatchcase

@@ -5,6 +5,9 @@ For each alpha in config.alpha_grid, one candidate layer is built:
     W'    = W / in_scale / out_scale                             [C, D]
     bits  = method.allocate(W', budget)                          [C] in 1..8 (allocate.py)
     codes, scale = method.quantize_weight(W', bits)              per-channel or per-tensor grid (numerics.py)
+    codes = gptq_codes(W', bits, scale, H')                      with weight_rounding=gptq only: the same grids,
+                                                                 error-compensating codes (gptq.py); H' = Gram
+                                                                 matrix of the smoothed input x * in_scale
     w_scale = scale * out_scale,  act_scale = max_k(S_I[k] in_scale[k]) / 127
 and the candidate whose output on the sampled calibration rows is closest (squared error) to the FP layer's wins.
 With a single alpha the search is skipped. Methods override the four hooks; quantize_linear is not overridden.
@@ -19,11 +22,14 @@ from harness.artifact import QuantLinear
 from harness.quant.base import LayerResult, Quantizer
 from harness.quant.calibrate import LinearStats
 from harness.quant.fakequant import OUTLIER_IDX, OUTLIER_WEIGHT, FakeQuantLinear
+from harness.quant.gptq import gptq_codes
 from harness.quant.numerics import act_scale_for, quantize_per_channel
 from harness.quant.smoothing import edgeflow_scales, smooth_weight
 
 
 class SmoothedQuantizer(Quantizer):
+    weight_roundings = ("nearest", "gptq")
+
     def scales(self, weight: torch.Tensor, stats: LinearStats, alpha: float) -> tuple[torch.Tensor, torch.Tensor]:
         return edgeflow_scales(stats, alpha, self.config.beta)
 
@@ -37,27 +43,36 @@ class SmoothedQuantizer(Quantizer):
     def extras(self, weight: torch.Tensor, stats: LinearStats, in_scale: torch.Tensor) -> dict[str, torch.Tensor]:
         return {}
 
-    def candidate(self, weight: torch.Tensor, stats: LinearStats, alpha: float, budget: float) -> LayerResult:
+    def candidate(self, weight: torch.Tensor, stats: LinearStats, alpha: float, budget: float,
+                  rounding: str = "nearest") -> LayerResult:
         in_scale, out_scale = self.scales(weight, stats, alpha)
         smoothed = smooth_weight(weight, in_scale, out_scale)
         bits = self.allocate(smoothed, budget)
         codes, scale = self.quantize_weight(smoothed, bits)
+        if rounding == "gptq":
+            if stats.gram is None:
+                raise ValueError("weight_rounding=gptq needs calibration statistics with Gram matrices "
+                                 "(collect_stats(..., gram=True); Quantizer.calibrate asks for them)")
+            codes = gptq_codes(smoothed, bits, scale, stats.gram * torch.outer(in_scale, in_scale))
         linear = QuantLinear(codes=codes, bits=bits.to(torch.uint8), w_scale=(scale * out_scale).float(),
                              in_scale=in_scale.float(), act_scale=act_scale_for(stats.in_max, in_scale))
         return LayerResult(linear, self.extras(weight, stats, in_scale), {"alpha": alpha})
 
     def quantize_linear(self, name: str, weight: torch.Tensor, stats: LinearStats, budget: float) -> LayerResult:
-        grid = self.config.alpha_grid
+        """The best alpha's candidate, chosen with nearest rounding; with weight_rounding=gptq that alpha's grids
+        are then rounded by GPTQ (once per linear: GPTQ per alpha would cost the grid's length again)."""
+        grid, rounding = self.config.alpha_grid, self.config.weight_rounding
         if len(grid) == 1:
-            return self.candidate(weight, stats, grid[0], budget)
+            return self.candidate(weight, stats, grid[0], budget, rounding)
         reference = stats.rows @ weight.t()  # [N, C]
-        best, best_err = None, float("inf")
-        for alpha in grid:
-            cand = self.candidate(weight, stats, alpha, budget)
-            err = float(((output_of(cand, stats.rows) - reference) ** 2).sum())
-            if err < best_err:
-                best, best_err = cand, err
-        best.info["grid_rel_error"] = best_err / max(float((reference ** 2).sum()), 1e-30)
+        energy = max(float((reference ** 2).sum()), 1e-30)
+
+        def error(cand: LayerResult) -> float:
+            return float(((output_of(cand, stats.rows) - reference) ** 2).sum()) / energy
+        best = min((self.candidate(weight, stats, alpha, budget) for alpha in grid), key=error)
+        if rounding != "nearest":
+            best = self.candidate(weight, stats, best.info["alpha"], budget, rounding)
+        best.info["grid_rel_error"] = error(best)
         return best
 
 

@@ -30,7 +30,7 @@ from harness.quant.calibrate import (LinearStats, StatsCollector, tokens_digest,
                                      target_linears)
 from harness.safetensors_io import CheckpointReader, SafetensorsReader, return_freed_memory, write_safetensors
 
-STATS_FIELDS = ("in_max", "out_max", "rows")
+STATS_FIELDS = ("in_max", "out_max", "rows", "gram")  # gram only in files made with gram=True
 
 
 class LayerStream:
@@ -81,12 +81,14 @@ class StatsFile(Mapping):
     def __init__(self, path: Path):
         self.path = path
         self._reader = SafetensorsReader(path)
-        self._names = [n[: -len(".in_max")] for n in self._reader.names() if n.endswith(".in_max")]
+        self._stored = set(self._reader.names())
+        self._names = [n[: -len(".in_max")] for n in self._stored if n.endswith(".in_max")]
 
     def __getitem__(self, name: str) -> LinearStats:
         if name not in self._names:
             raise KeyError(f"{self.path} has no calibration statistics for {name!r}")
-        return LinearStats(*(self._reader.read(f"{name}.{f}") for f in STATS_FIELDS))
+        return LinearStats(*(self._reader.read(f"{name}.{f}") if f"{name}.{f}" in self._stored else None
+                             for f in STATS_FIELDS))
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._names)
@@ -95,41 +97,45 @@ class StatsFile(Mapping):
         return len(self._names)
 
 
-def checkpoint_stats(model_name: str, checkpoint: Path, calibration, sample_rows: int, seed: int = 0) -> StatsFile:
-    """The statistics of every projection of the checkpoint on `calibration` (1-D token tensors), from the cache or
-    made with one layer in memory at a time."""
+def checkpoint_stats(model_name: str, checkpoint: Path, calibration, sample_rows: int, seed: int = 0,
+                     gram: bool = False) -> StatsFile:
+    """The statistics of every projection of the checkpoint on `calibration` (1-D token tensors), with Gram matrices
+    if gram, from the cache or made with one layer in memory at a time."""
     checkpoint = Path(checkpoint)
     calibration = check_calibration(calibration, json.loads((checkpoint / "config.json").read_text())["vocab_size"])
-    key = hashlib.sha256(json.dumps([_checkpoint_identity(checkpoint), tokens_digest(calibration), sample_rows, seed,
-                                     _code_digest()]).encode()).hexdigest()[:16]
+    identity = [_checkpoint_identity(checkpoint), tokens_digest(calibration), sample_rows, seed, _code_digest()]
+    key = hashlib.sha256(json.dumps(identity + ([True] if gram else [])).encode()).hexdigest()[:16]
     path = cache_dir("calibration", model_name) / f"stats-{key}.safetensors"
     if not path.is_file():
-        write_stats(path, checkpoint, calibration, sample_rows, seed)
+        write_stats(path, checkpoint, calibration, sample_rows, seed, gram)
     return StatsFile(path)
 
 
-def write_stats(path: Path, checkpoint: Path, calibration, sample_rows: int, seed: int = 0) -> Path:
+def write_stats(path: Path, checkpoint: Path, calibration, sample_rows: int, seed: int = 0,
+                gram: bool = False) -> Path:
     """Run the calibration through the checkpoint's layers one at a time; write the statistics file `path`."""
     stream = LayerStream(Path(checkpoint))
     calibration = check_calibration(calibration, stream.config.vocab_size)
+    picks = sample_picks(calibration, sample_rows, seed)
     try:
-        return write_safetensors(path, _layer_stats(stream, calibration, sample_picks(calibration, sample_rows, seed)))
+        return write_safetensors(path, _layer_stats(stream, calibration, picks, gram))
     finally:
         stream.weights.close()
 
 
-def _layer_stats(stream: LayerStream, calibration, picks) -> Iterator[tuple[str, torch.Tensor]]:
+def _layer_stats(stream: LayerStream, calibration, picks, gram: bool) -> Iterator[tuple[str, torch.Tensor]]:
     hidden = [stream.embed(seq) for seq in calibration]  # float32 [1, T, H] per sequence
     for index in tqdm(range(stream.config.num_hidden_layers), desc="calibration", unit="layer", leave=False):
         with stream.layer(index) as layer, torch.inference_mode():
             linears = {f"model.layers.{index}.{n}": m for n, m in target_linears(layer).items()}
-            with StatsCollector(linears, picks) as collector:
+            with StatsCollector(linears, picks, gram) as collector:
                 for s, h in enumerate(hidden):
                     with collector.sequence(h.shape[1]):
                         hidden[s] = stream.forward(layer, h)
         for name, stats in collector.stats().items():
             for field in STATS_FIELDS:
-                yield f"{name}.{field}", getattr(stats, field)
+                if getattr(stats, field) is not None:
+                    yield f"{name}.{field}", getattr(stats, field)
 
 
 def write_artifact(checkpoint: Path, quantizer, model_name: str, out: Path, manifest: dict | None = None,

@@ -25,11 +25,13 @@ def _checkpoint(tmp_path, tie, shard):
     return path, LlamaForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
 
 
-@pytest.mark.parametrize("tie,shard,embedding_bits", [(True, False, 8), (False, True, 8), (False, False, 16)])
-def test_the_streamed_artifact_equals_the_in_memory_one(tmp_path, monkeypatch, tie, shard, embedding_bits):
+@pytest.mark.parametrize("tie,shard,embedding_bits,rounding", [(True, False, 8, "nearest"), (False, True, 8, "nearest"),
+                                                                (False, False, 16, "nearest"), (True, True, 8, "gptq")])
+def test_the_streamed_artifact_equals_the_in_memory_one(tmp_path, monkeypatch, tie, shard, embedding_bits, rounding):
     monkeypatch.setenv("EDGEFLOW_CACHE", str(tmp_path / "cache"))
     checkpoint, model = _checkpoint(tmp_path, tie, shard)
-    config = {"name": "edgeflow", "budget_bits": 4.5, "alpha_grid": [0.0, 0.5], "embedding_bits": embedding_bits}
+    config = {"name": "edgeflow", "budget_bits": 4.5, "alpha_grid": [0.0, 0.5], "embedding_bits": embedding_bits,
+              "weight_rounding": rounding}
     calibration = _calibration()
 
     in_memory = make_quantizer(config)
@@ -37,12 +39,14 @@ def test_the_streamed_artifact_equals_the_in_memory_one(tmp_path, monkeypatch, t
     want = in_memory.quantize(model, "tiny")
 
     streamed = make_quantizer(config)
-    streamed.stats = checkpoint_stats("tiny", checkpoint, calibration, streamed.config.grid_tokens)
+    streamed.stats = checkpoint_stats("tiny", checkpoint, calibration, streamed.config.grid_tokens,
+                                      gram=streamed.needs_gram)
     assert set(streamed.stats) == set(in_memory.stats)
     for name, stats in in_memory.stats.items():
         got = streamed.stats[name]
         assert torch.equal(got.in_max, stats.in_max) and torch.equal(got.out_max, stats.out_max)
         assert torch.equal(got.rows, stats.rows), name
+        assert (got.gram is None) == (rounding == "nearest") and (got.gram is None or torch.equal(got.gram, stats.gram))
     got = load_artifact(write_artifact(checkpoint, streamed, "tiny", tmp_path / "artifact"))
 
     assert got.manifest.pop("timing_s")["quantize"] > 0
