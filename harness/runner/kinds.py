@@ -315,7 +315,9 @@ def _fp_model(job):
 
 
 def _model_under_test(job):
-    """(model, tokenizer, row fields): the FP model, or the fake-quant model of `quantizer` (quantized once, cached)."""
+    """(model, tokenizer, row fields): the FP model, or the fake-quant model of `quantizer` (quantized once, cached);
+    with an npu group, the fake-quant model whose quantized linears QNN's HTP simulator computes (scored_by and the
+    label `simulated` among the fields)."""
     from harness.artifact import load_artifact
     from harness.quant.cache import quantized_artifact
     from harness.quant.fakequant import build_fakequant_model
@@ -327,10 +329,14 @@ def _model_under_test(job):
     artifact = load_artifact(quantized_artifact(job.model, job.cfg.quantizer, tokenizer))
     job.extra_rows.append(job.row("effective_bits", artifact.manifest["effective_bits_per_weight"], "bits/weight",
                                   notes=f"artifact ready in {time.perf_counter() - t0:.1f} s (cached after the first)"))
+    if job.cfg.get("npu") is not None:
+        _, what, htp_model, label = _htp_variant(job, artifact, model, tokenizer)
+        return htp_model, tokenizer, {"scored_by": what, "label": label}
     return build_fakequant_model(artifact, model), tokenizer, {}
 
 
-def _perplexity_rows(job, model, tokenizer, **fields) -> Iterator[dict]:
+def _perplexity_rows(job, model, tokenizer, scored_by: str = "the torch model", label: str | None = None,
+                     **fields) -> Iterator[dict]:
     from harness.data.streams import local_ppl_tokens, wikitext2_test_tokens
     from harness.eval.perplexity import perplexity as ppl
 
@@ -339,21 +345,22 @@ def _perplexity_rows(job, model, tokenizer, **fields) -> Iterator[dict]:
     if source not in ("local", "wikitext2"):
         raise ValueError(f"experiment.extra.ppl_source must be local or wikitext2, got {source!r}")
     stream = wikitext2_test_tokens(tokenizer) if source == "wikitext2" else local_ppl_tokens(tokenizer)
-    label = "proxy" if source == "local" else "measured"
+    label = label or ("proxy" if source == "local" else "measured")
     window = int(job.experiment.extra.get("ppl_window", 2048))
     result = ppl(model, stream.ids, window=window, max_windows=job.experiment.ppl_max_windows)
     yield job.row("perplexity", result["ppl"], "ppl", label=label, dataset=f"ppl-{source}",
-                  notes=f"{stream.protocol}; {result['windows']} windows x {window} tokens", **fields)
+                  notes=f"{stream.protocol}; {result['windows']} windows x {window} tokens; scored by {scored_by}",
+                  **fields)
 
 
 def _accuracy_rows(job, model, tokenizer, dataset, row_dataset: str | None = None, lm=None,
-                   scored_by: str = "the torch model", **fields) -> Iterator[dict]:
+                   scored_by: str = "the torch model", label: str | None = None, **fields) -> Iterator[dict]:
     from harness.eval.accuracy import evaluate_accuracy
 
     yield from job.take_extra_rows()
     for r in evaluate_accuracy(model, tokenizer, dataset, limit=job.experiment.eval_limit, lm=lm):
         proxy = r.protocol.startswith("proxy")
         yield job.row("accuracy" if r.metric == "acc" else r.metric, r.value, "fraction",
-                      label="proxy" if proxy else "measured", dataset=row_dataset or dataset.name,
+                      label=label or ("proxy" if proxy else "measured"), dataset=row_dataset or dataset.name,
                       notes=f"{r.protocol}; lm-eval task {r.task} metric {r.metric}, n={r.n}, shots={r.shots}, "
                             f"stderr={r.stderr}; scored by {scored_by}", **fields)

@@ -69,6 +69,19 @@ def test_fidelity_through_htp_is_simulated_and_close_to_the_reference(tmp_path, 
     assert fid[fid.metric == "top1_agreement_htp"]["value"].min() >= 0.9
 
 
+def test_accuracy_through_htp_is_scored_by_the_simulator(tmp_path, tiny_checkpoint):
+    store = ResultsStore(tmp_path / "runs")
+    base = ["experiment=accuracy", *tiny(tiny_checkpoint, 8), "dataset=lambada-local", "experiment.eval_limit=3"]
+    assert run_job(compose_config([*base, "npu=sm8650"]), store) == "ok"
+    assert run_job(compose_config(base), store) == "ok"
+    acc = store.read("accuracy")
+    scored = acc[acc.metric == "accuracy"]
+    htp, fake = (scored[scored.notes.str.contains("HTP simulator") == on] for on in (True, False))
+    assert len(htp) == 1 and htp.label.iloc[0] == "simulated" and "soc_model 57" in htp.notes.iloc[0]
+    assert "n=3" in htp.notes.iloc[0] and len(fake) == 1 and fake.label.iloc[0] == "proxy"
+    assert htp.config_hash.iloc[0] != fake.config_hash.iloc[0]
+
+
 def test_without_htp_the_rows_say_not_run(tmp_path, tiny_checkpoint, monkeypatch):
     from harness.npu import htp
 
