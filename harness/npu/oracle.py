@@ -86,15 +86,23 @@ class LayerResult:
                          float(np.mean([a.mean_signed for a in agreements])))
 
 
-def layer_agreement(artifact: Artifact, fq_model: nn.Module, calibration_ids: torch.Tensor, test_ids: torch.Tensor,
-                    npu: NpuConfig, bits: int | None = None, layers: list[int] | None = None) -> Iterator[LayerResult]:
-    """For each decoder layer (all by default): compile its accelerator graph for npu's SoC (cached), run the
-    test batch through HTP's simulator and compare. test_ids has the graphs' batch size (npu.chunk_tokens); `bits`
+@dataclass
+class PreparedLayer:
+    """One decoder layer's accelerator graph, compiled for the SoC, with its test batch as graph feeds."""
+    layer: int
+    linears: dict[str, QuantLinear]
+    scales: dict[str, float]  # static output scale per linear, from the calibration window
+    graph: object  # graph.LayerGraph
+    compiled: CompiledLayer
+    feeds: dict[str, np.ndarray]
+    test: dict[str, torch.Tensor]  # each linear's float input rows [N, D] on the test batch
+
+
+def prepared_layers(artifact: Artifact, fq_model: nn.Module, calibration_ids: torch.Tensor, test_ids: torch.Tensor,
+                    npu: NpuConfig, bits: int | None = None, layers: list[int] | None = None) -> Iterator[PreparedLayer]:
+    """For each decoder layer (all by default): its graph with output scales from the calibration window, compiled for
+    npu's SoC (cached), and the test batch's codes (test_ids has the graphs' batch size, npu.chunk_tokens); `bits`
     (default npu.activation_bits) is the least activation width (graph.act_grid)."""
-    import time
-
-    from harness.engine.capi import accel_linear
-
     bits = bits or npu.activation_bits
     calibration = capture_inputs(fq_model, calibration_ids)
     test = capture_inputs(fq_model, test_ids)
@@ -103,20 +111,31 @@ def layer_agreement(artifact: Artifact, fq_model: nn.Module, calibration_ids: to
         linears = layer_linears(artifact, layer)
         scales = output_scales(linears, calibration, bits)
         graph = layer_graph(linears, scales, bits, tokens=len(test_ids))
-        compiled = compiled_layer(graph, npu)
-        session = open_session(compiled.wrapper, npu)
-        feeds = layer_feeds(graph, linears, test, bits)
+        yield PreparedLayer(layer, linears, scales, graph, compiled_layer(graph, npu),
+                            layer_feeds(graph, linears, test, bits), test)
+
+
+def layer_agreement(artifact: Artifact, fq_model: nn.Module, calibration_ids: torch.Tensor, test_ids: torch.Tensor,
+                    npu: NpuConfig, bits: int | None = None, layers: list[int] | None = None) -> Iterator[LayerResult]:
+    """For each prepared layer (prepared_layers): run the test batch through HTP's simulator and compare."""
+    import time
+
+    from harness.engine.capi import accel_linear
+
+    bits = bits or npu.activation_bits
+    for p in prepared_layers(artifact, fq_model, calibration_ids, test_ids, npu, bits, layers):
+        session = open_session(p.compiled.wrapper, npu)
         t0 = time.perf_counter()
-        outs = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+        outs = dict(zip([o.name for o in session.get_outputs()], session.run(None, p.feeds)))
         run_s = time.perf_counter() - t0
         vs_ref, vs_rt, widths = {}, {}, {}
-        for name, q in linears.items():
+        for name, q in p.linears.items():
             grid = act_grid(q, bits)
             widths[name] = grid.bits
-            htp = torch.from_numpy(outs[graph.outputs[name]].astype(np.int64)) - grid.zero_point
-            reference = reference_output(q, test[name], bits)
-            vs_ref[name] = Agreement.of(htp, output_codes(reference, scales[name], grid.bits))
+            htp = torch.from_numpy(outs[p.graph.outputs[name]].astype(np.int64)) - grid.zero_point
+            reference = reference_output(q, p.test[name], bits)
+            vs_ref[name] = Agreement.of(htp, output_codes(reference, p.scales[name], grid.bits))
             if grid.bits == 8:  # the runtime's lane computes INT8 activations only
-                lane = accel_linear(test[name], q.codes, q.w_scale, q.in_scale, float(q.act_scale))
-                vs_rt[name] = Agreement.of(htp, output_codes(lane, scales[name], grid.bits))
-        yield LayerResult(layer, compiled, vs_ref, vs_rt, run_s, widths)
+                lane = accel_linear(p.test[name], q.codes, q.w_scale, q.in_scale, float(q.act_scale))
+                vs_rt[name] = Agreement.of(htp, output_codes(lane, p.scales[name], grid.bits))
+        yield LayerResult(p.layer, p.compiled, vs_ref, vs_rt, run_s, widths)

@@ -93,7 +93,6 @@ def npu_oracle(job) -> Iterator[dict]:
     htp_lsb_share_a16 over its 16-bit ones (in 16-bit LSBs), labelled simulated, with the mean signed difference in
     the notes. Inputs: one npu.chunk_tokens batch of the held-out perplexity split; output ranges from
     one calibration window. Context binaries are compiled once and cached (harness/npu/compile.py)."""
-    from harness.data.streams import calibration_tokens, local_ppl_tokens
     from harness.npu.graph import widths_text
     from harness.npu.oracle import layer_agreement
     from harness.quant.fakequant import build_fakequant_model
@@ -103,8 +102,7 @@ def npu_oracle(job) -> Iterator[dict]:
     model, tokenizer = _fp_model(job)
     artifact, npu = _artifact(job, tokenizer)
     fq_model = build_fakequant_model(artifact, model)
-    calibration = calibration_tokens(tokenizer, n_samples=1, seq_len=CALIBRATION_TOKENS, seed=0)[0]
-    test = local_ppl_tokens(tokenizer).ids[: npu.chunk_tokens]
+    calibration, test = _oracle_tokens(tokenizer, npu)
     layers = job.experiment.extra.get("oracle_layers")
     sim = (f"HTP simulator on this host, {where(npu)}; {widths_text(artifact.linears, npu.activation_bits)}, "
            f"{len(test)} tokens of held-out text, output scales from one calibration window")
@@ -122,28 +120,25 @@ def npu_oracle(job) -> Iterator[dict]:
                                   notes=notes)
 
 
-STAGE_OF = {"q_proj": "qkv", "k_proj": "qkv", "v_proj": "qkv", "o_proj": "o_proj", "gate_proj": "gate_up",
-            "up_proj": "gate_up", "down_proj": "down"}  # harness/pipeline_sim.py's matmul stages
-
-
-def _layer_graphs(job, artifact, model, tokenizer, npu):
-    """(layer, linears, graph, compiled, feeds) per decoder layer: output scales from one calibration window, inputs
-    one npu.chunk_tokens batch of held-out text (as npu_oracle's)."""
+def _oracle_tokens(tokenizer, npu) -> tuple:
+    """(calibration ids, test ids): one calibration window for the output scales, one npu.chunk_tokens batch of the
+    held-out perplexity split as the graphs' input."""
     from harness.data.streams import calibration_tokens, local_ppl_tokens
-    from harness.npu.compile import compiled_layer
-    from harness.npu.graph import layer_feeds, layer_graph, layer_linears
-    from harness.npu.oracle import capture_inputs, output_scales
+
+    calibration = calibration_tokens(tokenizer, n_samples=1, seq_len=CALIBRATION_TOKENS, seed=0)[0]
+    return calibration, local_ppl_tokens(tokenizer).ids[: npu.chunk_tokens]
+
+
+def _prepared_layers(artifact, model, tokenizer, npu):
+    """Every decoder layer's compiled graph and feeds on the oracle's tokens (harness.npu.oracle.prepared_layers)."""
+    from harness.npu.oracle import prepared_layers
     from harness.quant.fakequant import build_fakequant_model
 
-    fq_model = build_fakequant_model(artifact, model)
-    calibration = capture_inputs(fq_model, calibration_tokens(tokenizer, n_samples=1, seq_len=CALIBRATION_TOKENS,
-                                                              seed=0)[0])
-    test = capture_inputs(fq_model, local_ppl_tokens(tokenizer).ids[: npu.chunk_tokens])
-    for layer in range(int(artifact.config["num_hidden_layers"])):
-        linears = layer_linears(artifact, layer)
-        graph = layer_graph(linears, output_scales(linears, calibration, npu.activation_bits), npu.activation_bits,
-                            npu.chunk_tokens)
-        yield layer, linears, graph, compiled_layer(graph, npu), layer_feeds(graph, linears, test, npu.activation_bits)
+    return prepared_layers(artifact, build_fakequant_model(artifact, model), *_oracle_tokens(tokenizer, npu), npu)
+
+
+STAGE_OF = {"q_proj": "qkv", "k_proj": "qkv", "v_proj": "qkv", "o_proj": "o_proj", "gate_proj": "gate_up",
+            "up_proj": "gate_up", "down_proj": "down"}  # harness/pipeline_sim.py's matmul stages
 
 
 def npu_profile(job) -> Iterator[dict]:
@@ -166,12 +161,12 @@ def npu_profile(job) -> Iterator[dict]:
         profiler = PhoneProfiler(device, npu, int(job.experiment.extra.get("inferences", 3)))
         notes = (f"qnn-net-run --profiling_level detailed on the phone's NPU, {where(npu)}, QAIRT SDK "
                  f"{profiler.sdk}; {npu.chunk_tokens}-token batch of held-out text")
-        for layer, linears, graph, compiled, feeds in _layer_graphs(job, artifact, model, tokenizer, npu):
-            p = profiler.profile(f"layer{layer}", compiled, feeds)
-            variant = f"{npu.name} layer {layer}"
+        for layer in _prepared_layers(artifact, model, tokenizer, npu):
+            p = profiler.profile(f"layer{layer.layer}", layer.compiled, layer.feeds)
+            variant = f"{npu.name} layer {layer.layer}"
             yield job.row("npu_execute_ms", p.execute_us / 1e3, "ms", variant=variant, notes=notes)
             cycles = {stage: 0 for stage in dict.fromkeys(STAGE_OF.values())}
-            for name in linears:
+            for name in layer.linears:
                 cycles[STAGE_OF[name.rsplit(".", 1)[-1]]] += sum(
                     c for op, c in p.op_cycles.items() if op.startswith(matmul_name(name)))
             total = sum(p.op_cycles.values())
