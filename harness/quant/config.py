@@ -32,6 +32,7 @@ class QuantizerConfig:
     a16_budget: float = 0.0  # share of matmul MACs whose activations may be 16-bit (A16, HTP only; a16.py)
     a16_range_gain: float = 16.0  # an A16 linear's grid covers this many times its calibrated INT8 range
     weight_rounding: str = "nearest"  # nearest (the paper's) or gptq (codes that compensate each other's error)
+    gptq_damp: float = 1.0  # GPTQ's damping of the Gram matrix, as a multiple of its mean diagonal (gptq.py)
 
     def __post_init__(self):
         _check(isinstance(self.name, str) and self.name, "name", "a non-empty string", self.name)
@@ -56,6 +57,8 @@ class QuantizerConfig:
                "a number in [1, 256]", self.a16_range_gain)
         _check(self.weight_rounding in WEIGHT_ROUNDINGS, "weight_rounding", " or ".join(WEIGHT_ROUNDINGS),
                self.weight_rounding)
+        _check(_real(self.gptq_damp) and 0 < self.gptq_damp <= 100, "gptq_damp", "a number in (0, 100]",
+               self.gptq_damp)
 
     def budget_for(self, module_name: str) -> float:
         from fnmatch import fnmatchcase

@@ -10,8 +10,13 @@ grid the method chose for it (its bit-width and scale): the codes are drop-in, a
 them unchanged. Columns go in order of decreasing H[k, k] (the most active inputs first, GPTQ's "act order"), in
 blocks of BLOCK whose updates to later columns are applied as one matmul.
 
-H is damped by DAMP times its mean diagonal (it is singular when calibration tokens are fewer than D, and a dead
-input channel has H[k, k] = 0); such a channel's weights are rounded to zero.
+H is damped by `damp` times its mean diagonal (it is singular when calibration tokens are fewer than D, and a dead
+input channel has H[k, k] = 0; such a channel's weights are rounded to zero). The damping also decides how far the
+rounding trusts the calibration text's input correlations. GPTQ's usual 0.01 fits them closely and does not
+transfer to text unlike the calibration corpus; 1.0 (quantizer.gptq_damp's default) does. EdgeFlow at 7 bits on the
+default model, weights only, KL against FP16 over 4 x 512 tokens, held-out corpus text / out-of-domain English
+(python-docs): nearest rounding 0.0209 / 0.0255; damp 0.01: 0.0146 / 0.0393; 0.1: 0.0129 / 0.0294; 1.0: 0.0147 /
+0.0253.
 """
 from __future__ import annotations
 
@@ -19,12 +24,11 @@ import torch
 
 from harness.quant.numerics import code_range
 
-DAMP = 0.01
 BLOCK = 128
 
 
 def gptq_codes(weight: torch.Tensor, bits: torch.Tensor, scale: torch.Tensor, gram: torch.Tensor,
-               damp: float = DAMP) -> torch.Tensor:
+               damp: float = 1.0) -> torch.Tensor:
     """int8 [C, D] codes of weight [C, D] on per-row grids (bits [C], signed scale [C]) that minimise each row's
     output error on inputs with Gram matrix gram [D, D] (float, sum or mean of x x^T), column by column."""
     c, d = weight.shape

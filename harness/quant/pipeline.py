@@ -53,7 +53,8 @@ class SmoothedQuantizer(Quantizer):
             if stats.gram is None:
                 raise ValueError("weight_rounding=gptq needs calibration statistics with Gram matrices "
                                  "(collect_stats(..., gram=True); Quantizer.calibrate asks for them)")
-            codes = gptq_codes(smoothed, bits, scale, stats.gram * torch.outer(in_scale, in_scale))
+            codes = gptq_codes(smoothed, bits, scale, stats.gram * torch.outer(in_scale, in_scale),
+                               self.config.gptq_damp)
         linear = QuantLinear(codes=codes, bits=bits.to(torch.uint8), w_scale=(scale * out_scale).float(),
                              in_scale=in_scale.float(), act_scale=act_scale_for(stats.in_max, in_scale))
         return LayerResult(linear, self.extras(weight, stats, in_scale), {"alpha": alpha})

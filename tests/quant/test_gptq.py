@@ -37,6 +37,16 @@ def test_gptq_lowers_the_output_error_on_the_same_grid(bits):
     assert _output_error(x, w, codes, scale) < 0.7 * _output_error(x, w, nearest, scale)
 
 
+def test_damping_trades_the_fit_to_calibration_for_nearest_rounding():
+    x, w = _correlated_inputs(), _weight()
+    b = torch.full((w.shape[0],), 4)
+    nearest, scale = quantize_per_channel(w, b)
+    gram = x.t() @ x / x.shape[0]
+    changed = [int((gptq_codes(w, b, scale, gram, damp) != nearest).sum()) for damp in (0.01, 1.0, 100.0)]
+    errors = [_output_error(x, w, gptq_codes(w, b, scale, gram, damp), scale) for damp in (0.01, 1.0, 100.0)]
+    assert changed[0] > changed[1] > changed[2] and errors[0] < errors[1] < errors[2]
+
+
 def test_mixed_bit_widths_keep_each_row_on_its_own_grid():
     x, w = _correlated_inputs(), _weight()
     b = torch.arange(w.shape[0]) % 8 + 1  # 1..8 bits, as EdgeFlow's allocation gives
@@ -74,6 +84,8 @@ def test_a_gram_of_the_wrong_size_is_refused():
 def test_config_names_the_rounding_and_the_methods_that_have_it():
     with pytest.raises(ConfigError, match="weight_rounding"):
         make_quantizer({"name": "edgeflow", "weight_rounding": "adaround"})
+    with pytest.raises(ConfigError, match="gptq_damp"):
+        make_quantizer({"name": "edgeflow", "weight_rounding": "gptq", "gptq_damp": 0})
     with pytest.raises(ConfigError, match="rtn_clip.*nearest"):
         make_quantizer({"name": "rtn_clip", "weight_rounding": "gptq"})
 
