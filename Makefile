@@ -83,7 +83,7 @@ bench-pipeline: setup
 	$(PY) -m harness.bench.pipeline
 
 # --- baselines (llama.cpp, MNN, llm.npu; devices; cold-start protocol) ---
-.PHONY: baselines ttft-baselines bench-baselines
+.PHONY: baselines ttft-baselines bench-baselines bench-decode
 TTFT_SWEEP ?= system=llamacpp,mnn dataset=lambada,hellaswag device.flash_read_mbps=null,200
 
 # llama.cpp tools from the llama-cpp-python sdist's source (~8 min on 2 cores, once), our FP16 checkpoint -> GGUF
@@ -100,6 +100,11 @@ ttft-baselines: baselines
 # flash, repetitions interleaved, with ratios against each other. Run on an idle host: it prints the load average.
 bench-baselines: baselines
 	$(PY) -m harness.bench.baselines 5 200
+
+# Greedy decode speed of EdgeFlow (5 bits) and llama.cpp Q8_0 after a 512-token prompt (128 new tokens, 2 threads,
+# rounds interleaved) beside the host's memory-bandwidth limit, measured in the same run.
+bench-decode: baselines runtime
+	$(PY) -m harness.bench.decode --reps 3
 
 # --- packing format and unpack kernels (pack) ---
 # Native builds live in edgeflow_runtime/build-{host,aarch64,fuzz}; harness/engine/build.py rebuilds them when a source
