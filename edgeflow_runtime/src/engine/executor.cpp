@@ -4,6 +4,7 @@
 #include <ctime>
 
 #include "model.h"
+#include "spin_wait.h"
 
 namespace edgeflow {
 
@@ -249,9 +250,10 @@ void ComputeScheduler::loop(int index) {
                 if (stop_) return;
                 const unsigned seen = posted_;
                 lk.unlock();
-                const bool helped = help(index);
+                // a job helped with, or one posted within the spin window: look again before sleeping
+                const bool again = help(index) || spin_until([&] { return posted_.load() != seen; });
                 lk.lock();
-                if (helped) continue;
+                if (again) continue;
                 // A job posted after `seen` or a task submitted since wakes us; both change what the predicate reads.
                 cv_.wait(lk, [&] {
                     bool s;

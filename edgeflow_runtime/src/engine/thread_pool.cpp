@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "spin_wait.h"
+
 namespace edgeflow {
 
 ThreadPool::ThreadPool(int n_threads) : width_(std::max(1, n_threads)) {
@@ -74,6 +76,7 @@ void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
     wake_.notify_all();
     if (on_post_) on_post_();
     run_items();
+    spin_until([&] { return pending_.load() == 0; });  // the other threads' last items are usually short
     {
         std::unique_lock<std::mutex> lk(mu_);
         done_.wait(lk, [&] { return pending_ == 0; });

@@ -49,7 +49,8 @@ private:
     std::mutex mu_;
     std::condition_variable wake_, done_;
     const std::function<void(int)>* fn_ = nullptr;
-    int n_items_ = 0, next_item_ = 0, pending_ = 0;
+    int n_items_ = 0, next_item_ = 0;
+    std::atomic<int> pending_{0};  // items not finished (changed under mu_, read unlocked while spinning)
     unsigned generation_ = 0;
     bool stop_ = false;
 };
