@@ -60,6 +60,7 @@ std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens, bool all_
                           (reserve > 0 ? " plus " + std::to_string(reserve) + " new tokens" : std::string()) +
                           " exceeds the context length " + std::to_string(limit));
     cache_.init(model_.cfg, need);
+    decode_fwd_.reset();  // its RoPE tables were sized for the old cache
     PrefillOptions po;
     po.chunk = opt_.chunk;
     po.all_logits = all_logits;
@@ -84,15 +85,13 @@ std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens, bool all_
 int32_t Engine::decode_step(int32_t token) {
     if (n_past_ == 0) throw EngineError("decode needs a prefill first");
     if (n_past_ >= cache_.ctx) throw EngineError("the context is full (" + std::to_string(cache_.ctx) + " tokens)");
-    Forward fwd(model_, cache_, ex_->compute->cpu_pool(), ex_->compute->accel_pool());
+    // The prefill's compute threads sleep meanwhile (after their spin window), so the decode pool's threads plus this
+    // one stay within the thread budget.
+    if (!decode_pool_) decode_pool_ = std::make_unique<ThreadPool>(opt_.threads);
+    if (!decode_fwd_) decode_fwd_ = std::make_unique<Forward>(model_, cache_, *decode_pool_, *decode_pool_);
     ChunkState s;
     s.init(model_.cfg, n_past_, &token, 1);
-    // One CPU task, so that decoding runs on the engine's compute threads (the others help) and never on an extra one.
-    TaskGraph g;
-    g.add("decode", -1, 0, Lane::CPU, 0, [&] { fwd.run_chunk(s, false); });
-    Executor* lanes[kNumLanes];
-    ex_->lanes(lanes);
-    g.run(lanes);
+    decode_fwd_->run_chunk(s, false);
     ++n_past_;
     return argmax(s.logits.data(), model_.cfg.vocab);
 }

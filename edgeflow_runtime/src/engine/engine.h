@@ -57,6 +57,8 @@ public:
     // logits of the last position ([V]) or of every position ([n, V]) with all_logits.
     std::vector<float> prefill(const std::vector<int32_t>& tokens, bool all_logits, int reserve);
     // One greedy decode step after prefill: feeds `token` at the next position, returns the argmax of its logits.
+    // Runs on the calling thread and the engine's decode pool (threads - 1 more), not through the prefill's task
+    // graph: one token is ~12 short data-parallel jobs per layer, which the lanes' scheduling only slows down.
     int32_t decode_step(int32_t token);
 
     uint64_t bytes_read() const { return source_ ? source_->bytes_read() : bytes_read_after_load_; }
@@ -77,6 +79,9 @@ private:
     EngineOptions opt_;
     Trace trace_;
     std::unique_ptr<Executors> ex_;
+    std::unique_ptr<ThreadPool> decode_pool_;  // made at the first decode step: the compute threads' budget
+    std::unique_ptr<Forward> decode_fwd_;      // over decode_pool_ and the KV cache of the last prefill (its RoPE
+                                               // tables cover the cache), made at that prefill's first decode step
     KvCache cache_;
     int n_past_ = 0;
     double prefill_t0_ = 0, prefill_t1_ = 0;

@@ -7,7 +7,7 @@
 namespace edgeflow {
 
 ThreadPool::ThreadPool(int n_threads) : width_(std::max(1, n_threads)) {
-    for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+    for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
 ThreadPool::ThreadPool(int width, std::function<void()> on_post)
@@ -18,7 +18,7 @@ ThreadPool::~ThreadPool() {
         std::lock_guard<std::mutex> lk(mu_);
         stop_ = true;
     }
-    wake_.notify_all();
+    wake_.notify_all();  // (dealt pools' spinning workers see stop_ without it)
     for (auto& w : workers_) w.join();
 }
 
@@ -45,17 +45,42 @@ bool ThreadPool::has_work() {
     return fn_ && next_item_ < n_items_;
 }
 
-void ThreadPool::worker_loop() {
+// A dealt pool's worker: waits (spinning, then asleep) for each new job, runs its share of the items, reports done.
+void ThreadPool::worker_loop(int index) {
     unsigned seen = 0;
     for (;;) {
-        {
+        if (!spin_until([&] { return stop_.load() || generation_.load(std::memory_order_acquire) != seen; })) {
             std::unique_lock<std::mutex> lk(mu_);
-            wake_.wait(lk, [&] { return stop_ || generation_ != seen; });
-            if (stop_) return;
-            seen = generation_;
+            ++sleepers_;
+            wake_.wait(lk, [&] { return stop_.load() || generation_.load() != seen; });
+            --sleepers_;
         }
-        run_items();
+        if (stop_) return;
+        seen = generation_.load(std::memory_order_acquire);  // fn_ and n_items_ were written before the bump
+        for (int i = index; i < n_items_; i += width_) (*fn_)(i);
+        if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            std::lock_guard<std::mutex> lk(mu_);  // the caller may be asleep on done_
+            done_.notify_all();
+        }
     }
+}
+
+void ThreadPool::run_dealt(int n, const std::function<void(int)>& fn) {
+    fn_ = &fn;
+    n_items_ = n;
+    pending_.store(int(workers_.size()), std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (sleepers_ > 0) wake_.notify_all();
+    }
+    for (int i = 0; i < n; i += width_) fn(i);
+    if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
+        std::unique_lock<std::mutex> lk(mu_);
+        done_.wait(lk, [&] { return pending_.load() == 0; });
+    }
+    fn_ = nullptr;
+    n_items_ = 0;
 }
 
 void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
@@ -63,6 +88,11 @@ void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
     const bool alone = width_ == 1 || n == 1 || (workers_.empty() && !on_post_);
     if (alone || active_.exchange(true)) {  // nobody to share with, or another caller holds the job slot
         for (int i = 0; i < n; ++i) fn(i);
+        return;
+    }
+    if (!workers_.empty()) {
+        run_dealt(n, fn);
+        active_.store(false);
         return;
     }
     {
@@ -73,7 +103,6 @@ void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
         pending_ = n;
         ++generation_;
     }
-    wake_.notify_all();
     if (on_post_) on_post_();
     run_items();
     spin_until([&] { return pending_.load() == 0; });  // the other threads' last items are usually short

@@ -2,7 +2,10 @@
 // split over heads). The calling thread takes part.
 //
 // Two kinds:
-//   ThreadPool(n)            owns n - 1 worker threads (tests, benches, the decode path of a standalone Forward);
+//   ThreadPool(n)            owns n - 1 worker threads (tests, benches, the engine's decode steps). Items are dealt
+//                            round-robin, thread w taking i = w, w + n, ... (no lock per item: decode's jobs are a
+//                            few microseconds each); between jobs the workers spin for a moment before sleeping
+//                            (spin_wait.h), so back-to-back short jobs find them awake;
 //   ThreadPool(width, hook)  owns no thread: the engine's compute workers that have nothing better to do call
 //                            help_one() to take items of the current job (ComputeScheduler, executor.h). `hook` is
 //                            called (without any lock of this pool held) whenever a job is posted, to wake them.
@@ -39,8 +42,9 @@ public:
     bool has_work();
 
 private:
-    void worker_loop();
+    void worker_loop(int index);
     void run_items();
+    void run_dealt(int n, const std::function<void(int)>& fn);  // ThreadPool(n)'s parallel_for
 
     int width_ = 1;
     std::function<void()> on_post_;
@@ -50,9 +54,10 @@ private:
     std::condition_variable wake_, done_;
     const std::function<void(int)>* fn_ = nullptr;
     int n_items_ = 0, next_item_ = 0;
-    std::atomic<int> pending_{0};  // items not finished (changed under mu_, read unlocked while spinning)
-    unsigned generation_ = 0;
-    bool stop_ = false;
+    std::atomic<int> pending_{0};  // items (helped pools) or workers (dealt pools) not finished with the job
+    std::atomic<unsigned> generation_{0};  // bumped per job (read unlocked while spinning)
+    int sleepers_ = 0;                     // dealt pools: workers asleep on wake_ (under mu_)
+    std::atomic<bool> stop_{false};
 };
 
 }  // namespace edgeflow
