@@ -76,7 +76,9 @@ void attention_ref_all(const AttentionArgs& a) {
 
 // Items of ~64 stacked query rows (the query heads of one KV head share every key and value tile they load), at
 // least 4 per thread while blocks can still shrink to 8 rows per head, and one query head per item when even that
-// leaves fewer than 2 per thread (decode: T = 1). Sorted by work, largest first: rows x keys of the last row.
+// leaves fewer than 2 per thread, except at T = 1 (decode), where a KV head's query heads stay one item: their few
+// stacked rows fill a vector kernel's lanes (decode_attention_kernel), one head alone would go to attention_ref.
+// Sorted by work, largest first: rows x keys of the last row.
 std::vector<AttentionItem> attention_plan(const AttentionArgs& a, int n_threads) {
     if (a.T <= 0 || a.d <= 0 || a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads)
         throw EngineError("attention: bad shape (T " + std::to_string(a.T) + ", head_dim " + std::to_string(a.d) +
@@ -87,7 +89,7 @@ std::vector<AttentionItem> attention_plan(const AttentionArgs& a, int n_threads)
     const auto n_blocks = [&](int b) { return (a.T + b - 1) / b; };
     while (bq > 8 && a.n_kv_heads * n_blocks(bq) < 4 * n_threads) bq = std::max(8, bq / 2);
     bq = std::min(bq, a.T);
-    const int heads_per_item = a.n_kv_heads * n_blocks(bq) < 2 * n_threads ? 1 : group;
+    const int heads_per_item = a.T > 1 && a.n_kv_heads * n_blocks(bq) < 2 * n_threads ? 1 : group;
 
     std::vector<AttentionItem> items;
     for (int t0 = 0; t0 < a.T; t0 += bq)
@@ -125,6 +127,17 @@ const AttentionKernel& best_attention_kernel() {
         }
         throw EngineError(std::string("EDGEFLOW_ATTENTION=") + want + " is not a kernel this CPU can run (choose " +
                           names + ")");
+    }();
+    return chosen;
+}
+
+const AttentionKernel& decode_attention_kernel() {
+    static const AttentionKernel chosen = [] {
+        const char* want = std::getenv("EDGEFLOW_ATTENTION");
+        if (want && *want) return best_attention_kernel();
+        for (const auto& k : attention_kernels())
+            if (std::strcmp(k.name, "avx2") == 0) return k;
+        return best_attention_kernel();
     }();
     return chosen;
 }

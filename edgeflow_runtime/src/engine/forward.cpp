@@ -28,7 +28,7 @@ void ChunkState::init(const LlamaConfig& cfg, int pos, const int32_t* toks, int 
 
 Forward::Forward(const Model& model, KvCache& cache, ThreadPool& cpu, ThreadPool& accel)
     : model_(model), cache_(cache), cpu_(cpu), accel_(accel), kernel_(best_gemm_kernel()),
-      attention_(best_attention_kernel()) {
+      attention_(best_attention_kernel()), decode_attention_(decode_attention_kernel()) {
     const int half = model.cfg.head_dim / 2;
     rope_cos_.resize(size_t(cache.ctx) * half);
     rope_sin_.resize(size_t(cache.ctx) * half);
@@ -134,7 +134,7 @@ void Forward::attention(int layer, ChunkState& s) const {
     a.out_m = L.o.m.data();
     a.out_q_stride = qd;
     const auto items = attention_plan(a, cpu_.size());
-    const AttentionFn fn = attention_.fn;
+    const AttentionFn fn = (s.T == 1 ? decode_attention_ : attention_).fn;
     cpu_.parallel_for(int(items.size()), [&](int i) { fn(a, items[i]); });
 }
 

@@ -73,7 +73,8 @@ private:
     ThreadPool& cpu_;
     ThreadPool& accel_;
     const GemmKernel& kernel_;
-    const AttentionKernel& attention_;
+    const AttentionKernel& attention_;         // prefill chunks
+    const AttentionKernel& decode_attention_;  // T = 1
     std::vector<float> rope_cos_, rope_sin_;  // [ctx, head_dim / 2]
 };
 

@@ -298,8 +298,10 @@ static void test_attention_plan() {
                         for (int t = it.t0; t < it.t1; ++t) hit[size_t(t) * a.n_heads + h] += 1;
                 }
                 for (int x : hit) ok &= x == 1;
-                // Enough pieces to balance: 2 per thread, or the finest split (one head, 8 rows) when that is fewer.
-                ok &= int(items.size()) >= std::min(2 * threads, a.n_heads * ((T + 7) / 8));
+                // Enough pieces to balance: 2 per thread, or the finest split (one head, 8 rows) when that is fewer;
+                // at T = 1 (decode) one item per KV head, its query heads stacked as the kernel's rows.
+                if (T == 1) ok &= int(items.size()) == a.n_kv_heads && items[0].h1 - items[0].h0 == group;
+                else ok &= int(items.size()) >= std::min(2 * threads, a.n_heads * ((T + 7) / 8));
                 CHECK(ok);
             }
     AttentionArgs bad;
