@@ -132,9 +132,24 @@ void embed_rows(int T, int H, const int8_t* const* rows, const float* scales, fl
         for (int i = 0; i < H; ++i) x[size_t(t) * H + i] = float(rows[t][i]) * scales[t];
 }
 
-EF_VECTOR_CLONES
+#if defined(__x86_64__)
+void lm_head_rows_avx512(int T, int H, int V, int v0, int v1, const float* h, const int8_t* codes,
+                         const float* w_scale, float* logits);  // lm_head_avx512.cpp
+#endif
+
 void lm_head_rows(int T, int H, int V, int v0, int v1, const float* h, const int8_t* codes, const float* w_scale,
                   float* logits) {
+#if defined(__x86_64__)
+    static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                               __builtin_cpu_supports("avx512vl");
+    if (avx512) return lm_head_rows_avx512(T, H, V, v0, v1, h, codes, w_scale, logits);
+#endif
+    lm_head_rows_portable(T, H, V, v0, v1, h, codes, w_scale, logits);
+}
+
+EF_VECTOR_CLONES
+void lm_head_rows_portable(int T, int H, int V, int v0, int v1, const float* h, const int8_t* codes,
+                           const float* w_scale, float* logits) {
     // Four vocabulary rows at a time share each load of h; the inner loop over k vectorizes.
     int v = v0;
     for (; v + 4 <= v1; v += 4) {

@@ -44,8 +44,11 @@ void swiglu_quantize_rows(int T, int I, const int32_t* acc_g, const int32_t* acc
 void embed_rows(int T, int H, const int8_t* const* rows, const float* scales, float* x);
 
 // Weight-only INT8 LM head for vocabulary rows [v0, v1): logits[t, v] = w_scale[v] * sum_k h[t, k] * codes[v, k].
-// h [T, H], logits [T, V] (only columns v0..v1 written).
+// h [T, H], logits [T, V] (only columns v0..v1 written). lm_head_rows runs the AVX-512 kernel (lm_head_avx512.cpp)
+// where CPUID reports AVX-512 F/BW/VL, else lm_head_rows_portable (auto-vectorized for the CPU's widest vectors).
 void lm_head_rows(int T, int H, int V, int v0, int v1, const float* h, const int8_t* codes, const float* w_scale,
                   float* logits);
+void lm_head_rows_portable(int T, int H, int V, int v0, int v1, const float* h, const int8_t* codes,
+                           const float* w_scale, float* logits);
 
 }  // namespace edgeflow

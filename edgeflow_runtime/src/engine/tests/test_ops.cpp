@@ -80,6 +80,39 @@ static void test_embed_head_silu() {
     CHECK(near(g[0], 0.f) && near(g[1], 2.f / (1.f + std::exp(-2.f)) * 0.5f));
 }
 
+// The dispatched LM head (AVX-512 where the CPU has it) against the portable one and a double-precision sum, on the
+// default model's H with a tail (H % 16 != 0), a vocabulary range with a row tail, and 3 rows of h.
+static void test_lm_head_kernels() {
+    for (int H : {576, 83}) {
+        const int V = 37, T = 3, v0 = 2, v1 = 35;
+        std::vector<int8_t> codes(size_t(V) * H);
+        std::vector<float> h(size_t(T) * H), ws(V);
+        for (size_t i = 0; i < codes.size(); ++i) codes[i] = int8_t(int((i * 2654435761u) >> 24) - 128);
+        for (size_t i = 0; i < h.size(); ++i) h[i] = std::sin(float(i)) * 3.f;
+        for (int v = 0; v < V; ++v) ws[v] = 0.01f * (v + 1);
+        std::vector<float> got(size_t(T) * V, -1.f), portable(size_t(T) * V, -1.f);
+        lm_head_rows(T, H, V, v0, v1, h.data(), codes.data(), ws.data(), got.data());
+        lm_head_rows_portable(T, H, V, v0, v1, h.data(), codes.data(), ws.data(), portable.data());
+        bool ok = true;
+        for (int t = 0; t < T; ++t)
+            for (int v = 0; v < V; ++v) {
+                const size_t o = size_t(t) * V + v;
+                if (v < v0 || v >= v1) {
+                    ok &= got[o] == -1.f;  // columns outside [v0, v1) untouched
+                    continue;
+                }
+                double want = 0, mag = 0;
+                for (int k = 0; k < H; ++k) {
+                    want += double(h[size_t(t) * H + k]) * codes[size_t(v) * H + k];
+                    mag += std::fabs(double(h[size_t(t) * H + k]) * codes[size_t(v) * H + k]);
+                }
+                const double tol = 1e-6 * mag * ws[v];
+                ok &= std::fabs(got[o] - want * ws[v]) <= tol && std::fabs(portable[o] - want * ws[v]) <= tol;
+            }
+        CHECK(ok);
+    }
+}
+
 static void test_pool_and_graph() {
     ThreadPool pool(3);
     std::vector<int> hit(100, 0);
@@ -320,6 +353,7 @@ int main() {
     test_swiglu_fused();
     test_attention_tiled();
     test_attention_plan();
+    test_lm_head_kernels();
     test_embed_head_silu();
     test_pool_and_graph();
     if (g_failures) std::fprintf(stderr, "%d check(s) failed\n", g_failures);
