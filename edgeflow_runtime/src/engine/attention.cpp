@@ -15,6 +15,7 @@
 namespace edgeflow {
 
 #if defined(__x86_64__)
+void attention_decode_avx512(const AttentionArgs& a, const AttentionItem& it);
 void attention_item_avx512(const AttentionArgs& a, const AttentionItem& it);
 void attention_item_avx2(const AttentionArgs& a, const AttentionItem& it);
 #endif
@@ -135,7 +136,10 @@ const AttentionKernel& decode_attention_kernel() {
     static const AttentionKernel chosen = [] {
         const char* want = std::getenv("EDGEFLOW_ATTENTION");
         if (want && *want) return best_attention_kernel();
-        for (const auto& k : attention_kernels())
+        const auto ks = attention_kernels();
+        for (const auto& k : ks)
+            if (std::strcmp(k.name, "avx512") == 0) return AttentionKernel{"avx512-decode", attention_decode_avx512};
+        for (const auto& k : ks)
             if (std::strcmp(k.name, "avx2") == 0) return k;
         return best_attention_kernel();
     }();

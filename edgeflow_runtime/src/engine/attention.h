@@ -75,9 +75,10 @@ std::vector<AttentionKernel> attention_kernels();
 // (avx512|avx2|vec128; an unknown or unsupported name is an EngineError naming the choices).
 const AttentionKernel& best_attention_kernel();
 
-// For one query row per head (decode): the kernel whose vectors best fit an item's few stacked rows (a GQA group of
-// query heads): avx2's 8 lanes where the CPU has it (measured on SmolLM2-135M's 3-head groups at 640 cached keys,
-// 2 threads: 0.04 ms per layer against avx512's 0.06, which leaves 13 of 16 lanes idle, and the reference's 0.12),
+// For one query row per head (decode): with AVX-512, "avx512-decode" (attention_decode_avx512.cpp: a GQA group's
+// heads against each key and value row loaded once, head_dim in registers; other shapes go to the tiled kernel);
+// else the tiled kernel whose vectors best fit an item's few stacked rows, avx2's 8 lanes where the CPU has it
+// (SmolLM2-135M's 3-head groups at 640 cached keys, 2 threads: 0.04 ms per layer against the reference's 0.12);
 // else best_attention_kernel(). EDGEFLOW_ATTENTION, when set, chooses this one too.
 const AttentionKernel& decode_attention_kernel();
 

@@ -230,12 +230,14 @@ static void test_attention_tiled() {
     const Case cases[] = {
         {1, 0, 64, 3, 3},    {1, 200, 64, 3, 3},  {37, 0, 64, 3, 3},   {128, 64, 64, 3, 3}, {61, 130, 64, 3, 3},
         {33, 7, 32, 2, 4},   {70, 65, 80, 2, 1},  {19, 40, 128, 1, 4}, {23, 9, 40, 2, 3},   {5, 3, 24, 4, 1},
-        {130, 0, 64, 1, 1},  {3, 64, 64, 3, 3},
+        {130, 0, 64, 1, 1},  {3, 64, 64, 3, 3},   {1, 77, 128, 1, 4},  {1, 5, 64, 2, 1},   {1, 300, 40, 2, 3},
     };
     std::mt19937 rng(11);
     std::normal_distribution<float> nd(0.f, 1.f);
     double worst = 0;
-    for (const auto& kernel : attention_kernels()) {
+    auto kernels = attention_kernels();
+    kernels.push_back(decode_attention_kernel());  // decode's choice (its own kernel with AVX-512), on every case
+    for (const auto& kernel : kernels) {
         for (const auto& c : cases) {
             const int H = c.n_kv * c.group, qd = H * c.d, kvd = c.n_kv * c.d, n = c.pos0 + c.T;
             // Strides wider than the data, as in a real KV cache slice of a larger model.
