@@ -75,6 +75,22 @@ def test_first_token_and_report(packed, binary, tmp_path):
         assert eng.logits(seq).argmax(-1)[len(PROMPT) - 1:].tolist() == rep.tokens
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_greedy_decode_gives_the_fake_quant_references_tokens(packed, binary, threads):
+    """The decode path (its own pool, decode attention kernel, LM head kernel) against the fake-quant reference's
+    greedy continuation, token for token, with its speed reported."""
+    from harness.quant.fakequant import build_fakequant_model
+
+    model, artifact, path = packed
+    rep = run_edgeflow(path, PROMPT, threads=threads, chunk=4, new_tokens=8, binary=binary)  # the first + 8 more
+    reference, seq = build_fakequant_model(artifact, model), list(PROMPT)
+    with torch.no_grad():
+        for _ in range(9):
+            seq.append(int(reference(torch.tensor(seq)[None]).logits[0, -1].argmax()))
+    assert rep.tokens == seq[len(PROMPT):]
+    assert rep.raw["decode_tokens_per_s"] > 0
+
+
 def test_every_thread_that_computes_is_in_the_budget(packed, binary, tmp_path):
     """Unpacking runs on the compute threads (no unpack thread); the only other thread is the reader, whose CPU time
     is reported."""

@@ -137,8 +137,10 @@ const AttentionKernel& decode_attention_kernel() {
         const char* want = std::getenv("EDGEFLOW_ATTENTION");
         if (want && *want) return best_attention_kernel();
         const auto ks = attention_kernels();
+#if defined(__x86_64__)
         for (const auto& k : ks)
             if (std::strcmp(k.name, "avx512") == 0) return AttentionKernel{"avx512-decode", attention_decode_avx512};
+#endif
         for (const auto& k : ks)
             if (std::strcmp(k.name, "avx2") == 0) return k;
         return best_attention_kernel();
