@@ -13,6 +13,10 @@ namespace edgeflow {
 
 namespace {
 
+inline __m512 codes16(const int8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+
 inline __m512 codes16(const int8_t* p, __mmask16 m) {
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, p)));
 }
@@ -25,8 +29,13 @@ void rows(int T, int H, int V, int v0, const float* h, const int8_t* codes, cons
         const float* ht = h + size_t(t) * H;
         __m512 acc[R];
         for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-        for (int k = 0; k < H; k += 16) {
-            const __mmask16 m = H - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (H - k)) - 1);
+        int k = 0;
+        for (; k + 16 <= H; k += 16) {
+            const __m512 x = _mm512_loadu_ps(ht + k);
+            for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(x, codes16(w + size_t(r) * H + k), acc[r]);
+        }
+        if (k < H) {  // the tail: masked loads read nothing past the row
+            const __mmask16 m = __mmask16((1u << (H - k)) - 1);
             const __m512 x = _mm512_maskz_loadu_ps(m, ht + k);
             for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(x, codes16(w + size_t(r) * H + k, m), acc[r]);
         }
