@@ -4,7 +4,6 @@
 #include <ctime>
 
 #include "model.h"
-#include "spin_wait.h"
 
 namespace edgeflow {
 
@@ -250,10 +249,9 @@ void ComputeScheduler::loop(int index) {
                 if (stop_) return;
                 const unsigned seen = posted_;
                 lk.unlock();
-                // a job helped with, or one posted within the spin window: look again before sleeping
-                const bool again = help(index) || spin_until([&] { return posted_.load() != seen; });
+                const bool helped = help(index);
                 lk.lock();
-                if (again) continue;
+                if (helped) continue;
                 // A job posted after `seen` or a task submitted since wakes us; both change what the predicate reads.
                 cv_.wait(lk, [&] {
                     bool s;

@@ -163,7 +163,7 @@ private:
     std::condition_variable cv_;
     ReadyQueue queue_[3];  // 0 CPU, 1 accelerator, 2 unpack (see choose())
     long seq_ = 0;
-    std::atomic<unsigned> posted_{0};  // bumped when a data-parallel job is posted (read unlocked while spinning)
+    unsigned posted_ = 0;  // bumped when a data-parallel job is posted
     bool stop_ = false;
     std::vector<Role> role_;
     std::vector<WorkerStats> stats_;

@@ -105,7 +105,6 @@ void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
     }
     if (on_post_) on_post_();
     run_items();
-    spin_until([&] { return pending_.load() == 0; });  // the other threads' last items are usually short
     {
         std::unique_lock<std::mutex> lk(mu_);
         done_.wait(lk, [&] { return pending_ == 0; });

@@ -9,6 +9,8 @@
 //   ThreadPool(width, hook)  owns no thread: the engine's compute workers that have nothing better to do call
 //                            help_one() to take items of the current job (ComputeScheduler, executor.h). `hook` is
 //                            called (without any lock of this pool held) whenever a job is posted, to wake them.
+//                            Nobody spins here: during a cold start a spinning compute thread takes the CPU that the
+//                            I/O thread's reads need (measured: +9% TTFT at 128 tokens on 2 vCPUs).
 // size() is the number of threads that may work on one job: callers split their work into about that many pieces.
 //
 // One job at a time: when a second thread calls parallel_for while a job is running (a CPU worker that stole a
