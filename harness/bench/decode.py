@@ -1,6 +1,7 @@
 """`make bench-decode`: greedy decode speed of EdgeFlow against llama.cpp Q8_0, and the host's memory-bandwidth limit.
 
     python -m harness.bench.decode [--reps 3] [--prompt-tokens 512] [--new-tokens 128] [--threads 2] [--bits 5]
+                                   [--model smollm2-135m | shape-qwen1.5-1.8b | ...]
 
 Both engines get the same work (harness/measure/workload.py): the same corpus prompt ids, the same context (prompt +
 new tokens), the same threads, one cold process each that prefills and then decodes new_tokens - 1 greedy steps;
@@ -54,10 +55,11 @@ def main(argv=None) -> None:
     p.add_argument("--new-tokens", type=int, default=128)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--bits", type=int, default=5, help="EdgeFlow's bit budget (decode runs on INT8 either way)")
+    p.add_argument("--model", default=DEFAULT_MODEL, help="a conf/model name; paper shapes have random weights")
     p.add_argument("--results", default=None)
     a = p.parse_args(argv)
 
-    spec = load_model_spec(DEFAULT_MODEL)
+    spec = load_model_spec(a.model)
     ids = prompt_ids(spec, a.prompt_tokens)
     work = Workload.for_request(ids, a.threads, new_tokens=a.new_tokens)
     device = get_device({"name": "local"})
@@ -75,13 +77,13 @@ def main(argv=None) -> None:
         device.close()
 
     limit = [g * 1e9 / per_token for g in bandwidth]
-    print(f"workload: {work.n_prompt} prompt tokens, {a.new_tokens} generated ({a.new_tokens - 1} decode steps), "
+    print(f"model: {spec.name}; workload: {work.n_prompt} prompt tokens, {a.new_tokens} generated ({a.new_tokens - 1} decode steps), "
           f"ctx {work.ctx}, {a.threads} threads, {a.reps} interleaved rounds")
     print(f"bandwidth limit: streaming read {spread(bandwidth, '{:.2f}')} GB/s over {per_token / 1e6:.1f} MB "
           f"(INT8 linears + LM head) = {spread(limit, '{:.1f}')} tokens/s")
     ref = entries[1]
     config = {"reps": a.reps, "prompt_tokens": a.prompt_tokens, "new_tokens": a.new_tokens, "threads": a.threads,
-              "bits": a.bits}
+              "bits": a.bits, "model": a.model}
     recorder = BenchRecorder("decode", config, ResultsStore(a.results))
     for e in entries:
         tps = e.values("decode_tokens_per_s")
