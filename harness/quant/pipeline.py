@@ -5,12 +5,11 @@ For each alpha in config.alpha_grid, one candidate layer is built:
     W'    = W / in_scale / out_scale                             [C, D]
     bits  = method.allocate(W', budget)                          [C] in 1..8 (allocate.py)
     codes, scale = method.quantize_weight(W', bits)              per-channel or per-tensor grid (numerics.py)
-    codes = gptq_codes(W', bits, scale, H')                      with weight_rounding=gptq only: the same grids,
-                                                                 error-compensating codes (gptq.py); H' = Gram
-                                                                 matrix of the smoothed input x * in_scale
     w_scale = scale * out_scale,  act_scale = max_k(S_I[k] in_scale[k]) / 127
 and the candidate whose output on the sampled calibration rows is closest (squared error) to the FP layer's wins.
-With a single alpha the search is skipped. Methods override the four hooks; quantize_linear is not overridden.
+With a single alpha the search is skipped. With weight_rounding=gptq the winning alpha's candidate is then built
+once more with codes = gptq_codes(W', bits, scale, H'): the same grids, error-compensating codes (gptq.py), H' the
+Gram matrix of the smoothed input x * in_scale. Methods override the four hooks; quantize_linear is not overridden.
 """
 from __future__ import annotations
 

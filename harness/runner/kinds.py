@@ -219,16 +219,15 @@ def fidelity(job) -> Iterator[dict]:
 
 def _htp_variant(job, artifact, model, tokenizer) -> tuple:
     """('_htp', what, the model whose quantized linears QNN HTP computes, 'simulated') for the run's npu group."""
-    from harness.data.streams import calibration_tokens
     from harness.npu.config import npu_of
     from harness.npu.graph import widths_text
     from harness.npu.htp import require_htp
     from harness.npu.model import build_htp_model
-    from harness.runner.npu_kinds import CALIBRATION_TOKENS, where
+    from harness.runner.npu_kinds import calibration_window, where
 
     require_htp()
     npu = npu_of(job.cfg)
-    calibration = calibration_tokens(tokenizer, n_samples=1, seq_len=CALIBRATION_TOKENS, seed=0)[0]
+    calibration = calibration_window(tokenizer)
     what = (f"quantized linears on the HTP simulator, {where(npu)}; {widths_text(artifact.linears, npu.activation_bits)}"
             " with static output scales from one calibration window, CPU ops in float32")
     return "_htp", what, build_htp_model(artifact, model, npu, calibration), "simulated"

@@ -120,13 +120,19 @@ def npu_oracle(job) -> Iterator[dict]:
                                   notes=notes)
 
 
-def _oracle_tokens(tokenizer, npu) -> tuple:
-    """(calibration ids, test ids): one calibration window for the output scales, one npu.chunk_tokens batch of the
-    held-out perplexity split as the graphs' input."""
-    from harness.data.streams import calibration_tokens, local_ppl_tokens
+def calibration_window(tokenizer):
+    """The token ids [CALIBRATION_TOKENS] from which every HTP graph takes its static output scales."""
+    from harness.data.streams import calibration_tokens
 
-    calibration = calibration_tokens(tokenizer, n_samples=1, seq_len=CALIBRATION_TOKENS, seed=0)[0]
-    return calibration, local_ppl_tokens(tokenizer).ids[: npu.chunk_tokens]
+    return calibration_tokens(tokenizer, n_samples=1, seq_len=CALIBRATION_TOKENS, seed=0)[0]
+
+
+def _oracle_tokens(tokenizer, npu) -> tuple:
+    """(calibration ids, test ids): the calibration window for the output scales, one npu.chunk_tokens batch of the
+    held-out perplexity split as the graphs' input."""
+    from harness.data.streams import local_ppl_tokens
+
+    return calibration_window(tokenizer), local_ppl_tokens(tokenizer).ids[: npu.chunk_tokens]
 
 
 def _prepared_layers(artifact, model, tokenizer, npu):

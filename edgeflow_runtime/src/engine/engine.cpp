@@ -85,8 +85,8 @@ std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens, bool all_
 int32_t Engine::decode_step(int32_t token) {
     if (n_past_ == 0) throw EngineError("decode needs a prefill first");
     if (n_past_ >= cache_.ctx) throw EngineError("the context is full (" + std::to_string(cache_.ctx) + " tokens)");
-    // The prefill's compute threads sleep meanwhile (after their spin window), so the decode pool's threads plus this
-    // one stay within the thread budget.
+    // The prefill's compute threads sleep meanwhile, so the decode pool's threads plus this one stay within the
+    // thread budget.
     if (!decode_pool_) decode_pool_ = std::make_unique<ThreadPool>(opt_.threads);
     if (!decode_fwd_) decode_fwd_ = std::make_unique<Forward>(model_, cache_, *decode_pool_, *decode_pool_);
     ChunkState s;

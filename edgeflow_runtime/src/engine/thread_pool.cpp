@@ -101,7 +101,6 @@ void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
         n_items_ = n;
         next_item_ = 0;
         pending_ = n;
-        ++generation_;
     }
     if (on_post_) on_post_();
     run_items();

@@ -57,7 +57,7 @@ private:
     const std::function<void(int)>* fn_ = nullptr;
     int n_items_ = 0, next_item_ = 0;
     std::atomic<int> pending_{0};  // items (helped pools) or workers (dealt pools) not finished with the job
-    std::atomic<unsigned> generation_{0};  // bumped per job (read unlocked while spinning)
+    std::atomic<unsigned> generation_{0};  // dealt pools: bumped per job (read unlocked while spinning)
     int sleepers_ = 0;                     // dealt pools: workers asleep on wake_ (under mu_)
     std::atomic<bool> stop_{false};
 };
