@@ -43,7 +43,8 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev,launchers]'
+	$(PY) -m pip install -q -e '.[dev,launchers,aimet]' torch==2.13.0
+	$(PY) -m pip install -q --no-deps aimet-onnx==2.42.0  # (its declared deps replace torch; pyproject's `aimet`)
 	touch $@
 
 test: setup system-deps

@@ -89,6 +89,8 @@ class Quantizer(ABC):
     runtime_compatible: ClassVar[bool] = True
     runtime_incompatible_reason: ClassVar[str] = ""
     weight_roundings: ClassVar[tuple[str, ...]] = ("nearest",)  # the config.weight_rounding values it implements
+    needs_model: ClassVar[bool] = False  # calibrate() needs the loaded model, not only the per-layer statistics
+    budgets: ClassVar[tuple[int, ...] | None] = None  # the budget_bits it accepts (None: any in [1, 8])
 
     def __init__(self, config: QuantizerConfig):
         if config.weight_rounding not in self.weight_roundings:
@@ -127,7 +129,7 @@ class Quantizer(ABC):
         targets = linear_names(weights.names())
         selected = select_layers(targets, self.config.layers)
         a16 = self._a16_linears(weights, selected) if self.config.a16_budget > 0 else set()
-        entries, tally = {}, BitsTally()
+        entries, tally, wide = {}, BitsTally(), 0
         for name in tqdm(selected, desc=f"quantize {self.name}", unit="linear", leave=False):
             weight = _checked_weight(name, weights.read(f"{name}.weight"))
             res = self.quantize_linear(name, weight, self.stats[name], self.config.budget_for(name))
@@ -136,6 +138,7 @@ class Quantizer(ABC):
                 res.linear = as_a16(res.linear, self.config.a16_range_gain)
                 res.info["act_bits"] = 16
             res.linear.validate(name)
+            wide += res.linear.act_bits == 16
             extras = {f"{name}.{k}": v for k, v in res.extras.items()}
             tally.add(res.linear, extras.values())
             entries[name] = {**_bits_summary(res.linear.bits), **res.info}
@@ -144,7 +147,7 @@ class Quantizer(ABC):
         for name in kept_float:  # not selected: stored in FP16, which the runtime cannot run
             yield f"{name}.weight", _checked_weight(name, weights.read(f"{name}.weight")).half()
         yield from self._embeddings_and_norms(weights, config)
-        compatible = self.runtime_compatible and not kept_float and not a16
+        compatible = self.runtime_compatible and not kept_float and not wide
         manifest.update({
             "model": {"name": model_name, "config": runtime_config(config)},
             "quantizer": {"name": self.name, "params": self.config.params()},
@@ -156,9 +159,9 @@ class Quantizer(ABC):
             reasons = [self.runtime_incompatible_reason] if not self.runtime_compatible else []
             if kept_float:
                 reasons.append(f"{len(kept_float)} projections kept in FP16 (not selected by quantizer.layers)")
-            if a16:
-                reasons.append(f"{len(a16)} linears take 16-bit activations (quantizer.a16_budget): the runtime's "
-                               "kernels are INT8 x INT8; QNN HTP runs them (harness/npu/)")
+            if wide:
+                reasons.append(f"{wide} linears take 16-bit activations: the runtime's kernels are INT8 x INT8; "
+                               "QNN HTP runs them (harness/npu/)")
             manifest["runtime_incompatible_reason"] = "; ".join(r for r in reasons if r)
 
     def _a16_linears(self, weights, selected: list[str]) -> set[str]:

@@ -49,9 +49,13 @@ def quantized_artifact(model_spec, config, tokenizer=None) -> Path:
     with progress_note(f"quantizing {model_spec.name} with {quantizer.name} at {quantizer.config.budget_bits:g} bits"):
         calibration = list(calibration_tokens(tokenizer, **CALIBRATION))
         t0 = time.perf_counter()
-        # statistics are cached per checkpoint and calibration: often ~0 s after the first quantizer or budget
-        quantizer.stats = checkpoint_stats(model_spec.name, checkpoint, calibration, quantizer.config.grid_tokens,
-                                           gram=quantizer.needs_gram)
+        if quantizer.needs_model:  # e.g. AIMET, whose flow runs on the whole graph at once
+            from harness.models.zoo import load_model
+
+            quantizer.calibrate(load_model(model_spec)[0], calibration)
+        else:  # statistics are cached per checkpoint and calibration: often ~0 s after the first quantizer
+            quantizer.stats = checkpoint_stats(model_spec.name, checkpoint, calibration, quantizer.config.grid_tokens,
+                                               gram=quantizer.needs_gram)
         t1 = time.perf_counter()
         # parallel sweeps may quantize the same config at once: the first to finish keeps its artifact
         write_artifact(checkpoint, quantizer, model_spec.name, path, manifest={"timing_s": {"calibrate": t1 - t0}},
