@@ -175,6 +175,14 @@ def current(df: pd.DataFrame) -> pd.DataFrame:
     return original[keep.to_numpy()]
 
 
+def quantizer_accepts(name: str, bits: float) -> bool:
+    """Whether the registered quantizer `name` takes budget_bits=bits (e.g. AIMET: int4 / int8 weights only)."""
+    from harness.quant import REGISTRY
+
+    budgets = REGISTRY.get(name).budgets if name in REGISTRY else None
+    return budgets is None or float(bits) in budgets
+
+
 def ok_rows(df: pd.DataFrame, metric: str) -> pd.DataFrame:
     return df[(df["status"] == "ok") & (df["metric"] == metric) & df["value"].notna()]
 

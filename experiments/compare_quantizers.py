@@ -96,7 +96,7 @@ def sweep(models=("smollm2-135m",), quantizers=None, bits=BITS, datasets=DATASET
         points += [["experiment=accuracy", *exp, *m, f"dataset={d}", f"experiment.eval_limit={eval_limit}"]
                    for d in datasets]
         for name in names:
-            for b in bits:
+            for b in (b for b in bits if common.quantizer_accepts(name, b)):
                 q = [f"quantizer={known[name]}", f"quantizer.budget_bits={float(b)}"]
                 points.append(["experiment=fidelity", *exp, *m, *q, f"packing={PACKING}",
                                f"experiment.extra.fidelity_windows={fidelity_windows}",

@@ -24,9 +24,9 @@ BASELINES = ("smoothquant", "shadow_outlier", "cmpq")
 PAPER_MODELS = ("llama3-8b", "phi3-3.8b")
 
 
-def sweep(models=("smollm2-135m",), datasets=fig10.DATASETS, quantizers=QUANTIZERS, bits=table4.BITS):
+def sweep(models=("smollm2-135m",), datasets=fig10.DATASETS, quantizers=table4.SERIES, bits=table4.BITS):
     return [["experiment=accuracy", f"model={m}", f"dataset={d}", f"quantizer={q}", f"quantizer.budget_bits={float(b)}"]
-            for m in models for d in datasets for q in quantizers for b in bits]
+            for m in models for d in datasets for q in quantizers for b in bits if common.quantizer_accepts(q, b)]
 
 
 def gains(acc: pd.DataFrame) -> pd.DataFrame:
@@ -42,7 +42,7 @@ def gains(acc: pd.DataFrame) -> pd.DataFrame:
                  if "items" in g.columns and g["items"].notna().any() else pd.DataFrame())
         if "edgeflow" not in wide.columns:
             continue
-        for q in BASELINES:
+        for q in (*BASELINES, *table4.EXTRA):
             if q not in wide.columns:
                 continue
             both = [d for d in wide.index if pd.notna(wide.loc[d, "edgeflow"]) and pd.notna(wide.loc[d, q])]
@@ -106,14 +106,13 @@ def _draw(acc: pd.DataFrame, fp16: pd.DataFrame, model: str, name: str, figures_
 
     datasets = [d for d in fig10.DATASETS if d in set(acc["dataset"])] + sorted(set(acc["dataset"]) - set(fig10.DATASETS))
     fig, axes = plt.subplots(1, len(datasets), figsize=(3.2 * len(datasets), 3.4), squeeze=False, sharey=True)
-    colors = dict(zip(QUANTIZERS, ("#ff7f0e", "#2ca02c", "#9467bd", "#1f77b4")))
     for ax, dataset in zip(axes[0], datasets):
-        for q in QUANTIZERS:
+        for q in table4.SERIES:
             s = acc[(acc["dataset"] == dataset) & (acc["quantizer"] == q)].sort_values("bits")
             if len(s):
                 ax.errorbar(s["bits"], 100 * s["median"], yerr=[100 * (s["median"] - s["min"]),
-                            100 * (s["max"] - s["median"])], marker="o", capsize=2, color=colors[q],
-                            label=table4.DISPLAY[q])
+                            100 * (s["max"] - s["median"])], marker="o", capsize=2, color=table4.COLORS[q],
+                            label=table4.DISPLAY[q] + (" (not in the paper)" if q in table4.EXTRA else ""))
         f = fp16[fp16["dataset"] == dataset]
         if len(f):
             ax.axhline(100 * f["median"].iloc[0], color="black", linestyle=":", label="FP16")
@@ -131,7 +130,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     ok = common.ok_rows(common.with_conditions(common.current(rows)), "accuracy")
     # Figure 10's baseline accuracy points share the folder (e.g. shadow outliers at INT8 for llm.npu+): keep the
     # quantizer sweep's rows only.
-    ok = ok[ok["quantizer"].isin([*QUANTIZERS, *table4.FP16_NAMES]) & ~ok["system"].isin(fig10.BASELINES)
+    ok = ok[ok["quantizer"].isin([*table4.SERIES, *table4.FP16_NAMES]) & ~ok["system"].isin(fig10.BASELINES)
             & (ok["bits"].isin(table4.BITS) | ok["quantizer"].isin(table4.FP16_NAMES))]
     if ok.empty:
         return common.not_run_section(NAME, TITLE, "no accuracy rows of these quantizers in the store")
@@ -141,7 +140,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     items = ok.groupby(keys, dropna=False)["items"].min()
     acc["items"] = [items.get(tuple(k)) for k in acc[keys].itertuples(index=False)]
     fp16 = acc[acc["quantizer"].isin(table4.FP16_NAMES)]
-    acc = acc[acc["quantizer"].isin(QUANTIZERS)]
+    acc = acc[acc["quantizer"].isin(table4.SERIES)]
     ours = gains(acc)
     figures, lines, tables, capped = [], [], [], []
     groups = sorted({(m, s) for m, s in zip(acc["model"], acc["source"])})
@@ -170,8 +169,20 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         body += "Agreement can only be *qualitative* (the cap) here because:\n\n" + "\n".join(capped) + "\n\n"
     body += ("**EdgeFlow's accuracy gain** over each baseline (ours: percentage points, mean over datasets, with the "
              "95% interval combining the accuracies' Wilson intervals; the paper's: percent as it states them).\n\n")
-    body += md_table(pd.DataFrame(lines)) + "\n" + "\n".join(tables)
+    body += md_table(pd.DataFrame(lines)) + "\n" + _extra_gains(ours) + "\n".join(tables)
     return Section(NAME, TITLE, verdict, count, body, figures)
+
+
+def _extra_gains(ours: pd.DataFrame) -> str:
+    """EdgeFlow's gain over the methods the paper did not compare (AIMET): ours only, no verdict."""
+    extra = ours[ours["quantizer"].isin(table4.EXTRA)]
+    if extra.empty:
+        return ""
+    lines = [{"condition": f"{r.model} · {r.source}", "vs": table4.DISPLAY[r.quantizer], "bits": f"{r.bits:g}",
+              "ours (pp) [95%]": common.interval_text(r.gain_pp, r.lo, r.hi, 4), "datasets": r.datasets}
+             for r in extra.itertuples()]
+    return ("\n**EdgeFlow's gain over methods the paper does not compare** (measured here only; no verdict):\n\n"
+            + md_table(pd.DataFrame(lines)) + "\n")
 
 
 def _acc_cell(value: float, items) -> str:

@@ -29,7 +29,9 @@ def _merge(keys: list[str], points: list[dict[str, str]]) -> list[list[str]]:
     unique = {tuple(p[k] for k in keys) for p in points}
     if math.prod(len(v) for v in values.values()) == len(unique):
         return [[f"{k}={','.join(v)}" for k, v in values.items()]]
-    split = next(k for k in keys if len(values[k]) > 1)  # not a product: cut along the first varying key
+    # not a product: cut along the varying key with the fewest values (fewest lines, e.g. a quantizer that takes
+    # only some of the budgets splits the budgets, not the datasets)
+    split = min((k for k in keys if len(values[k]) > 1), key=lambda k: len(values[k]))
     return [line for v in values[split] for line in _merge(keys, [p for p in points if p[split] == v])]
 
 

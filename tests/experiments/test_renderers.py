@@ -173,3 +173,30 @@ def test_fig10_llmnpu_statements_when_it_ran(tmp_path):
     assert got["accuracy_gain_max"]["max"] == pytest.approx(1.0)  # EF 7b 0.50 vs 0.49
     section = _render("fig10", store, tmp_path)
     assert "llm.npu+ statements" in section.body
+
+
+def test_aimet_is_an_extra_series_in_no_verdict(quant_store, tmp_path):
+    """AIMET (not in the paper) at the one budget of Table 4's range it takes: tabulated and drawn beside the paper's
+    methods, its gain in Figure 12's table of its own, and every verdict the same as without it."""
+    before = {n: _render(n, quant_store, tmp_path / "before") for n in ("table4", "fig12")}
+    rows = [dict(r, quantizer="aimet", value=r["value"] * (1.1 if r["metric"] == "perplexity" else 0.9))
+            for experiment, group in quantizer_rows().items() for r in group
+            if r.get("quantizer") == "edgeflow" and r["bits"] == 4.0]
+    for experiment in ("perplexity", "accuracy"):
+        quant_store.append(experiment, [r for r in rows if r["metric"] == experiment])
+    table, fig = (_render(n, quant_store, tmp_path / "after") for n in ("table4", "fig12"))
+    assert "AIMET (ours only)" in table.body and "| 66 |" in table.body  # 20 * 3 * 1.1 at 4 bits
+    assert "methods the paper does not compare" in fig.body and "| AIMET | 4 |" in fig.body
+    for name, section in (("table4", table), ("fig12", fig)):
+        assert (section.verdict, section.summary) == (before[name].verdict, before[name].summary)
+
+
+def test_sweeps_ask_aimet_only_for_the_budgets_it_takes():
+    from experiments import compare_quantizers
+
+    aimet = [p for p in table4.sweep() + fig12.sweep() if "quantizer=aimet" in p]
+    assert aimet and all("quantizer.budget_bits=4.0" in p for p in aimet)
+    compare = [p for p in compare_quantizers.sweep(quantizers=["aimet"], bits=(4, 5, 8), wikitext2=False)
+               if "quantizer=aimet" in p]
+    assert {o for p in compare for o in p if o.startswith("quantizer.budget_bits")} == {
+        "quantizer.budget_bits=4.0", "quantizer.budget_bits=8.0"}
