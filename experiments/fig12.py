@@ -1,5 +1,6 @@
 """Figure 12 (and Appendix C's Figure 18): accuracy of SmoothQuant, shadow outliers, CMPQ and EdgeFlow at 4-7 average
-bits on each dataset, and EdgeFlow's average gain over each.
+bits on each dataset, and EdgeFlow's average gain over each; AIMET (not in the paper, 4 bits) as an extra series
+with its gain in a table of its own, outside every verdict.
 
 Ours: `accuracy` rows (a fraction over the n items their notes record) per model, dataset source (builtin or local
 proxy: never pooled), quantizer, bits and dataset; a gain is EdgeFlow's accuracy minus the baseline's in percentage

@@ -1,5 +1,7 @@
 """Table 4: WikiText-2 perplexity of Llama3-8B quantized by SmoothQuant, llm.npu's shadow outliers (SO), CMPQ and
 EdgeFlow at 4-7 average bits. Table 5 is the same for Phi3-3.8B (experiments/table5.py reuses this module).
+Qualcomm's AIMET, which the paper does not compare, is measured at the one budget of the range it takes (4 bits) and
+shown beside them, outside every verdict (EXTRA).
 
 Ours: `perplexity` rows (metric perplexity), median over repetitions, one table per model and evaluation text
 (WikiText-2 or the local proxy: never pooled). When the store holds the paper's own model its
