@@ -21,6 +21,11 @@ def model_and_calibration():
     return model, [torch.randint(0, 256, (48,), generator=gen) for _ in range(3)]
 
 
+@pytest.fixture(scope="module")
+def minmax8(model_and_calibration):
+    return _artifact(*model_and_calibration, weight_method="minmax")
+
+
 def _artifact(model, calibration, **config):
     q = make_quantizer({"name": "aimet", "optimize_windows": 2, **config})
     q.calibrate(model, calibration)
@@ -45,9 +50,9 @@ def test_minmax_weights_are_aimets_symmetric_per_channel_grid(model_and_calibrat
     assert art.manifest["quantizer"]["params"]["weight_method"] == "minmax"
 
 
-def test_each_linear_takes_the_range_of_the_tensor_it_reads(model_and_calibration):
+def test_each_linear_takes_the_range_of_the_tensor_it_reads(model_and_calibration, minmax8):
     model, calibration = model_and_calibration
-    art = _artifact(model, calibration, weight_method="minmax")
+    art = minmax8
     stats = collect_stats(model, calibration)
     for name, q in art.linears.items():  # o_proj reads through a reshape, down_proj a product: both found
         peak = float(stats[name].in_max.max())
@@ -56,9 +61,9 @@ def test_each_linear_takes_the_range_of_the_tensor_it_reads(model_and_calibratio
         assert torch.equal(q.in_scale, torch.ones_like(q.in_scale))
 
 
-def test_a16_and_the_weight_methods_give_runtime_incompatible_or_new_codes(model_and_calibration):
+def test_a16_and_the_weight_methods_give_runtime_incompatible_or_new_codes(model_and_calibration, minmax8):
     model, calibration = model_and_calibration
-    nearest = _artifact(model, calibration, weight_method="minmax")
+    nearest = minmax8
     learned = _artifact(model, calibration, weight_method="adaround", adaround_iterations=20, act_bits=16)
     assert learned.manifest["runtime_compatible"] is False
     assert "16-bit activations" in learned.manifest["runtime_incompatible_reason"]
