@@ -16,6 +16,23 @@ from harness.quant.base import make_quantizer, quantizer_config
 CALIBRATION = {"n_samples": 16, "seq_len": 256, "seed": 0}
 
 
+# A quantizer that needs the whole model holds it in float32 several times: AIMET has the torch model, its ONNX export,
+# the simulation's copy and ONNX Runtime's session of it (an estimate: 4 copies of 4 bytes per parameter).
+WHOLE_MODEL_BYTES_PER_PARAM = 16
+
+
+def _check_whole_model_fits(name: str, checkpoint: Path) -> None:
+    """Refuse before loading what would be OOM-killed minutes later (paper-size models on a small host)."""
+    from harness.host import mem_available
+
+    params = sum(f.stat().st_size for f in Path(checkpoint).glob("*.safetensors")) / 2  # FP16 checkpoints
+    need, available = params * WHOLE_MODEL_BYTES_PER_PARAM, mem_available()
+    if available is not None and need > available:
+        raise MemoryError(f"quantizer {name!r} runs on the whole model in memory: about {need / 1e9:.0f} GB for "
+                          f"{params / 1e9:.1f}B parameters ({WHOLE_MODEL_BYTES_PER_PARAM} bytes per parameter), and "
+                          f"this host has {available / 1e9:.0f} GB available")
+
+
 def _code_digest() -> str:
     """The quantizer's source: an algorithm change must not reuse artifacts made by the old code."""
     h = hashlib.sha256()
@@ -52,6 +69,7 @@ def quantized_artifact(model_spec, config, tokenizer=None) -> Path:
         if quantizer.needs_model:  # e.g. AIMET, whose flow runs on the whole graph at once
             from harness.models.zoo import load_model
 
+            _check_whole_model_fits(quantizer.name, checkpoint)
             quantizer.calibrate(load_model(model_spec)[0], calibration)
         else:  # statistics are cached per checkpoint and calibration: often ~0 s after the first quantizer
             quantizer.stats = checkpoint_stats(model_spec.name, checkpoint, calibration, quantizer.config.grid_tokens,

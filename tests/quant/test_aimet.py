@@ -106,3 +106,15 @@ def test_aimet_artifact_runs_through_htp_end_to_end(tmp_path, tiny_checkpoint):
     fake = fid[fid.metric == "kl_fp16"]["value"].mean()
     assert 0 < htp["value"].mean() < 3 * fake  # HTP computes the same A16W8 model, plus its output requantization
     assert fid[fid.metric == "calibrate_s"]["value"].iloc[0] > 0  # AIMET's flow is the calibration cost
+
+
+@pytest.mark.real_model
+def test_a_model_too_large_for_the_host_is_refused_before_loading(monkeypatch, tiny_checkpoint):
+    import harness.host
+    from harness.models.zoo import ModelSpec
+    from harness.quant.cache import quantized_artifact
+
+    monkeypatch.setattr(harness.host, "mem_available", lambda: 1_000_000)  # 1 MB free
+    spec = ModelSpec(name="tiny-aimet-too-large", source="hf", path=str(tiny_checkpoint))
+    with pytest.raises(MemoryError, match="quantizer 'aimet' runs on the whole model in memory: about"):
+        quantized_artifact(spec, {"name": "aimet", "weight_method": "minmax"})
