@@ -13,3 +13,11 @@ def mem_available() -> int | None:
     except OSError:
         pass
     return None
+
+
+def memory_shortfall(checkpoint: Path, bytes_per_param: float) -> tuple[float, float, int] | None:
+    """(bytes needed, parameters, bytes available) when work holding bytes_per_param per parameter of an FP16
+    checkpoint would not fit in the available memory; None when it fits or the available memory is unknown."""
+    params = sum(f.stat().st_size for f in Path(checkpoint).glob("*.safetensors")) / 2  # FP16 checkpoints
+    need, available = params * bytes_per_param, mem_available()
+    return (need, params, available) if available is not None and need > available else None

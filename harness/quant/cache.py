@@ -23,11 +23,10 @@ WHOLE_MODEL_BYTES_PER_PARAM = 16
 
 def _check_whole_model_fits(name: str, checkpoint: Path) -> None:
     """Refuse before loading what would be OOM-killed minutes later (paper-size models on a small host)."""
-    from harness.host import mem_available
+    from harness.host import memory_shortfall
 
-    params = sum(f.stat().st_size for f in Path(checkpoint).glob("*.safetensors")) / 2  # FP16 checkpoints
-    need, available = params * WHOLE_MODEL_BYTES_PER_PARAM, mem_available()
-    if available is not None and need > available:
+    if short := memory_shortfall(checkpoint, WHOLE_MODEL_BYTES_PER_PARAM):
+        need, params, available = short
         raise MemoryError(f"quantizer {name!r} runs on the whole model in memory: about {need / 1e9:.0f} GB for "
                           f"{params / 1e9:.1f}B parameters ({WHOLE_MODEL_BYTES_PER_PARAM} bytes per parameter), and "
                           f"this host has {available / 1e9:.0f} GB available")

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from harness.cache import cache_dir, progress_note
-from harness.host import mem_available
+from harness.host import memory_shortfall
 
 COMPLETE = ".complete"
 # Runs in the export subprocess: argv = [this, llmexport_pkg_dir, llmexport args...].
@@ -54,10 +54,8 @@ class ExportTooLarge(ExportError):
 
 def check_memory(checkpoint: Path) -> None:
     """Refuse an export that cannot fit: it would be killed by the OOM killer after minutes, or take the host down."""
-    params = sum(f.stat().st_size for f in Path(checkpoint).glob("*.safetensors")) / 2  # FP16 checkpoints
-    need = params * EXPORT_BYTES_PER_PARAM
-    available = mem_available()
-    if available is not None and need > available:
+    if short := memory_shortfall(checkpoint, EXPORT_BYTES_PER_PARAM):
+        need, params, available = short
         raise ExportTooLarge(f"MNN's llmexport loads the whole model in FP32: about {need / 1e9:.0f} GB for "
                              f"{params / 1e9:.1f}B parameters ({EXPORT_BYTES_PER_PARAM} bytes per parameter, measured "
                              f"by make bench-scale), and this host has {available / 1e9:.0f} GB available")

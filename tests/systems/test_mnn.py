@@ -70,16 +70,17 @@ def test_cold_run_of_the_default_model(default_model_spec):
 
 def test_an_export_larger_than_the_available_memory_is_not_run(tmp_path, monkeypatch):
     """Refused before llmexport starts (it would hold the whole model in FP32), with the sizes in the reason."""
+    import harness.host
     import harness.systems.mnn_export as mnn_export
     from harness.models.zoo import ModelSpec
     from harness.systems.base import NotRun
 
     (tmp_path / "model.safetensors").write_bytes(b"\0" * 2_000_000)  # 1e6 FP16 parameters: ~3.6 MB to export
-    monkeypatch.setattr(mnn_export, "mem_available", lambda: 1_000_000)
+    monkeypatch.setattr(harness.host, "mem_available", lambda: 1_000_000)
     monkeypatch.setattr("harness.systems.mnn.checkpoint_dir", lambda spec: tmp_path)
     monkeypatch.setattr(mnn_export, "cache_dir", lambda *parts: tmp_path / "cache")
     with pytest.raises(NotRun, match=r"loads the whole model in FP32: about .* GB for .*B parameters .*this host has"):
         get_system({"name": "mnn"}).prepare(ModelSpec(name="big", source="hf", path=str(tmp_path)), 8,
                                             get_device({"name": "local"}))
-    monkeypatch.setattr(mnn_export, "mem_available", lambda: 10_000_000)
+    monkeypatch.setattr(harness.host, "mem_available", lambda: 10_000_000)
     mnn_export.check_memory(tmp_path)  # fits: no error
