@@ -12,8 +12,9 @@ What an engineer shipping an LLM to a Hexagon NPU runs (aimet-onnx, installed by
 
 and then, for each of our linears (ONNX MatMul [D, C] whose weight equals the linear's weight [C, D] transposed):
 
-    weights   AIMET's encoding per output channel c: delta[c] with offset -2^(b-1), i.e. w ~ delta[c] * q with
-              q = round(w / delta[c]) in [-2^(b-1), 2^(b-1) - 1] (AdaRound leaves w on the grid already)
+    weights   AIMET's encoding per output channel c: step delta[c] with offset -2^(b-1), i.e. w ~ delta[c] * q with
+              q = round(w / delta[c]) in [-2^(b-1), 2^(b-1) - 1] (numerics.quantize_rows; AdaRound leaves w on the
+              grid already)
     inputs    AIMET's range [min, max] of the tensor the MatMul reads (found through data-movement ops, whose
               outputs AIMET leaves unquantized) -> our static symmetric grid over max(|min|, |max|): the runtime and
               our HTP graphs take a zero point of 2^(b-1), AIMET's asymmetric zero point does not carry over.
@@ -35,7 +36,7 @@ from torch import nn
 
 from harness.artifact import QuantLinear
 from harness.quant.calibrate import target_linears
-from harness.quant.numerics import act_qmax
+from harness.quant.numerics import act_qmax, quantize_rows
 
 WEIGHT_METHODS = ("seq_mse", "adaround", "minmax")  # minmax: AIMET's calibrated ranges, nearest rounding
 # ops AIMET's HTP config leaves unquantized because they only move data: a MatMul behind one reads its producer's grid
@@ -181,18 +182,18 @@ def _read_back(sim, weights: dict, site: LinearSite, recipe: AimetRecipe) -> Qua
     if len(enc) != w.shape[0]:
         raise RuntimeError(f"AIMET flow: {site.weight} has {len(enc)} weight encodings for {w.shape[0]} channels "
                            "(expected per-output-channel weights from the HTP config)")
-    delta = torch.tensor([e.delta for e in enc], dtype=torch.float64)
+    scale = torch.tensor([e.delta for e in enc], dtype=torch.float32)  # [C]: AIMET's step, positive
     offset = torch.tensor([e.offset for e in enc], dtype=torch.float64)
     lo = -(1 << (recipe.weight_bits - 1))
     if not bool((offset == lo).all()):
         raise RuntimeError(f"AIMET flow: {site.weight} has asymmetric weight encodings (offsets {offset.unique()})")
-    codes = torch.clamp(torch.round(w.double() / delta[:, None]), lo, -lo - 1).to(torch.int8)
+    bits = torch.full((w.shape[0],), recipe.weight_bits, dtype=torch.uint8)
+    codes = quantize_rows(w, bits, scale)  # nearest level; AdaRound's weights already lie on one
     act = sim.qc_quantize_op_dict.get(site.activation)
     if act is None or not act.enabled or act.get_encodings() is None:
         raise RuntimeError(f"AIMET flow: the input {site.activation!r} of {site.weight} has no activation encoding")
     (a,) = act.get_encodings()
     peak = max(abs(a.min), abs(a.max), 1e-8)
-    return QuantLinear(codes=codes, bits=torch.full((w.shape[0],), recipe.weight_bits, dtype=torch.uint8),
-                       w_scale=delta.float(), in_scale=torch.ones(w.shape[1]),
+    return QuantLinear(codes=codes, bits=bits, w_scale=scale, in_scale=torch.ones(w.shape[1]),
                        act_scale=torch.tensor(peak / act_qmax(recipe.act_bits), dtype=torch.float32),
                        act_bits=recipe.act_bits)
