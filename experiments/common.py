@@ -255,6 +255,59 @@ def spans_note(df: pd.DataFrame, keys: tuple[str, ...] = CONDITIONS) -> str:
             "own, never pooled.")
 
 
+SENSOR_METRICS = ("energy_j", "avg_power_w")
+
+
+def sensor_source(df: pd.DataFrame) -> pd.Series:
+    """Per row, the label of its run's power rows ('measured': a host's RAPL counter or a phone's battery;
+    'stand-in': the loopback phone's scripted files), '' for a run without any: power from different sensors is
+    never one series. A run is a configuration's repetition."""
+    if df.empty or "metric" not in df.columns:
+        return pd.Series("", index=df.index, dtype=object)
+    run = list(zip(df["config_hash"], df["repetition"]))
+    power = df["metric"].isin(SENSOR_METRICS)
+    labels = dict(zip([r for r, p in zip(run, power) if p], df.loc[power, "label"].fillna("")))
+    return pd.Series([labels.get(r, "") for r in run], index=df.index, dtype=object)
+
+
+def scoring_path(df: pd.DataFrame) -> pd.Series:
+    """Per row, what computed a quality number: an engine's own forward pass (its system: 'edgeflow' is our runtime),
+    QNN's HTP simulator (label simulated) or the fake-quant torch model."""
+    system = df["system"] if "system" in df.columns else pd.Series(None, index=df.index, dtype=object)
+    label = df["label"] if "label" in df.columns else pd.Series(None, index=df.index, dtype=object)
+    return pd.Series([s if isinstance(s, str) and s else "HTP simulator" if lab == "simulated" else "fake-quant model"
+                      for s, lab in zip(system, label)], index=df.index, dtype=object)
+
+
+TIMED = ("device", "flash", "source")  # what a timing depends on beyond the model (CONDITIONS)
+
+
+def one_condition(rows: pd.DataFrame, keys: tuple[str, ...] = TIMED) -> tuple[pd.DataFrame, str]:
+    """(rows, note): per model, only the rows of one measurement condition (their values in `keys`, columns of
+    with_conditions(rows) or of rows), the one with the most rows, ties to the first in sorted order; the note names
+    each condition left out ('' when none was). For figures that draw one value per model and series: they never
+    pool two conditions. The returned rows carry the condition columns."""
+    df = with_conditions(rows)
+    if df.empty:
+        return df, ""
+    cond = df[list(keys)].fillna("").astype(str).agg(" | ".join, axis=1)
+    keep = df["model"].isna()
+    left = []
+    for model in sorted(df["model"].dropna().unique()):
+        mine = df["model"] == model
+        counts = cond[mine].value_counts()
+        best = sorted(counts.index, key=lambda c: (-counts[c], c))[0]
+        keep |= mine & (cond == best)
+        for other in sorted(c for c in counts.index if c != best):
+            values = dict(zip(keys, other.split(" | ")))
+            what = condition_text(model=model, **{k: values[k] for k in ("device", "flash", "source") if k in values})
+            what += "".join(f" · {k} {values[k]}" for k in keys if k not in CONDITIONS and values[k])
+            left.append(f"{what} ({counts[other]} rows)")
+    note = ("Rows measured under another condition are left out of this figure, never pooled with it: "
+            + "; ".join(left) + ".") if left else ""
+    return df[keep], note
+
+
 def commits(df: pd.DataFrame) -> str:
     """Which code the rows come from: 'code at commit abc' or 'code at 2 commits: abc (10 rows), def (4 rows)'."""
     if "git_commit" not in df.columns or df["git_commit"].dropna().empty:

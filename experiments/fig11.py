@@ -168,7 +168,18 @@ def draw(s: pd.DataFrame, figures_dir: Path) -> list[Path]:
     return common.save_figure(fig, NAME, figures_dir)
 
 
+def one_condition(rows: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """common.one_condition for the timings and, apart, for the accuracies (by dataset source and what scored them:
+    the runtime or the fake-quant model; no device or flash setting applies to them)."""
+    acc = rows["metric"] == "accuracy"
+    timed, timed_note = common.one_condition(rows[~acc])
+    scored, scored_note = common.one_condition(rows[acc].assign(scorer=common.scoring_path(rows[acc])),
+                                               ("source", "scorer"))
+    return pd.concat([timed, scored]), " ".join(n for n in (timed_note, scored_note) if n)
+
+
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
+    rows, left_out = one_condition(rows) if len(rows) else (rows, "")
     s = summary(rows) if len(rows) else pd.DataFrame()
     if s.empty:
         return common.not_run_section(NAME, TITLE, "no ablation rows in the store")
@@ -178,7 +189,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     table = s.assign(ttft_s=s["ttft_s"].map(fmt), accuracy=s["accuracy"].map(fmt))
     tags = common.labels(rows[rows["system"] == "edgeflow"])
     body = [f"![{TITLE}](figures/{figures[0].name})\n", "Labels: " + "; ".join(tags) + ".\n" if tags else "",
-            common.models_differ_note(set(s["model"]), PAPER_MODELS),
+            common.models_differ_note(set(s["model"]), PAPER_MODELS), left_out,
             "**The paper's statements**, ours beside them (ratio rule on 1 + change; means over datasets, no "
             "interval):\n", md_table(pd.DataFrame(lines)) if lines else "_(no paper values loaded)_\n",
             "\n**Our medians** per dataset and configuration:\n", md_table(table)]

@@ -207,6 +207,7 @@ def _no_steal_notes(med: pd.DataFrame, rows: pd.DataFrame) -> str:
 
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
     rows = rows[rows["prompt_tokens"] == PROMPT_TOKENS] if len(rows) else rows
+    rows, left_out = common.one_condition(rows)
     med = medians(rows) if len(rows) else pd.DataFrame()
     if med.empty:
         return common.not_run_section(NAME, TITLE, f"no pipeline rows at {PROMPT_TOKENS} prompt tokens in the store "
@@ -222,7 +223,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     steal_note = _no_steal_notes(med, rows)
     tags = common.labels(rows)
     body = [f"![{TITLE}](figures/{figures[0].name})\n", "Labels: " + "; ".join(tags) + ".\n" if tags else "",
-            common.models_differ_note(set(med["model"]), PAPER_MODELS), steal_note,
+            common.models_differ_note(set(med["model"]), PAPER_MODELS), left_out, steal_note,
             "**Each step's change**, ours beside the paper's (ratio rule on 1 + change; medians, no interval):\n",
             md_table(pd.DataFrame(lines)) if lines else "_(no paper values loaded)_\n",
             "\n**Our medians** per policy (wall-clock TTFT, the engine's own TTFT, bubble rates, busy time, stolen "

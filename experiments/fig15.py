@@ -259,6 +259,7 @@ def compare(bd: pd.DataFrame, paper: pd.DataFrame | None, cap_reasons: list[str]
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
     if rows.empty:
         return common.not_run_section(NAME, TITLE, "no rows in the store")
+    rows, left_out = common.one_condition(rows)
     bd, bad = breakdown(rows), unrun(rows)
     if bd.empty and bad.empty:
         return common.not_run_section(NAME, TITLE, "no completion measured (every row failed)")
@@ -269,7 +270,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     tags = common.labels(rows)
     note = common.models_differ_note(set(bd["model"]) if len(bd) else set(), PAPER_MODELS)
     body = [f"![{TITLE}](figures/{figures[0].name})\n", "Labels: " + "; ".join(tags) + ".\n" if tags else "",
-            f"{note}\n" if note else "",
+            f"{note}\n" if note else "", f"{left_out}\n" if left_out else "",
             "**Statements of section 5.5.1**, ours beside the paper's (EdgeFlow's switch: *reproduced* when under "
             f"{SWITCH_SHARE:.0%} of its completion latency; decode speedup: the ratio rule):\n",
             md_table(pd.DataFrame(lines)) if lines else "_(nothing to compare)_\n"]

@@ -274,6 +274,8 @@ def _cell(v, digits=3) -> str:
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
     if rows.empty:
         return common.not_run_section(NAME, TITLE, "no rows in the store")
+    # power from a host's RAPL, a phone's battery and the loopback's scripted files are three conditions
+    rows, left_out = common.one_condition(rows.assign(sensor=common.sensor_source(rows)), (*common.TIMED, "sensor"))
     r = runs(rows)
     bad = fig15.unrun(rows)
     if r.empty and bad.empty:
@@ -286,7 +288,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     tags = common.labels(rows)
     note = common.models_differ_note(set(summ["model"]), PAPER_MODELS)
     body = [f"![{TITLE}](figures/{figures[0].name})\n", "Labels: " + "; ".join(tags) + ".\n" if tags else "",
-            f"{note}\n" if note else "",
+            f"{note}\n" if note else "", f"{left_out}\n" if left_out else "",
             "**Statements of section 5.5.2**, ours beside the paper's (ratio rule; the footprint's reference is 1.0 "
             "= the ideal):\n", md_table(pd.DataFrame(lines)) if lines else "_(nothing to compare)_\n"]
     if len(summ):

@@ -98,6 +98,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     if len(rows):
         rows = fig14.with_chunk(rows)
         rows = rows[rows["chunk"] == CHUNK]
+    rows, left_out = common.one_condition(rows)
     b = bubbles(rows) if len(rows) else pd.DataFrame()
     if b.empty:
         return common.not_run_section(NAME, TITLE, "no llmnpu-static pipeline rows in the store")
@@ -122,7 +123,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         index=["model", "series", "lane"], columns="prompt_tokens", values="cell", aggfunc="first").reset_index()
     tags = common.labels(rows[rows["pipeline"] == POLICY])
     body = [f"![{TITLE}](figures/{figures[0].name})\n", "Labels: " + "; ".join(tags) + ".\n" if tags else "",
-            common.models_differ_note(set(b["model"]), PAPER_MODELS),
+            common.models_differ_note(set(b["model"]), PAPER_MODELS), left_out,
             "**The paper's statements**, ours beside them (ratio rule; medians, no interval):\n",
             md_table(pd.DataFrame(lines)), "\n**Bubble rates** of llmnpu-static by prompt length (median):\n",
             md_table(wide)]
