@@ -373,8 +373,12 @@ def labels(df: pd.DataFrame) -> list[str]:
         out.append("flash emulated")
     elif (df["metric"] == "ttft_s").any():
         out.append("flash not emulated (host storage)")
-    if "simulated" in set(df["label"]):
-        out.append("simulated: the pipeline simulator over this host's operator costs (not measured on a device)")
+    simulated = df[df["label"] == "simulated"]
+    if len(simulated):
+        pipeline = simulated["metric"].fillna("").str.startswith("sim_")
+        which = ["the pipeline simulator over this host's operator costs"] * bool(pipeline.any())
+        which += ["QNN's HTP simulator (the accelerator's numerics)"] * bool((~pipeline).any())
+        out.append(f"simulated: {' and '.join(which)} (not measured on a device)")
     busy = df[(df["metric"] == "host_busy") & (df["value"] > 0)]
     if len(busy):
         loads = df.loc[df["metric"] == "load_avg_1m", "value"]

@@ -17,7 +17,7 @@ import pandas as pd
 from experiments import ARTIFACTS, common, run
 from experiments.common import Section
 from harness.runner import provenance
-from harness.runner.store import ResultsStore
+from harness.runner.store import LABELS, ResultsStore
 
 
 def sections(store: ResultsStore, out_dir: Path) -> list[Section]:
@@ -45,9 +45,9 @@ def markdown(secs: list[Section], store: ResultsStore) -> str:
         "(arXiv 2604.09083v1), measured on a Xiaomi 15 Pro (Snapdragon 8 Elite). Paper values are read from "
         "`results/paper/*.csv`; each file names its source section.",
         "",
-        "Every number of ours is measured on the device its row names; *emulated* means the flash was throttled to "
-        "a phone's read rate for every system alike, *proxy* means a local stand-in for the paper's dataset. "
-        "Neither is hidden: they are repeated beside each figure.",
+        "Every number of ours carries one label, repeated beside each figure:",
+        "",
+        *(f"- *{label}*: {meaning}" for label, meaning in LABELS.items()),
         "",
         "## Summary",
         "",
