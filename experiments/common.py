@@ -481,6 +481,14 @@ def different_work(rows: pd.DataFrame, timed: pd.DataFrame) -> pd.Series:
     return out
 
 
+def unpaired_systems(rows: pd.DataFrame) -> dict[str, str]:
+    """system -> why its timings did other work than the workload (different_work over the rows' ttft_s rows), for
+    the systems that did: their numbers are shown, never divided by another system's."""
+    timed = rows[rows["metric"] == "ttft_s"] if len(rows) else rows
+    why = different_work(rows, timed)
+    return {s: w for s, w in zip(timed.loc[why != "", "system"], why[why != ""])}
+
+
 def _resampled_medians(groups: dict, prompts: list, idx: np.ndarray, rng) -> np.ndarray:
     """Median per resample: idx [B, P] draws prompts; each drawn prompt contributes as many repetitions, drawn with
     replacement, as it has. groups: prompt -> 1-D array of its repetitions' values (a prompt may be absent)."""

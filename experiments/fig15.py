@@ -130,12 +130,13 @@ def _first_clause(notes) -> str:
     return str(notes or "").split("; ")[0]
 
 
-def decode_speedups(bd: pd.DataFrame) -> pd.DataFrame:
-    """EdgeFlow's decode speedup over each other system measured on the same model: their decode_s / EdgeFlow's."""
+def decode_speedups(bd: pd.DataFrame, unpaired: dict[str, str] | None = None) -> pd.DataFrame:
+    """EdgeFlow's decode speedup over each other system measured on the same model: their decode_s / EdgeFlow's;
+    none over the systems in `unpaired` (common.unpaired_systems: they did other work)."""
     out = []
     for model, g in bd.groupby("model"):
         for ef in g[g["system"] == "edgeflow"].itertuples():
-            for other in g[g["system"] != "edgeflow"].itertuples():
+            for other in g[~g["system"].isin(["edgeflow", *(unpaired or {})])].itertuples():
                 out.append({"model": model, "edgeflow": ef.series, "versus": other.series, "system": other.system,
                             "speedup": other.decode_median / ef.decode_median})
     return pd.DataFrame(out, columns=["model", "edgeflow", "versus", "system", "speedup"])
@@ -232,9 +233,11 @@ def draw(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path, name
 
 # --- report -----------------------------------------------------------------------------------------------------------------
 
-def compare(bd: pd.DataFrame, paper: pd.DataFrame | None, cap_reasons: list[str] = ()) -> list[dict]:
-    """Our statements beside the paper's: EdgeFlow has no graph switch; its decode speedup over llm.npu+. A
-    verdict is capped at qualitative for the reasons given (common.cap_reasons: another model, device, proxy data)."""
+def compare(bd: pd.DataFrame, paper: pd.DataFrame | None, cap_reasons: list[str] = (),
+            unpaired: dict[str, str] | None = None) -> list[dict]:
+    """Our statements beside the paper's: EdgeFlow has no graph switch; its decode speedup over llm.npu+ (not run
+    when llm.npu+ did other work: `unpaired`). A verdict is capped at qualitative for the reasons given
+    (common.cap_reasons: another model, device, proxy data)."""
     lines = []
     for r in bd[bd["system"] == "edgeflow"].itertuples() if len(bd) else []:
         sw, total = r.switch_median, r.total_median
@@ -246,12 +249,12 @@ def compare(bd: pd.DataFrame, paper: pd.DataFrame | None, cap_reasons: list[str]
                       "paper": "none (llm.npu+: 2.9 s)", "verdict": verdict})
     if paper is None:
         return lines
-    speed = decode_speedups(bd)
+    speed, unpaired = decode_speedups(bd, unpaired), unpaired or {}
     for p in paper[paper["metric"] == "decode_speedup"].itertuples():
         hit = speed[(speed["system"] == "llmnpu") & (speed["model"] == p.model)]
         ours = float(hit["speedup"].iloc[0]) if len(hit) else None
         lines.append({"model": p.model, "statement": "EdgeFlow's decode speedup over llm.npu+ (both on the CPU)",
-                      "ours": "–" if ours is None else f"{ours:.2f}x", "paper": f"{p.value:.2f}x",
+                      "ours": unpaired.get("llmnpu", "–") if ours is None else f"{ours:.2f}x", "paper": f"{p.value:.2f}x",
                       "verdict": common.ratio_verdict(ours, p.value) if ours is not None else common.NOT_RUN})
     return lines
 
@@ -264,7 +267,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     if bd.empty and bad.empty:
         return common.not_run_section(NAME, TITLE, "no completion measured (every row failed)")
     figures = draw(rows, paper, figures_dir)
-    lines = compare(bd, paper, common.cap_reasons(rows[rows["system"] == "edgeflow"], PAPER_MODELS))
+    unpaired = common.unpaired_systems(rows)
+    lines = compare(bd, paper, common.cap_reasons(rows[rows["system"] == "edgeflow"], PAPER_MODELS), unpaired)
     verdict, count = common.overall([line["verdict"] for line in lines])
     summary = count if verdict != common.NOT_RUN else "no EdgeFlow completion and no llm.npu+ run to compare"
     tags = common.labels(rows)
@@ -285,7 +289,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             for _, r in bd.iterrows()])
         body += ["\n**Our completion breakdown** (s; median [min–max] over repetitions; cold start is wall clock from "
                  "spawn, switch and decode the engine's own clock):\n", md_table(table)]
-        speed = decode_speedups(bd)
+        speed = decode_speedups(bd, unpaired)
         if len(speed):
             body += ["\n**EdgeFlow's decode speedup** over the systems measured here (their decode time / "
                      "EdgeFlow's; the paper's is over llm.npu+ only):\n",

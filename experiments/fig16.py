@@ -248,12 +248,17 @@ def compare(summ: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None) 
                       "verdict": common.ratio_verdict(peak[0] / ideal, 1.0) if ok else common.NOT_RUN})
     if paper is None:
         return lines
+    unpaired = common.unpaired_systems(rows)
     for metric, col, what in (("avg_power_ratio", "avg_power_w", "average power"), ("energy_ratio", "energy_j",
                                                                                      "energy")):
         p = paper[paper["metric"] == metric]
         if p.empty:
             continue
         value = float(p["value"].iloc[0])
+        if "llmnpu" in unpaired:  # its demo's power over its own prompt is no peer of EdgeFlow's over ours
+            lines.append({"model": "–", "statement": f"EdgeFlow / llm.npu+ {what}", "ours": unpaired["llmnpu"],
+                          "paper": f"{value:.3f}x", "verdict": common.NOT_RUN})
+            continue
         ours = None
         for model, g in summ.groupby("model") if len(summ) else []:
             ef, npu = g[g["system"] == "edgeflow"], g[g["system"] == "llmnpu"]
