@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness.data.prompts import CORPUS_PROMPT_LABEL
+
 REPO = Path(__file__).resolve().parents[1]
 PAPER_DIR = REPO / "results" / "paper"
 
@@ -207,15 +209,14 @@ def unrun_reasons(df: pd.DataFrame) -> pd.DataFrame:
 
 # Conditions under which a number was measured; rows differing in any of them are never pooled.
 CONDITIONS = ("model", "device", "flash", "source")
-_CORPUS_PROMPT = re.compile(r"\(corpus text")  # TTFT prompts cut from the local corpus (harness/data/prompts.py)
 
 
 def dataset_source(df: pd.DataFrame) -> pd.Series:
     """'proxy' for rows on a local stand-in (label proxy: accuracy and perplexity on local tasks; TTFT prompts cut from
     the local corpus, which their notes name), else 'builtin' (the paper's dataset)."""
     label = df["label"].fillna("") if "label" in df.columns else pd.Series("", index=df.index)
-    notes = df["notes"].fillna("") if "notes" in df.columns else pd.Series("", index=df.index)
-    proxy = (label == "proxy") | notes.str.contains(_CORPUS_PROMPT)
+    source = df["prompt_source"].fillna("") if "prompt_source" in df.columns else pd.Series("", index=df.index)
+    proxy = (label == "proxy") | (source == CORPUS_PROMPT_LABEL)
     return pd.Series(np.where(proxy, "proxy", "builtin"), index=df.index)
 
 
@@ -432,28 +433,13 @@ def combination_interval(terms: list[tuple[float, float, int | None]]) -> tuple[
     return value, value - math.sqrt(down), value + math.sqrt(up)
 
 
-_N_ITEMS = re.compile(r"\bn=(\d+)")
-
-
-def accuracy_items(notes) -> int | None:
-    """Items an accuracy row is based on, from its notes ('..., n=100, shots=0, ...'; harness/runner/kinds.py)."""
-    m = _N_ITEMS.search(notes) if isinstance(notes, str) else None
-    return int(m.group(1)) if m else None
-
-
-_PROMPT = re.compile(r"\bprompt (\d+) \(")
-
-
 def prompt_ids(df: pd.DataFrame) -> pd.Series:
-    """Which prompt each TTFT row timed: 'prompt <i> (...)' in its notes (harness/measure/ttft.py), else its token
-    count (a prompt set's prompts rarely share one)."""
-    notes = df["notes"] if "notes" in df.columns else pd.Series(None, index=df.index)
-    tokens = df["prompt_tokens"] if "prompt_tokens" in df.columns else pd.Series(None, index=df.index)
-    out = []
-    for n, t in zip(notes, tokens):
-        m = _PROMPT.search(n) if isinstance(n, str) else None
-        out.append(f"p{m.group(1)}" if m else (f"t{int(t)}" if pd.notna(t) else "?"))
-    return pd.Series(out, index=df.index, dtype=object)
+    """Which prompt each TTFT row timed: its prompt_index (harness/measure/ttft.py), else its token count (a prompt
+    set's prompts rarely share one)."""
+    index = df["prompt_index"] if "prompt_index" in df.columns else pd.Series(None, index=df.index, dtype=float)
+    tokens = df["prompt_tokens"] if "prompt_tokens" in df.columns else pd.Series(None, index=df.index, dtype=float)
+    return pd.Series([f"p{int(i)}" if pd.notna(i) else (f"t{int(t)}" if pd.notna(t) else "?")
+                      for i, t in zip(index, tokens)], index=df.index, dtype=object)
 
 
 DIFFERENT_WORK = "different work"

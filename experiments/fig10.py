@@ -2,7 +2,7 @@
 average bits, per model and dataset; beside it our TTFT ratios (baseline / EdgeFlow) against the paper's.
 
 Rows come from the store folders `ttft` (metric ttft_s, one row per prompt and repetition) and `accuracy` (metric
-accuracy, a fraction over the n items its notes record); only the latest successful attempt of each configuration
+accuracy, a fraction over its `items`); only the latest successful attempt of each configuration
 counts. TTFT is drawn and compared per measurement condition (model, device, flash setting, prompt source), accuracy
 per model and dataset source: rows of different conditions are never pooled. Bars are medians over prompts and
 repetitions with min-max error bars. The paper's per-bar values were lost in the text extraction; its ratios
@@ -144,7 +144,6 @@ def tidy(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
     ttft_rows = timed[other == ""]
     unpaired = timed[other != ""].assign(reason=other[other != ""])
     acc_rows = common.ok_rows(rows, "accuracy")
-    acc_rows = acc_rows.assign(items=[common.accuracy_items(n) for n in acc_rows["notes"]])
     # Runs over different item counts (eval_limit) are different measurements, never pooled: each series keeps
     # those over the most items.
     keys = [*ACC_CONDITION, "dataset", "series"]

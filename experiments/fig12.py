@@ -2,7 +2,7 @@
 bits on each dataset, and EdgeFlow's average gain over each; AIMET (not in the paper, 4 bits) as an extra series
 with its gain in a table of its own, outside every verdict.
 
-Ours: `accuracy` rows (a fraction over the n items their notes record) per model, dataset source (builtin or local
+Ours: `accuracy` rows (a fraction over their `items`) per model, dataset source (builtin or local
 proxy: never pooled), quantizer, bits and dataset; a gain is EdgeFlow's accuracy minus the baseline's in percentage
 points, averaged over the datasets both ran, with a 95% interval from the accuracies' Wilson intervals (MOVER). The paper gives per-bit gains vs CMPQ and a
 4..7-bit range vs SmoothQuant and SO (results/paper/fig12.csv); both are compared under the accuracy rule.
@@ -137,7 +137,6 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         return common.not_run_section(NAME, TITLE, "no accuracy rows of these quantizers in the store")
     # EdgeFlow scored by our runtime (Figure 10's points) and by the fake-quant model are different measurements
     ok, left_out = common.one_condition(ok.assign(scorer=common.scoring_path(ok)), ("scorer",))
-    ok = ok.assign(items=[common.accuracy_items(n) for n in ok["notes"]])
     keys = ["model", "source", "quantizer", "bits", "dataset"]
     acc = common.summarize(ok, keys)
     items = ok.groupby(keys, dropna=False)["items"].min()

@@ -228,8 +228,10 @@ def _htp_variant(job, artifact, model, tokenizer) -> tuple:
     require_htp()
     npu = npu_of(job.cfg)
     calibration = calibration_window(tokenizer)
+    grids = "per linear" if npu.output_grid == "tensor" else "per output channel"
+    headroom = f" at {npu.output_headroom:g}x the calibrated peak" if npu.output_headroom != 1 else ""
     what = (f"quantized linears on the HTP simulator, {where(npu)}; {widths_text(artifact.linears, npu.activation_bits)}"
-            " with static output scales from one calibration window, CPU ops in float32")
+            f" with static output grids {grids}{headroom} from one calibration window, CPU ops in float32")
     return "_htp", what, build_htp_model(artifact, model, npu, calibration), "simulated"
 
 
@@ -362,4 +364,4 @@ def _accuracy_rows(job, model, tokenizer, dataset, row_dataset: str | None = Non
         yield job.row("accuracy" if r.metric == "acc" else r.metric, r.value, "fraction",
                       label=label or ("proxy" if proxy else "measured"), dataset=row_dataset or dataset.name,
                       notes=f"{r.protocol}; lm-eval task {r.task} metric {r.metric}, n={r.n}, shots={r.shots}, "
-                            f"stderr={r.stderr}; scored by {scored_by}", **fields)
+                            f"stderr={r.stderr}; scored by {scored_by}", items=r.n, **fields)

@@ -29,6 +29,10 @@ COLUMNS: dict[str, pa.DataType] = {
     "workload": pa.string(),
     # what else tells a benchmark's rows apart inside one configuration (e.g. the unpack kernel: avx2, sse, native)
     "variant": pa.string(),
+    # what the statistics need (experiments/common.py), as columns: the items an accuracy is over (its Wilson
+    # interval), which prompt of the set a timing row timed (prompts pair across engines) and where it came from
+    # (harness/data/prompts.py: the paper's dataset, or text cut from the local corpus)
+    "items": pa.int64(), "prompt_index": pa.int64(), "prompt_source": pa.string(),
 }
 SCHEMA = pa.schema(list(COLUMNS.items()))
 OK, FAILED, NOT_RUN = "ok", "failed", "not run"
@@ -58,13 +62,26 @@ def check_labels(rows: list[dict]) -> None:
 
 # The pipeline simulator's rows (metrics sim_*), labelled "emulated" before the "simulated" label existed.
 SIMULATED_METRIC = "sim_"
+# Before items / prompt_index / prompt_source were columns, the notes said them: "..., n=100, shots=0" on accuracy
+# rows (harness/runner/kinds.py) and "prompt 3 (corpus text (local, Shakespeare corpus)); ..." on timing rows.
+_OLD_ITEMS = r"\bn=(\d+)"
+_OLD_PROMPT = r"\bprompt (\d+) \(((?:[^()]|\([^()]*\))*)\)"
 
 
 def migrate(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows of older stores in today's vocabulary (one way; the files are not rewritten)."""
+    """Rows of older stores in today's vocabulary and columns (one way; the files are not rewritten)."""
     old_sim = (df["label"] == "emulated") & df["metric"].fillna("").str.startswith(SIMULATED_METRIC)
     if old_sim.any():
         df.loc[old_sim, "label"] = "simulated"
+    notes = df["notes"].fillna("").astype(str)
+    old = df["items"].isna() & (df["metric"] == "accuracy")
+    if old.any():
+        df.loc[old, "items"] = pd.to_numeric(notes[old].str.extract(_OLD_ITEMS)[0]).to_numpy(float)
+    found = notes.str.extract(_OLD_PROMPT)
+    old = df["prompt_index"].isna() & found[0].notna()
+    if old.any():
+        df.loc[old, "prompt_index"] = found.loc[old, 0].astype(float).to_numpy()
+        df.loc[old, "prompt_source"] = found.loc[old, 1]
     return df
 
 

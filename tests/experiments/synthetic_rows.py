@@ -25,7 +25,7 @@ def _row(**kw) -> dict:
     return row
 
 
-CORPUS_NOTE = "(corpus text (local, Shakespeare corpus)); synthetic test fixture"
+CORPUS = {"prompt_source": "corpus text (local, Shakespeare corpus)"}  # harness/data/prompts.py's CORPUS_PROMPT_LABEL
 ITEMS = 100  # accuracy items per row (lm-eval limit), recorded in the notes as the runner does
 
 
@@ -44,10 +44,10 @@ def fig10_rows(model: str = "smollm2-135m", reps: int = 3, prompts: int = 3) -> 
                                      prompt_tokens=tokens + prompt, metric="ttft_s",
                                      value=base * scale * (1 + 0.01 * prompt) * (1 + 0.03 * rep), unit="s",
                                      repetition=rep, label="emulated", flash_emulated_mbps=200.0,
-                                     notes=f"prompt {prompt} {CORPUS_NOTE}"))
+                                     prompt_index=prompt, **CORPUS, notes="synthetic test fixture"))
             acc.append(_row(model=model, system=system, bits=bits, dataset=dataset, metric="accuracy",
-                            value=FAKE_ACC[bits or system], unit="fraction", label="proxy",
-                            notes=f"synthetic test fixture; acc on a -local proxy task, n={ITEMS}, shots=0"))
+                            value=FAKE_ACC[bits or system], unit="fraction", label="proxy", items=ITEMS,
+                            notes="synthetic test fixture; acc on a -local proxy task, shots=0"))
         ttft.append(_row(model=model, system="llmnpu", dataset=dataset, metric="not_run", status="not run",
                          label="not run", error="llm.npu runs only on an Android phone (device=local)"))
     return {"ttft": ttft, "accuracy": acc}

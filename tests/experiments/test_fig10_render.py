@@ -75,7 +75,7 @@ def test_work_table_says_how_each_system_got_its_prompt_and_threads():
 def test_accuracies_over_different_item_counts_are_not_pooled():
     rows = pd.DataFrame([_row(system="llamacpp", quantizer=None, packing=None, bits=None, dataset="lambada",
                               metric="accuracy", value=v, label="proxy", prompt_tokens=None, part=n, error=None,
-                              config_hash=f"h{n}", notes=f"proxy; lm-eval task lambada-local metric acc, n={n}, shots=0")
+                              config_hash=f"h{n}", items=n, notes="proxy; lm-eval task lambada-local metric acc")
                          for v, n in ((0.20, 50), (0.25, 100))])
     acc = fig10.tidy(rows)["accuracy"].set_index("series")
     assert acc.loc["llama.cpp", "median"] == 0.25 and acc.loc["llama.cpp", "items"] == 100
@@ -96,7 +96,7 @@ def _paired_rows(llama_match=lambda dataset, prompt, rep: 1.0) -> pd.DataFrame:
                             else workload)
                     common = dict(system=system, bits=bits, quantizer=q[0], packing=q[1], dataset=dataset,
                                   repetition=rep, workload=work, label="measured", experiment="ttft",
-                                  notes=f"prompt {prompt} (corpus text (local)); synthetic")
+                                  prompt_index=prompt, prompt_source="corpus text (local)", notes="synthetic")
                     rows.append(_row(metric="ttft_s", value=ttft, unit="s", **common))
                     if system == "llamacpp":
                         rows.append(_row(metric="tokens_match", value=llama_match(dataset, prompt, rep), **common))

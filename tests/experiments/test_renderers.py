@@ -151,17 +151,16 @@ def test_packing_benchmark_is_not_rerun_when_its_output_exists(bench_store, monk
 
 def test_fig10_llmnpu_statements_when_it_ran(tmp_path):
     """With llm.npu+ measured (as on a phone), the long-prompt ratio and accuracy gain are compared too."""
-    from synthetic_rows import CORPUS_NOTE, _row, fig10_rows
+    from synthetic_rows import CORPUS, _row, fig10_rows
 
     rows = fig10_rows(reps=1)
     rows["ttft"] = [r for r in rows["ttft"] if r["system"] != "llmnpu"]
     for dataset, ttft in (("mmlu", 1.39 * 2.2), ("hellaswag", 1.39 * 3.5)):
         for prompt in range(3):  # measured under the same conditions as the others, so they pair
             rows["ttft"].append(_row(system="llmnpu", dataset=dataset, metric="ttft_s", value=ttft, unit="s",
-                                     label="emulated", flash_emulated_mbps=200.0,
-                                     notes=f"prompt {prompt} {CORPUS_NOTE}"))
+                                     label="emulated", flash_emulated_mbps=200.0, prompt_index=prompt, **CORPUS))
         rows["accuracy"].append(_row(system="llmnpu", dataset=dataset, metric="accuracy", value=0.49, unit="fraction",
-                                     label="proxy", notes="acc on a -local proxy task, n=100"))
+                                     label="proxy", items=100, notes="acc on a -local proxy task"))
     store = ResultsStore(tmp_path / "runs")
     for experiment, r in rows.items():
         store.append(experiment, r)

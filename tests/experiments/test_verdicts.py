@@ -11,7 +11,8 @@ from experiments import common, fig10, run, table4
 from experiments.common import (DIFFERS, INCONCLUSIVE, NOT_RUN, PARTLY, QUALITATIVE, REPRODUCED, SAME_DIRECTION)
 from harness.runner.store import ResultsStore
 
-from synthetic_rows import CORPUS_NOTE, _row, fig10_rows
+from harness.data.prompts import CORPUS_PROMPT_LABEL
+from synthetic_rows import _row, fig10_rows
 
 
 def _old_ratio_rule(ours, paper):  # the rule this replaces: within +-25% of the paper's
@@ -64,14 +65,14 @@ def test_counts_where_fewer_is_better_and_proxy_data_cap():
     builtin = proxy.assign(label="measured")
     assert common.cap_reasons(proxy, {"llama3-8b"}, device_matters=False) == ["proxy dataset"]
     assert common.cap_reasons(builtin, {"llama3-8b"}, device_matters=False) == []
-    ttft_on_corpus = builtin.assign(notes="prompt 0 (corpus text (local, Shakespeare corpus))")
+    ttft_on_corpus = builtin.assign(prompt_index=0, prompt_source=CORPUS_PROMPT_LABEL)
     assert common.cap_reasons(ttft_on_corpus, {"llama3-8b"}, device_matters=False) == ["proxy dataset"]
 
 
 def _noisy_rows(rng, system, datasets, prompts=3, reps=3, scale=1.0):
     """Equal systems: TTFT lognormal with 40% spread around the same median; only `scale` tells them apart."""
     return pd.DataFrame([{"dataset": d, "value": scale * float(np.exp(rng.normal(0, 0.4))), "repetition": r,
-                          "notes": f"prompt {p} {CORPUS_NOTE}", "system": system}
+                          "prompt_index": p, "system": system}
                          for d in datasets for p in range(prompts) for r in range(reps)])
 
 
@@ -108,7 +109,7 @@ def test_bootstrap_ratio_is_seeded_holds_the_truth_and_pairs_prompts():
     # prompts of very different lengths, identical in both systems: pairing keeps the interval tight
     lengths = {0: 1.0, 1: 5.0, 2: 25.0}
     rows = lambda k: pd.DataFrame([{"dataset": d, "value": k * lengths[p] * (1 + 0.01 * r), "repetition": r,  # noqa
-                                    "notes": f"prompt {p} (x)"} for d in datasets for p in lengths for r in range(3)])
+                                    "prompt_index": p} for d in datasets for p in lengths for r in range(3)])
     paired = common.bootstrap_ratio(rows(2.0), rows(1.0))
     assert paired["ratio"] == pytest.approx(2.0) and paired["hi"] / paired["lo"] < 1.1
 
@@ -148,9 +149,28 @@ def test_points_rule(ours, interval, paper, expected):
     assert common.points_verdict(ours, paper, interval=interval) == expected
 
 
-def test_accuracy_items_are_read_from_the_rows_notes():
-    notes = "proxy (local corpus); lm-eval task lambada-local metric acc, n=100, shots=0, stderr=0.05"
-    assert common.accuracy_items(notes) == 100 and common.accuracy_items("no count") is None
+def test_older_stores_get_the_statistics_columns_from_their_notes(tmp_path):
+    """Rows written before items / prompt_index / prompt_source were columns said them in their notes only: reading
+    such a part file fills the columns (store.migrate), so old stores keep their intervals and pairings."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from harness.runner.store import SCHEMA, ResultsStore
+
+    old_schema = pa.schema([f for f in SCHEMA if f.name not in ("items", "prompt_index", "prompt_source")])
+    rows = [{"experiment": "accuracy", "metric": "accuracy", "value": 0.5, "status": "ok", "label": "proxy",
+             "notes": "proxy (local corpus); lm-eval task lambada-local metric acc, n=100, shots=0, stderr=0.05"},
+            {"experiment": "ttft", "metric": "ttft_s", "value": 1.0, "status": "ok", "label": "measured",
+             "notes": f"prompt 3 ({CORPUS_PROMPT_LABEL}); engine notes"}]
+    for r in rows:
+        folder = tmp_path / r["experiment"]
+        folder.mkdir()
+        pq.write_table(pa.Table.from_pylist([r], schema=old_schema), folder / "part-00000000000000000001-1-ab.parquet")
+    store = ResultsStore(tmp_path)
+    acc, ttft = store.read("accuracy").iloc[0], store.read("ttft").iloc[0]
+    assert acc["items"] == 100 and ttft["prompt_index"] == 3 and ttft["prompt_source"] == CORPUS_PROMPT_LABEL
+    assert common.dataset_source(store.read("ttft")).tolist() == ["proxy"]
+    assert common.prompt_ids(store.read("ttft")).tolist() == ["p3"]
 
 
 # --- the artifact rule ----------------------------------------------------------------------------------------------------
@@ -247,9 +267,9 @@ def test_fig10_on_the_papers_model_device_and_data_can_reproduce(tmp_path):
     for r in rows["ttft"]:
         r.update(device="android", device_info=_paper_device_info(), flash_emulated_mbps=None,
                  label="measured" if r["status"] == "ok" else "not run",
-                 notes=(r.get("notes") or "").replace("(corpus text (local, Shakespeare corpus))", "(lm-eval task)"))
+                 prompt_source="lm-eval task" if r["status"] == "ok" else None)
     for r in rows["accuracy"]:
-        r.update(label="measured" if r["status"] == "ok" else "not run", notes="lm-eval builtin task, n=1000, shots=0")
+        r.update(label="measured" if r["status"] == "ok" else "not run", items=1000, notes="lm-eval builtin task")
     section = run.render("fig10", _store(tmp_path, rows), tmp_path / "out")
     assert section.verdict == PARTLY, section.body
     assert "the cap) here because" not in section.body
@@ -259,7 +279,7 @@ def test_fig10_on_the_papers_model_device_and_data_can_reproduce(tmp_path):
 def test_without_item_counts_accuracy_has_no_interval_and_is_capped(tmp_path):
     rows = fig10_rows(model="llama3-8b")
     for r in rows["accuracy"]:
-        r.update(label="measured" if r["status"] == "ok" else "not run", notes="lm-eval builtin task")  # no n=
+        r.update(label="measured" if r["status"] == "ok" else "not run", items=None, notes="lm-eval builtin task")
     t = fig10.tidy(common.read_rows(_store(tmp_path, rows), fig10.EXPERIMENTS))
     drops = fig10.accuracy_drops(t["accuracy"])
     assert drops["lo"].isna().all()
