@@ -5,6 +5,12 @@ numerics are visibly worse than the phones' (measured). `activation_bits` is the
 graphs take and give (8: uint8, 16: uint16; weights are INT8 either way). `chunk_tokens` is the token batch a
 compiled graph runs, the runtime's prefill chunk. `qairt_root` is the user's Qualcomm QAIRT SDK, which running the
 compiled layers on a phone's NPU needs (phone.py).
+
+An NPU matmul's output is requantized before the CPU sees it (graph.py), on a static grid from a calibration window:
+`output_grid` "tensor" gives each linear one step, over its largest output; "channel" gives each output channel its
+own (folded into the weight scales: the graph's output is still per tensor), so a few outlier channels no longer set
+every channel's step. `output_headroom` widens the grids over the calibrated peaks, for text unlike the calibration
+window (a per-channel grid with none clips there).
 """
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from harness.config import build, require
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf" / "npu"
 DEFAULT = "sm8750"
+OUTPUT_GRIDS = ("tensor", "channel")
 
 
 @dataclass(frozen=True)
@@ -26,6 +33,8 @@ class NpuConfig:
     activation_bits: int = 8
     chunk_tokens: int = 128
     qairt_root: str | None = None  # the user's QAIRT SDK on this host, for runs on a phone (harness/npu/phone.py)
+    output_grid: str = "tensor"  # "tensor" or "channel": one output step per linear or per output channel
+    output_headroom: float = 1.0  # output grids span this many times the calibrated peak
 
     def __post_init__(self):
         require(isinstance(self.soc_model, int) and self.soc_model > 0, "npu.soc_model",
@@ -36,6 +45,10 @@ class NpuConfig:
                 f"must be 8 or 16 (HTP's uint8/uint16 activations), got {self.activation_bits!r}")
         require(isinstance(self.chunk_tokens, int) and 1 <= self.chunk_tokens <= 4096, "npu.chunk_tokens",
                 f"must be an integer in 1..4096, got {self.chunk_tokens!r}")
+        require(self.output_grid in OUTPUT_GRIDS, "npu.output_grid",
+                f"must be one of {', '.join(OUTPUT_GRIDS)}, got {self.output_grid!r}")
+        require(isinstance(self.output_headroom, (int, float)) and 1 <= self.output_headroom <= 256,
+                "npu.output_headroom", f"must be a number in [1, 256], got {self.output_headroom!r}")
         require(self.qairt_root is None or isinstance(self.qairt_root, str), "npu.qairt_root",
                 f"must be null or the QAIRT SDK's folder, got {self.qairt_root!r}")
 

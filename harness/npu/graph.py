@@ -79,9 +79,9 @@ def input_codes(x: torch.Tensor, q: QuantLinear, bits: int | None = None) -> tor
     return quantize_activations(x.float(), q.in_scale, scale, grid.bits).to(torch.int64)
 
 
-def output_codes(y: torch.Tensor, out_scale: float, bits: int) -> torch.Tensor:
-    """int64 signed output codes of y on a `bits`-wide output grid: round half to even, clamped to uint{bits}'s
-    range around the zero point."""
+def output_codes(y: torch.Tensor, out_scale: float | torch.Tensor, bits: int) -> torch.Tensor:
+    """int64 signed output codes of y [T, C] on a `bits`-wide output grid of step out_scale (one, or one per channel
+    [C]): round half to even, clamped to uint{bits}'s range around the zero point."""
     return quantize_outputs(y.double(), out_scale, bits).to(torch.int64)
 
 
@@ -147,10 +147,15 @@ def _share_key(q: QuantLinear) -> tuple:
     return float(q.act_scale), q.act_bits, q.in_scale.numpy().tobytes()
 
 
-def layer_graph(linears: dict[str, QuantLinear], out_scales: dict[str, float], bits: int | None,
+def layer_graph(linears: dict[str, QuantLinear], out_scales: dict[str, float | torch.Tensor], bits: int | None,
                 tokens: int) -> LayerGraph:
     """The QDQ graph of `linears` (one layer's accelerator matmuls) for `tokens`-row batches; activations at `bits`
-    for every linear, or (None) at each linear's own act_bits; out_scales: linear name -> its static output scale."""
+    for every linear, or (None) at each linear's own act_bits; out_scales: linear name -> its static output step,
+    one for the tensor or one per output channel [C].
+
+    Per-channel steps ride on the weights: the graph's output grid is per tensor (s_y, the largest step) and channel
+    c's weight scale is multiplied by s_y / step[c], so HTP's per-channel requantization (s_x * w[c] / s_y) lands
+    each channel on its own step. With equal steps the gain is exactly 1 and the graph is the per-tensor one."""
     from onnx import TensorProto, helper, numpy_helper
 
     nodes, inits, graph_inputs, graph_outputs = [], [], [], []
@@ -179,12 +184,15 @@ def layer_graph(linears: dict[str, QuantLinear], out_scales: dict[str, float], b
         x = by_key[key]
         inputs[x].append(name)
         w_codes, w_scale = htp_weights(q)
+        steps = torch.as_tensor(out_scales[name], dtype=torch.float64).expand(c)
+        s_y = float(steps.max())
+        w_scale = (w_scale.astype(np.float64) * (s_y / steps).numpy()).astype(np.float32)
         weight_bytes += w_codes.nbytes + w_scale.nbytes
         nodes += [
             helper.make_node("DequantizeLinear", [const(f"w{i}", w_codes), const(f"w{i}_scale", w_scale),
                                                   const(f"w{i}_zp", np.zeros(c, np.int8))], [f"w{i}_f"], axis=1),
             helper.make_node("MatMul", [f"{x}_f", f"w{i}_f"], [f"y{i}_f"], name=matmul_name(name)),
-            helper.make_node("QuantizeLinear", [f"y{i}_f", const(f"y{i}_scale", np.array(out_scales[name], np.float32)),
+            helper.make_node("QuantizeLinear", [f"y{i}_f", const(f"y{i}_scale", np.array(s_y, np.float32)),
                                                 const(f"y{i}_zp", np.array(grid.zero_point, zp_dtype))], [f"y{i}"]),
         ]
         graph_outputs.append(helper.make_tensor_value_info(f"y{i}", elem, [tokens, c]))

@@ -2,8 +2,8 @@
 
 Every quantized linear becomes an HtpLinear: the CPU side quantizes its input (input_codes, the runtime's rounding),
 HTP's simulator runs the linear's compiled graph (graph.py) in batches of npu.chunk_tokens rows, and the output codes
-come back dequantized (code * s_y) for the CPU side, which stays the fake-quant model's float32 code (norms, RoPE,
-attention, SwiGLU, and the float side path of shadow outliers). Output scales are static, from a calibration window.
+come back dequantized (code * step, per output channel) for the CPU side, which stays the fake-quant model's float32
+code (norms, RoPE, attention, SwiGLU, and the float side path of shadow outliers). Output steps are static, from a calibration window (npu.output_grid: one per linear or one per channel).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from harness.npu.oracle import capture_inputs, output_scales
 
 
 class HtpLinear(nn.Module):
-    def __init__(self, name: str, fq, out_scale: float, npu: NpuConfig, bits: int):
+    def __init__(self, name: str, fq, out_scale: torch.Tensor, npu: NpuConfig, bits: int):
         super().__init__()
         self.q, self.bits, self.out_scale, self.rows = fq.q, bits, out_scale, npu.chunk_tokens
         grid = act_grid(fq.q, bits)
@@ -41,7 +41,7 @@ class HtpLinear(nn.Module):
         padded[:n] = codes
         out = [self.session.run(None, {self.input_name: padded[i:i + self.rows]})[0]
                for i in range(0, len(padded), self.rows)]
-        y = (torch.from_numpy(np.concatenate(out)[:n].astype(np.float32)) - self.zero_point) * self.out_scale
+        y = (torch.from_numpy(np.concatenate(out)[:n].astype(np.float32)) - self.zero_point) * self.out_scale.float()
         if self.outlier_idx is not None:
             y = y + rows[:, self.outlier_idx] @ self.outlier_weight_t
         return y.reshape(*shape[:-1], -1).to(dtype)
@@ -55,7 +55,8 @@ def build_htp_model(artifact: Artifact, fp_model: nn.Module, npu: NpuConfig, cal
 
     bits = bits or npu.activation_bits
     model = build_fakequant_model(artifact, fp_model)
-    scales = output_scales(artifact.linears, capture_inputs(model, calibration_ids), bits)
+    scales = output_scales(artifact.linears, capture_inputs(model, calibration_ids), bits, npu.output_grid,
+                           npu.output_headroom)
     for name, module in list(model.named_modules()):
         if isinstance(module, FakeQuantLinear):
             parent, _, attr = name.rpartition(".")

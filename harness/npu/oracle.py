@@ -46,11 +46,21 @@ def reference_output(q: QuantLinear, x: torch.Tensor, bits: int | None = None) -
     return acc * act_grid(q, bits).scale * q.w_scale.double()
 
 
-def output_scales(linears: dict[str, QuantLinear], inputs: dict[str, torch.Tensor],
-                  bits: int | None = None) -> dict[str, float]:
-    """linear name -> static output scale: the largest |output| on the calibration inputs over the grid's qmax."""
-    return {name: max(float(reference_output(q, inputs[name], bits).abs().max()), 1e-12) / act_grid(q, bits).qmax
-            for name, q in linears.items()}
+CHANNEL_FLOOR = 2.0 ** -8  # a channel's output grid spans at least this share of its linear's (dead channels)
+
+
+def output_scales(linears: dict[str, QuantLinear], inputs: dict[str, torch.Tensor], bits: int | None = None,
+                  grid: str = "tensor", headroom: float = 1.0) -> dict[str, torch.Tensor]:
+    """linear name -> float64 [C] static output steps from the calibration inputs: `headroom` times the largest
+    |output| over the grid's qmax, the linear's largest (grid="tensor": one step) or each channel's own
+    (grid="channel", floored at CHANNEL_FLOOR of the largest; layer_graph folds them into the weight scales)."""
+    steps = {}
+    for name, q in linears.items():
+        peaks = reference_output(q, inputs[name], bits).abs().amax(0).clamp_min(1e-12)  # [C]
+        top = peaks.max()
+        peaks = peaks.clamp_min(top * CHANNEL_FLOOR) if grid == "channel" else top.expand_as(peaks)
+        steps[name] = headroom * peaks / act_grid(q, bits).qmax
+    return steps
 
 
 @dataclass(frozen=True)
@@ -91,7 +101,7 @@ class PreparedLayer:
     """One decoder layer's accelerator graph, compiled for the SoC, with its test batch as graph feeds."""
     layer: int
     linears: dict[str, QuantLinear]
-    scales: dict[str, float]  # static output scale per linear, from the calibration window
+    scales: dict[str, torch.Tensor]  # static output steps [C] per linear, from the calibration window
     graph: object  # graph.LayerGraph
     compiled: CompiledLayer
     feeds: dict[str, np.ndarray]
@@ -109,7 +119,7 @@ def prepared_layers(artifact: Artifact, fq_model: nn.Module, calibration_ids: to
     n_layers = int(artifact.config["num_hidden_layers"])
     for layer in (range(n_layers) if layers is None else layers):
         linears = layer_linears(artifact, layer)
-        scales = output_scales(linears, calibration, bits)
+        scales = output_scales(linears, calibration, bits, npu.output_grid, npu.output_headroom)
         graph = layer_graph(linears, scales, bits, tokens=len(test_ids))
         yield PreparedLayer(layer, linears, scales, graph, compiled_layer(graph, npu),
                             layer_feeds(graph, linears, test, bits), test)

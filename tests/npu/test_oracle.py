@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from harness.npu.config import NpuConfig, load_npu_config
-from harness.npu.graph import htp_weights, layer_graph, layer_linears
+from harness.npu.graph import htp_weights, layer_graph, layer_linears, output_codes
 from harness.npu.htp import unavailable_reason
-from harness.npu.oracle import capture_inputs, layer_agreement, output_scales
+from harness.npu.oracle import CHANNEL_FLOOR, capture_inputs, layer_agreement, output_scales, reference_output
 from harness.quant.fakequant import build_fakequant_model
 from tests.runtime.conftest import make_artifact, tiny_llama
 
@@ -44,6 +44,40 @@ def test_every_layer_agrees_with_htp_within_one_lsb(tiny, qnn_cache, soc):
             assert worst.max_lsb <= 1, (r.layer, which, worst)
             assert worst.share_differ < 0.1  # differences are near rounding ties only
         assert r.compiled.context_bytes > r.compiled.weight_bytes > 0 and not r.compiled.cached
+
+
+@needs_htp
+def test_per_channel_output_grids_agree_with_htp_within_one_lsb(tiny, qnn_cache):
+    """Per-channel output steps ride on the weight scales (graph.layer_graph): HTP must land each channel on its own
+    step, which a folding mistake (a step applied twice, or to the wrong axis) would miss by far more than 1 LSB."""
+    from dataclasses import replace
+
+    artifact, fq_model, calibration, test = tiny
+    npu = replace(load_npu_config(), output_grid="channel", output_headroom=2.0)
+    for r in layer_agreement(artifact, fq_model, calibration, test, npu):
+        for which in ("vs_reference", "vs_runtime"):
+            assert r.worst(which).max_lsb <= 1, (r.layer, which, r.worst(which))
+
+
+def test_output_steps_per_tensor_and_per_channel(tiny):
+    artifact, fq_model, calibration, _ = tiny
+    linears = layer_linears(artifact, 0)
+    name = "model.layers.0.mlp.down_proj"
+    q = linears[name]
+    q.w_scale = q.w_scale.clone()
+    q.w_scale[0] *= 100  # an outlier output channel, as down_proj's residual features are
+    inputs = capture_inputs(fq_model, calibration)
+    per_tensor = output_scales(linears, inputs, 8)[name]
+    per_channel = output_scales(linears, inputs, 8, grid="channel", headroom=2.0)[name]
+    peaks = reference_output(q, inputs[name], 8).abs().amax(0)
+    assert torch.allclose(per_tensor, peaks.max().expand_as(peaks) / 127)
+    assert torch.allclose(per_channel, 2.0 * peaks.clamp_min(peaks.max() * CHANNEL_FLOOR) / 127)
+    # on the calibration rows, channels other than the outlier are far finer on their own grids
+    y = reference_output(q, inputs[name], 8)
+
+    def error(steps):
+        return float(((output_codes(y, steps, 8) * steps - y)[:, 1:] ** 2).sum())
+    assert error(per_channel) < error(per_tensor) / 100
 
 
 @needs_htp
@@ -107,7 +141,9 @@ def test_weight_only_linears_are_refused(tiny):
 
 
 @pytest.mark.parametrize("field,value,match", [("soc_model", 0, "npu.soc_model"), ("htp_arch", "79", "npu.htp_arch"),
-                                               ("activation_bits", 4, "npu.activation_bits")])
+                                               ("activation_bits", 4, "npu.activation_bits"),
+                                               ("output_grid", "row", "npu.output_grid"),
+                                               ("output_headroom", 0.5, "npu.output_headroom")])
 def test_npu_config_names_the_bad_key(field, value, match):
     good = dict(name="x", soc_model=69, htp_arch="v79", chipset="Snapdragon 8 Elite")
     with pytest.raises(ValueError, match=match):
