@@ -33,8 +33,8 @@ class NpuConfig:
     activation_bits: int = 8
     chunk_tokens: int = 128
     qairt_root: str | None = None  # the user's QAIRT SDK on this host, for runs on a phone (harness/npu/phone.py)
-    output_grid: str = "tensor"  # "tensor" or "channel": one output step per linear or per output channel
-    output_headroom: float = 1.0  # output grids span this many times the calibrated peak
+    output_grid: str = "channel"  # "channel" or "tensor": one output step per output channel or per linear
+    output_headroom: float = 4.0  # output grids span this many times the calibrated peak
 
     def __post_init__(self):
         require(isinstance(self.soc_model, int) and self.soc_model > 0, "npu.soc_model",
@@ -51,6 +51,14 @@ class NpuConfig:
                 "npu.output_headroom", f"must be a number in [1, 256], got {self.output_headroom!r}")
         require(self.qairt_root is None or isinstance(self.qairt_root, str), "npu.qairt_root",
                 f"must be null or the QAIRT SDK's folder, got {self.qairt_root!r}")
+
+
+    @property
+    def output_text(self) -> str:
+        """'static output grids per output channel at 4x the calibrated peak', for rows' notes."""
+        grids = "per linear" if self.output_grid == "tensor" else "per output channel"
+        headroom = f" at {self.output_headroom:g}x the calibrated peak" if self.output_headroom != 1 else ""
+        return f"static output grids {grids}{headroom}"
 
 
 def load_npu_config(name: str = DEFAULT) -> NpuConfig:

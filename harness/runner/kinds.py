@@ -228,10 +228,8 @@ def _htp_variant(job, artifact, model, tokenizer) -> tuple:
     require_htp()
     npu = npu_of(job.cfg)
     calibration = calibration_window(tokenizer)
-    grids = "per linear" if npu.output_grid == "tensor" else "per output channel"
-    headroom = f" at {npu.output_headroom:g}x the calibrated peak" if npu.output_headroom != 1 else ""
     what = (f"quantized linears on the HTP simulator, {where(npu)}; {widths_text(artifact.linears, npu.activation_bits)}"
-            f" with static output grids {grids}{headroom} from one calibration window, CPU ops in float32")
+            f" with {npu.output_text} from one calibration window, CPU ops in float32")
     return "_htp", what, build_htp_model(artifact, model, npu, calibration), "simulated"
 
 

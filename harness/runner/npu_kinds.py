@@ -105,7 +105,7 @@ def npu_oracle(job) -> Iterator[dict]:
     calibration, test = _oracle_tokens(tokenizer, npu)
     layers = job.experiment.extra.get("oracle_layers")
     sim = (f"HTP simulator on this host, {where(npu)}; {widths_text(artifact.linears, npu.activation_bits)}, "
-           f"{len(test)} tokens of held-out text, output scales from one calibration window")
+           f"{len(test)} tokens of held-out text, {npu.output_text} from one calibration window")
     for r in layer_agreement(artifact, fq_model, calibration, test, npu, layers=None if layers is None else list(layers)):
         for bits, width in ((8, ""), (16, "_a16")):  # LSBs of 8- and 16-bit outputs are different units
             for suffix, which in (("", "vs_reference"), ("_runtime", "vs_runtime")):

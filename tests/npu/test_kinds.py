@@ -63,9 +63,10 @@ def test_fidelity_through_htp_is_simulated_and_close_to_the_reference(tmp_path, 
     htp = fid[fid.metric == "kl_fp16_htp"]
     assert len(htp) == 2 and (htp.label == "simulated").all() and "HTP simulator" in htp.notes.iloc[0]
     static = fid[fid.metric == "kl_fp16"]["value"].mean()
-    # HTP adds the output requantization to what the fake-quant model computes: some more error (1.7x here), not a
-    # different model (a wrong scale or sign would be orders of magnitude)
-    assert 0 < htp["value"].mean() < 3 * static
+    # HTP adds the output requantization to what the fake-quant model computes: some more error (3.2x here, where
+    # the default 4x headroom spends 2 of the 8 output bits), not a different model (a wrong scale or sign would be
+    # orders of magnitude)
+    assert 0 < htp["value"].mean() < 5 * static
     assert fid[fid.metric == "top1_agreement_htp"]["value"].min() >= 0.9
 
 

@@ -34,6 +34,8 @@ def qnn_cache(tmp_path, monkeypatch):
 @needs_htp
 @pytest.mark.parametrize("soc", ["sm8750", "sm8550"])
 def test_every_layer_agrees_with_htp_within_one_lsb(tiny, qnn_cache, soc):
+    """Per-channel output grids by default: a folding mistake (a step applied twice, or on the wrong axis) would
+    miss by far more than 1 LSB."""
     artifact, fq_model, calibration, test = tiny
     results = list(layer_agreement(artifact, fq_model, calibration, test, load_npu_config(soc)))
     assert [r.layer for r in results] == [0, 1]
@@ -47,13 +49,13 @@ def test_every_layer_agrees_with_htp_within_one_lsb(tiny, qnn_cache, soc):
 
 
 @needs_htp
-def test_per_channel_output_grids_agree_with_htp_within_one_lsb(tiny, qnn_cache):
-    """Per-channel output steps ride on the weight scales (graph.layer_graph): HTP must land each channel on its own
-    step, which a folding mistake (a step applied twice, or to the wrong axis) would miss by far more than 1 LSB."""
+def test_per_tensor_output_grids_agree_with_htp_within_one_lsb(tiny, qnn_cache):
+    """The default grids are per channel (their steps ride on the weight scales: graph.layer_graph); one step per
+    linear, the graphs' own per-tensor output, must agree as well."""
     from dataclasses import replace
 
     artifact, fq_model, calibration, test = tiny
-    npu = replace(load_npu_config(), output_grid="channel", output_headroom=2.0)
+    npu = replace(load_npu_config(), output_grid="tensor", output_headroom=1.0)
     for r in layer_agreement(artifact, fq_model, calibration, test, npu):
         for which in ("vs_reference", "vs_runtime"):
             assert r.worst(which).max_lsb <= 1, (r.layer, which, r.worst(which))
