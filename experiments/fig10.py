@@ -22,6 +22,7 @@ import pandas as pd
 from experiments import common
 from experiments.base import SweepArtifact, register_artifact
 from experiments.common import Section, fmt, md_table
+from harness.engine.run import DEFAULT_POLICY
 from harness.measure.workload import check_rows
 
 NAME = "fig10"
@@ -45,7 +46,7 @@ STAND_IN_FOR = {"llamacpp": "int8", "mnn": "int8", "llmnpu": "shadow_outlier"}
 STAND_IN_SERIES = {name: series for name, series in STAND_INS.values()}
 # Weight format each system's TTFT is measured with; the baselines bring their own (Q8_0 GGUF, MNN INT8, llm.npu).
 EDGEFLOW_PACKING = "weightlet"
-EDGEFLOW_PIPELINE = "place+priority+steal"  # conf/system/edgeflow.yaml's default: Figure 11 times the others
+EDGEFLOW_PIPELINE = DEFAULT_POLICY  # conf/system/edgeflow.yaml's default: Figure 11 times the others
 
 
 def sweep(models=("smollm2-135m",), datasets=DATASETS, systems=SYSTEMS, bits=BITS, device="local",

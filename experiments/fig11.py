@@ -23,6 +23,7 @@ import pandas as pd
 from experiments import common, fig10
 from experiments.base import SweepArtifact, register_artifact
 from experiments.common import Section, fmt, md_table
+from harness.engine.run import DEFAULT_POLICY
 
 NAME = "fig11"
 TITLE = "Figure 11 - ablation: INT4, INT8, EdgeFlow 5 bits, + packing, + pipeline"
@@ -35,7 +36,7 @@ CONFIGS = {
     "INT8": ("int8", "uniform", 8.0, "int8", "llmnpu-static"),
     "EF 5b": ("edgeflow", "edgeflow", 5.0, "mixed48", "llmnpu-static"),
     "+pack": ("edgeflow", "edgeflow", 5.0, "weightlet", "llmnpu-static"),
-    "+pipeline": ("edgeflow", "edgeflow", 5.0, "weightlet", "place+priority+steal"),
+    "+pipeline": ("edgeflow", "edgeflow", 5.0, "weightlet", DEFAULT_POLICY),
 }
 ACCURACY_OF = {"+pack": "EF 5b", "+pipeline": "EF 5b"}  # same numerics
 LONG, SHORT = ("mmlu", "hellaswag"), ("lambada", "winogrande", "openbookqa")

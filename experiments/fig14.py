@@ -24,12 +24,12 @@ import pandas as pd
 from experiments import common
 from experiments.base import SweepArtifact, register_artifact
 from experiments.common import Section, fmt, md_table
+from harness.engine.run import POLICIES
 from harness.systems.edgeflow import PipelineConfig
 
 NAME = "fig14"
 TITLE = "Figure 14 - pipeline ablation: placement, priority and stealing (512 tokens)"
 EXPERIMENTS = ("pipeline",)
-POLICIES = ("llmnpu-static", "place", "place+priority", "place+priority+steal")
 PAPER_MODELS = {"llama3-8b", "phi3-3.8b"}
 PROMPT_TOKENS = 512  # the paper's; Figure 5's runs of the same experiments at other lengths are not pooled in
 CHUNKS = (32, 64, 128)  # prompt tokens per prefill chunk (pipeline.chunk); 128 is the runtime's default

@@ -31,7 +31,8 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-POLICIES = ("llmnpu-static", "place", "place+priority", "place+priority+steal")
+from harness.engine.run import POLICIES
+
 LAYER_STAGES = ("attn_in", "qkv", "attention", "o_proj", "ffn_in", "gate_up", "swiglu", "down")
 MATMULS = {"qkv", "o_proj", "gate_up", "down"}
 STAGES = ("embed", *LAYER_STAGES, "head")
@@ -199,7 +200,7 @@ def simulate(policy: str, costs: CostTable, *, n_layers: int, n_tokens: int, chu
     if threads < 1 or steal_threshold < 0:
         raise ValueError("threads must be >= 1 and steal_threshold >= 0")
     workers = ["both-0"] if threads == 1 else ["cpu-0", "accel-0"]
-    steal = policy == "place+priority+steal"
+    steal = policy == POLICIES[-1]
     queues: dict[str, list] = {"cpu": [], "accel": []}
     seq = 0
 

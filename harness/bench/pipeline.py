@@ -15,7 +15,7 @@ import os
 import statistics
 from pathlib import Path
 
-from harness.pipeline_sim import POLICIES
+from harness.engine.run import POLICIES
 from harness.bench.record import BenchRecorder
 from harness.bench.runtime import synthetic_packed  # random codes at SmolLM2-135M's shapes
 from harness.engine.run import run_edgeflow

@@ -19,6 +19,11 @@ from pathlib import Path
 
 from harness.engine.build import engine_binary
 
+# The runtime's scheduling policies (edgeflow_runtime/src/engine/README.md, "Policies"; conf/pipeline/<name>.yaml),
+# each adding one idea to the one before; the last is EdgeFlow's and the default.
+POLICIES = ("llmnpu-static", "place", "place+priority", "place+priority+steal")
+DEFAULT_POLICY = POLICIES[-1]
+
 EXIT_CODES = {
     1: "internal error",
     2: "bad command line or option value",

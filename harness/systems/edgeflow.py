@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.cache import cache_dir, progress_note
-from harness.engine.run import ReportError, command, first_token_seen, parse_report, pipeline_args
+from harness.engine.run import (DEFAULT_POLICY, POLICIES, ReportError, command, first_token_seen, parse_report,
+                                pipeline_args)
 from harness.measure.cold import EngineError, repeat, run_once
 from harness.measure.workload import Workload, prompt_file, prompt_text
 from harness.models.zoo import checkpoint_dir
@@ -34,14 +35,11 @@ from harness.systems.base import (Measurement, Metric, NotRun, Prepared, System,
                                   register_system)
 
 
-POLICIES = ("llmnpu-static", "place", "place+priority", "place+priority+steal")
-
-
 @dataclass
 class PipelineConfig:
     """conf/pipeline/*.yaml: the runtime's scheduling policy and lane split (edgeflow_runtime/src/engine/README.md)."""
 
-    name: str = "place+priority+steal"
+    name: str = DEFAULT_POLICY
     chunk: int = 128
     accel_threads: int = 0  # the accelerator lane's share of system.threads; 0 = threads // 2
     accel_fraction: float | None = None  # or a fraction of system.threads; overrides accel_threads
