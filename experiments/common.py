@@ -213,7 +213,7 @@ CONDITIONS = ("model", "device", "flash", "source")
 
 def dataset_source(df: pd.DataFrame) -> pd.Series:
     """'proxy' for rows on a local stand-in (label proxy: accuracy and perplexity on local tasks; TTFT prompts cut from
-    the local corpus, which their notes name), else 'builtin' (the paper's dataset)."""
+    the local corpus, which their prompt_source names), else 'builtin' (the paper's dataset)."""
     label = df["label"].fillna("") if "label" in df.columns else pd.Series("", index=df.index)
     source = df["prompt_source"].fillna("") if "prompt_source" in df.columns else pd.Series("", index=df.index)
     proxy = (label == "proxy") | (source == CORPUS_PROMPT_LABEL)
@@ -291,16 +291,16 @@ def one_condition(rows: pd.DataFrame, keys: tuple[str, ...] = TIMED) -> tuple[pd
     df = with_conditions(rows)
     if df.empty:
         return df, ""
-    cond = df[list(keys)].fillna("").astype(str).agg(" | ".join, axis=1)
+    cond = pd.Series(list(df[list(keys)].fillna("").astype(str).itertuples(index=False, name=None)), index=df.index)
     keep = df["model"].isna()
     left = []
     for model in sorted(df["model"].dropna().unique()):
         mine = df["model"] == model
         counts = cond[mine].value_counts()
         best = sorted(counts.index, key=lambda c: (-counts[c], c))[0]
-        keep |= mine & (cond == best)
+        keep |= mine & cond.apply(lambda c: c == best)  # (a tuple compared as one value, not element-wise)
         for other in sorted(c for c in counts.index if c != best):
-            values = dict(zip(keys, other.split(" | ")))
+            values = dict(zip(keys, other))
             what = condition_text(model=model, **{k: values[k] for k in ("device", "flash", "source") if k in values})
             what += "".join(f" · {k} {values[k]}" for k in keys if k not in CONDITIONS and values[k])
             left.append(f"{what} ({counts[other]} rows)")

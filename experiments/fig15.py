@@ -254,7 +254,8 @@ def compare(bd: pd.DataFrame, paper: pd.DataFrame | None, cap_reasons: list[str]
         hit = speed[(speed["system"] == "llmnpu") & (speed["model"] == p.model)]
         ours = float(hit["speedup"].iloc[0]) if len(hit) else None
         lines.append({"model": p.model, "statement": "EdgeFlow's decode speedup over llm.npu+ (both on the CPU)",
-                      "ours": unpaired.get("llmnpu", "–") if ours is None else f"{ours:.2f}x", "paper": f"{p.value:.2f}x",
+                      "ours": unpaired.get("llmnpu", "–") if ours is None else f"{ours:.2f}x",
+                      "paper": f"{p.value:.2f}x",
                       "verdict": common.ratio_verdict(ours, p.value) if ours is not None else common.NOT_RUN})
     return lines
 

@@ -52,7 +52,6 @@ class NpuConfig:
         require(self.qairt_root is None or isinstance(self.qairt_root, str), "npu.qairt_root",
                 f"must be null or the QAIRT SDK's folder, got {self.qairt_root!r}")
 
-
     @property
     def output_text(self) -> str:
         """'static output grids per output channel at 4x the calibrated peak', for rows' notes."""

@@ -3,7 +3,8 @@
 Every quantized linear becomes an HtpLinear: the CPU side quantizes its input (input_codes, the runtime's rounding),
 HTP's simulator runs the linear's compiled graph (graph.py) in batches of npu.chunk_tokens rows, and the output codes
 come back dequantized (code * step, per output channel) for the CPU side, which stays the fake-quant model's float32
-code (norms, RoPE, attention, SwiGLU, and the float side path of shadow outliers). Output steps are static, from a calibration window (npu.output_grid: one per linear or one per channel).
+code (norms, RoPE, attention, SwiGLU, and the float side path of shadow outliers). Output steps are static, from a
+calibration window (npu.output_grid: one per linear or one per channel).
 """
 from __future__ import annotations
 

@@ -77,11 +77,11 @@ def migrate(df: pd.DataFrame) -> pd.DataFrame:
     old = df["items"].isna() & (df["metric"] == "accuracy")
     if old.any():
         df.loc[old, "items"] = pd.to_numeric(notes[old].str.extract(_OLD_ITEMS)[0]).to_numpy(float)
-    found = notes.str.extract(_OLD_PROMPT)
-    old = df["prompt_index"].isna() & found[0].notna()
-    if old.any():
-        df.loc[old, "prompt_index"] = found.loc[old, 0].astype(float).to_numpy()
-        df.loc[old, "prompt_source"] = found.loc[old, 1]
+    unindexed = df["prompt_index"].isna()
+    found = notes[unindexed].str.extract(_OLD_PROMPT).dropna(subset=[0])  # only rows without the column's value
+    if len(found):
+        df.loc[found.index, "prompt_index"] = found[0].astype(float).to_numpy()
+        df.loc[found.index, "prompt_source"] = found[1]
     return df
 
 
