@@ -3,7 +3,8 @@ score token sequences on exactly the runtime's numerics.
 
     NativeEngine.open(packed)                 an engine over a packed .efpk file
     NativeEngine.from_artifact(artifact)      an engine over an in-memory quantized artifact
-    engine.logits(tokens) / .logprobs(tokens) float32 [T, V] for every position
+    engine.logits(tokens) / .logprobs(tokens) float32 [T, V] for every position ([last, V] with last=)
+    engine.logprobs_after(prefix, tails)      continuations that share a prefix, the prefix run once
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ _DTYPES = {torch.int8: "int8", torch.uint8: "uint8", torch.float32: "float32"}
 
 
 class NativeEngine:
-    """The runtime's forward pass, in process. Scoring runs a fresh prefill over the given ids each call."""
+    """The runtime's forward pass, in process. Scoring runs a fresh prefill over the given ids each call, except
+    logits(keep=...) and logprobs_after, which continue the previous call's KV cache."""
 
     def __init__(self, handle: int):
         self._h = handle
@@ -62,19 +64,30 @@ class NativeEngine:
               ValueError)
         return self
 
-    def logits(self, tokens: list[int] | torch.Tensor) -> torch.Tensor:
-        """float32 [T, V]: the logits after each position of `tokens`."""
+    def logits(self, tokens: list[int] | torch.Tensor, last: int | None = None, *, keep: int = 0,
+               reserve: int = 0) -> torch.Tensor:
+        """float32 [last, V] (default [T, V]): the logits after each of the last `last` positions of `tokens`. With
+        keep > 0, `tokens` continue the previous call's first `keep` positions (its KV cache; the head of every
+        row before is neither recomputed nor returned); `reserve` sizes a fresh sequence's cache for such calls."""
         ids = np.ascontiguousarray(np.asarray(tokens, dtype=np.int32).reshape(-1))
-        out = np.empty((ids.size, self.vocab_size), dtype=np.float32)
-        check(lib().ef_engine_score(self._h, ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), ids.size,
-                                    out.ctypes.data_as(ctypes.POINTER(ctypes.c_float))))
+        last = ids.size if last is None else last
+        out = np.empty((max(last, 0), self.vocab_size), dtype=np.float32)
+        check(lib().ef_engine_score_after(self._h, keep, ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), ids.size,
+                                          reserve, last, out.ctypes.data_as(ctypes.POINTER(ctypes.c_float))))
         return torch.from_numpy(out)
 
     def logprobs(self, tokens: list[int] | torch.Tensor, last: int | None = None) -> torch.Tensor:
-        """float32 [last, V] (default [T, V]): log-softmax of the last `last` rows of logits(tokens), the scorer
-        interface of harness/eval/scorer_lm.py."""
-        logits = self.logits(tokens)
-        return torch.log_softmax(logits if last is None else logits[-last:], dim=-1)
+        """float32 [last, V] (default [T, V]): log-softmax of logits(tokens, last), the scorer interface of
+        harness/eval/scorer_lm.py."""
+        return torch.log_softmax(self.logits(tokens, last), dim=-1)
+
+    def logprobs_after(self, prefix: list[int], tails: list[list[int]]) -> list[torch.Tensor]:
+        """float32 [1 + len(tail), V] per tail: the distribution after the prefix's last token, then after each of
+        the tail's tokens, the prefix run once (harness/eval/scorer_lm.py's shared-prefix interface). The same
+        numbers as logprobs(prefix + tail, 1 + len(tail)) for each tail."""
+        first = torch.log_softmax(self.logits(prefix, 1, reserve=max(map(len, tails))), dim=-1)
+        return [torch.cat([first, torch.log_softmax(self.logits(t, keep=len(prefix)), dim=-1)]) if t else first
+                for t in tails]
 
     def close(self) -> None:
         if self._h:

@@ -1,6 +1,7 @@
 """lm-eval over any engine that can score a token sequence: the engine computes the numbers, lm-eval the task.
 
-    lm = ScoredLM(engine.logprobs, tokenizer, reference=torch_logprobs(fakequant_model))
+    lm = ScoredLM(engine.logprobs, tokenizer, reference=torch_logprobs(fakequant_model),
+                  shared=engine.logprobs_after, reference_shared=torch_logprobs_after(fakequant_model))
     lm_eval.simple_evaluate(model=lm, ...)      # loglikelihood tasks (LAMBADA, HellaSwag, MMLU, ...)
     lm.agreement()                              # engine vs reference on every scored token
 
@@ -10,9 +11,16 @@ the context's rows). Tokenization and the context/continuation split are lm-eval
 so the same requests reach every engine. With a `reference` scorer (the fake-quant torch model) each request is also
 scored by it, and the two are compared: top-1 agreement on the scored tokens and |difference| of the requests'
 log-likelihoods.
+
+Multiple-choice tasks send one request per answer, all with the same context (HellaSwag: 4 endings after a context
+of ~100-900 tokens). A shared scorer maps (prefix, tails) to one [1 + len(tail), V] tensor per tail: the distribution
+after the prefix's last token, then after each tail token. Engines that keep a KV cache run the prefix once
+(NativeEngine.logprobs_after, LlamaCppScorer.logprobs_after); the rows are the ones scoring each request from scratch
+gives (tests/eval/test_scorer_lm.py). Without one, requests are scored one by one. `stats` counts both.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -20,6 +28,8 @@ import torch
 from lm_eval.api.model import TemplateLM
 
 Scorer = Callable[[list[int], int], torch.Tensor]  # (ids [T], last) -> log-probabilities [last, V]
+# (prefix [P], tails) -> per tail, log-probabilities [1 + len(tail), V] after positions P - 1 .. P - 1 + len(tail)
+SharedScorer = Callable[[list[int], list[list[int]]], list[torch.Tensor]]
 
 
 def torch_logprobs(model) -> Scorer:
@@ -31,12 +41,45 @@ def torch_logprobs(model) -> Scorer:
     return score
 
 
+def torch_logprobs_after(model) -> SharedScorer:
+    """The same model as a shared scorer: the prefix once, each tail from its KV cache (cropped back after each).
+    Float attention over a cache sums in another order than over the whole sequence: equal to scoring from scratch
+    within float rounding (about 1e-6 in a log-probability), not bit for bit."""
+    def score(prefix: list[int], tails: list[list[int]]) -> list[torch.Tensor]:
+        with torch.no_grad():
+            out = model(torch.tensor([prefix], device=model.device), use_cache=True)
+            first = torch.log_softmax(out.logits[0, -1:].float(), dim=-1).cpu()
+            cache, rows = out.cache, []
+            for tail in tails:
+                if tail:
+                    logits = model(torch.tensor([tail], device=model.device), cache=cache, use_cache=True).logits[0]
+                    cache.crop(-len(tail))  # back to the prefix
+                    rows.append(torch.cat([first, torch.log_softmax(logits.float(), dim=-1).cpu()]))
+                else:
+                    rows.append(first)
+        return rows
+    return score
+
+
+@dataclass
+class ScoringStats:
+    """How the requests were scored: `shared` requests came from a group whose context ran once (`groups` of them),
+    `alone` ones from scratch; `context_tokens_saved` = context tokens the engine did not run again."""
+    shared: int = 0
+    alone: int = 0
+    groups: int = 0
+    context_tokens_saved: int = 0
+
+
 class ScoredLM(TemplateLM):
-    def __init__(self, scorer: Scorer, tokenizer, max_length: int, reference: Scorer | None = None):
+    def __init__(self, scorer: Scorer, tokenizer, max_length: int, reference: Scorer | None = None, *,
+                 shared: SharedScorer | None = None, reference_shared: SharedScorer | None = None):
         super().__init__()
         self.scorer, self.reference, self.tokenizer, self.max_length = scorer, reference, tokenizer, max_length
+        self.shared, self.reference_shared = shared, reference_shared
         self.top1_same = self.top1_total = 0  # scored tokens whose argmax agrees with the reference's
         self.loglik_diffs: list[float] = []  # |engine - reference| log-likelihood per request
+        self.stats = ScoringStats()
 
     @property
     def eot_token_id(self) -> int:
@@ -46,21 +89,47 @@ class ScoredLM(TemplateLM):
         return self.tokenizer.encode(string, add_special_tokens=bool(add_special_tokens))
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
-        return [self._score(context, continuation) for _, context, continuation in requests]
+        """Requests grouped by context (in their order), each group scored by _score_group."""
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for i, (_, context, _) in enumerate(requests):
+            groups.setdefault(tuple(context), []).append(i)
+        out: list[tuple[float, bool]] = [(0.0, False)] * len(requests)
+        for context, members in groups.items():
+            scored = self._score_group(list(context), [list(requests[i][2]) for i in members])
+            for i, result in zip(members, scored):
+                out[i] = result
+        return out
+
+    def _score_group(self, context: list[int], continuations: list[list[int]]) -> list[tuple[float, bool]]:
+        # Each request's engine input is context + continuation minus its last token, cut to max_length from the
+        # left; the last len(continuation) rows predict the continuation. When no request of the group is cut, the
+        # context is a common prefix and a shared scorer runs it once.
+        fits = all(len(context) + len(c) <= self.max_length + 1 for c in continuations)
+        if self.shared is None or len(continuations) < 2 or not fits:
+            self.stats.alone += len(continuations)
+            return [self._score(context, c) for c in continuations]
+        self.stats.shared += len(continuations)
+        self.stats.groups += 1
+        self.stats.context_tokens_saved += (len(continuations) - 1) * len(context)
+        tails = [c[:-1] for c in continuations]
+        rows = self.shared(context, tails)
+        refs = (self.reference_shared(context, tails) if self.reference_shared is not None
+                else [None if self.reference is None else self.reference(context + t, len(t) + 1) for t in tails])
+        return [self._judge(r, torch.tensor(c), ref) for r, c, ref in zip(rows, continuations, refs)]
 
     def _score(self, context: list[int], continuation: list[int]) -> tuple[float, bool]:
-        # The engine sees context + continuation minus its last token, cut to max_length from the left; the last
-        # len(continuation) rows predict the continuation.
         ids = (context + continuation)[-(self.max_length + 1):]
         n = len(continuation)
-        target = torch.tensor(ids[-n:])
-        rows = self.scorer(ids[:-1], n)
+        ref = None if self.reference is None else self.reference(ids[:-1], n)
+        return self._judge(self.scorer(ids[:-1], n), torch.tensor(ids[-n:]), ref)
+
+    def _judge(self, rows: torch.Tensor, target: torch.Tensor, ref: torch.Tensor | None) -> tuple[float, bool]:
+        """(log-likelihood, greedy) of the continuation `target` [n] under rows [n, V]; agreement with ref [n, V]."""
         loglik = float(rows.gather(1, target[:, None]).sum())
         greedy = bool((rows.argmax(-1) == target).all())
-        if self.reference is not None:
-            ref = self.reference(ids[:-1], n)
+        if ref is not None:
             self.top1_same += int((rows.argmax(-1) == ref.argmax(-1)).sum())
-            self.top1_total += n
+            self.top1_total += len(target)
             self.loglik_diffs.append(abs(loglik - float(ref.gather(1, target[:, None]).sum())))
         return loglik, greedy
 

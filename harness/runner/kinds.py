@@ -84,6 +84,15 @@ def _engine_accuracy(job, dataset, requested: str) -> Iterator[dict]:
                                   scored_by=_scored_by(system, prepared))
 
 
+def _log_sharing(lm) -> None:
+    import logging
+
+    st = lm.stats
+    logging.getLogger(__name__).info(
+        "scored %d requests: %d in %d groups whose context ran once (%d context tokens not run again), %d alone",
+        st.shared + st.alone, st.shared, st.groups, st.context_tokens_saved, st.alone)
+
+
 def _prepared_system(job):
     """(system, prepared, bits): the job's system prepared as its TTFT prepares it (experiment.extra.bits, default 8),
     so a baseline's accuracy and fidelity are computed on the weights its TTFT loads."""
@@ -109,7 +118,7 @@ def _edgeflow_accuracy(job, dataset, requested: str) -> Iterator[dict]:
     request also scored by the fake-quant reference: agreement rows say how close the two are."""
     from harness.artifact import load_artifact
     from harness.engine.capi import NativeEngine
-    from harness.eval.scorer_lm import ScoredLM, torch_logprobs
+    from harness.eval.scorer_lm import ScoredLM, torch_logprobs, torch_logprobs_after
     from harness.quant.cache import quantized_artifact
     from harness.quant.fakequant import build_fakequant_model
     from harness.systems.edgeflow import packed_file
@@ -123,10 +132,12 @@ def _edgeflow_accuracy(job, dataset, requested: str) -> Iterator[dict]:
     packed = packed_file(job.model.name, art_dir, layout)
     max_length = int(job.experiment.extra.get("max_length", 2048))
     with NativeEngine.open(packed, threads=int(job.cfg.system.threads), ctx=max_length) as engine:
-        lm = ScoredLM(engine.logprobs, tokenizer, max_length,
-                      reference=torch_logprobs(build_fakequant_model(artifact, model)))
+        reference = build_fakequant_model(artifact, model)
+        lm = ScoredLM(engine.logprobs, tokenizer, max_length, reference=torch_logprobs(reference),
+                      shared=engine.logprobs_after, reference_shared=torch_logprobs_after(reference))
         yield from _accuracy_rows(job, None, tokenizer, dataset, row_dataset=requested, lm=lm,
                                   scored_by=f"edgeflow runtime over {packed.name}")
+    _log_sharing(lm)
     for metric, value in lm.agreement().items():
         unit = "fraction" if metric == "agreement_top1" else "nats"
         yield job.row(metric, value, unit, dataset=requested,

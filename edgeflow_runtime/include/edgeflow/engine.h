@@ -45,6 +45,14 @@ int ef_engine_set_tensor(ef_engine* e, const char* name, const char* dtype, cons
 /* Logits of every position of a fresh sequence: logits_out [n, vocab_size] float32. */
 int ef_engine_score(ef_engine* e, const int32_t* tokens, int32_t n, float* logits_out);
 
+/* Scoring that shares a prefix, and only the rows a request needs. keep = 0: a fresh sequence of n tokens whose KV
+ * cache has room for `reserve` more. keep > 0: the last sequence's first `keep` positions are kept (keep <= its
+ * length) and the n tokens run at positions keep .. keep + n - 1 (keep + n <= the fresh sequence's n + reserve).
+ * logits_out [last, vocab_size] float32 (1 <= last <= n): the logits after the last `last` of the n tokens, equal to
+ * the matching rows of ef_engine_score over the kept tokens followed by these. */
+int ef_engine_score_after(ef_engine* e, int32_t keep, const int32_t* tokens, int32_t n, int32_t reserve,
+                          int32_t last, float* logits_out);
+
 int32_t ef_engine_vocab_size(const ef_engine* e);
 const char* ef_engine_gemm_kernel(void); /* "avx2", "neon-sdot", ... */
 void ef_engine_free(ef_engine* e);

@@ -107,14 +107,23 @@ int ef_engine_set_tensor(ef_engine* e, const char* name, const char* dtype, cons
 }
 
 int ef_engine_score(ef_engine* e, const int32_t* tokens, int32_t n, float* logits_out) {
+  return ef_engine_score_after(e, 0, tokens, n, 0, n, logits_out);
+}
+
+int ef_engine_score_after(ef_engine* e, int32_t keep, const int32_t* tokens, int32_t n, int32_t reserve,
+                          int32_t last, float* logits_out) {
   return guarded([&] {
     ef_engine& h = checked(e);
     if (n <= 0 || !tokens || !logits_out) throw EngineError("score needs at least one token and an output buffer");
+    if (keep < 0 || reserve < 0) throw EngineError("keep and reserve must not be negative");
+    if (last < 1 || last > n) throw EngineError("last must be in [1, n], got " + std::to_string(last));
     if (!h.engine) {
+      if (keep > 0) throw EngineError("nothing to keep: no sequence has been scored yet");
       h.scales.finish(h.staged);
       h.engine = std::make_unique<Engine>(std::move(h.staged), h.opt);
     }
-    const auto logits = h.engine->prefill(std::vector<int32_t>(tokens, tokens + n), true, 0);
+    const std::vector<int32_t> ids(tokens, tokens + n);
+    const auto logits = keep > 0 ? h.engine->extend(keep, ids, last) : h.engine->prefill(ids, last, reserve);
     std::memcpy(logits_out, logits.data(), logits.size() * sizeof(float));
   });
 }

@@ -52,7 +52,7 @@ void Engine::set_schedule(const std::string& policy, int accel_threads, int stea
 
 const char* Engine::gemm_kernel() const { return best_gemm_kernel().name; }
 
-std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens, bool all_logits, int reserve) {
+std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens, int logit_rows, int reserve) {
     const int limit = opt_.ctx > 0 ? opt_.ctx : model_.cfg.max_positions;
     const int need = int(tokens.size()) + std::max(0, reserve);
     if (need > limit)
@@ -61,11 +61,28 @@ std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens, bool all_
                           " exceeds the context length " + std::to_string(limit));
     cache_.init(model_.cfg, need);
     decode_fwd_.reset();  // its RoPE tables were sized for the old cache
+    return run(0, tokens, logit_rows);
+}
+
+std::vector<float> Engine::extend(int keep, const std::vector<int32_t>& tokens, int last) {
+    if (keep < 1 || keep > n_past_)
+        throw EngineError("cannot keep " + std::to_string(keep) + " positions of a sequence of " +
+                          std::to_string(n_past_));
+    if (keep + int(tokens.size()) > cache_.ctx)
+        throw EngineError(std::to_string(keep) + " kept positions plus " + std::to_string(tokens.size()) +
+                          " tokens exceed the cache of " + std::to_string(cache_.ctx) +
+                          " the prefill sized (give it a larger reserve)");
+    return run(keep, tokens, last);
+}
+
+std::vector<float> Engine::run(int start, const std::vector<int32_t>& tokens, int logit_rows) {
     PrefillOptions po;
     po.chunk = opt_.chunk;
-    po.all_logits = all_logits;
+    po.start = start;
+    po.logit_rows = logit_rows;
     po.policy = ex_->compute->options().policy;
     ex_->compute->reset_stats();
+    n_past_ = start;  // what the cache holds if this run fails
     prefill_t0_ = now_s();
     auto chunks = run_prefill(model_, source_.get(), cache_, *ex_, tokens, po);
     prefill_t1_ = now_s();
@@ -74,11 +91,11 @@ std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens, bool all_
         bytes_read_after_load_ = source_->bytes_read();
         source_.reset();
     }
-    n_past_ = int(tokens.size());
-    if (!all_logits) return std::move(chunks.back().logits);
+    n_past_ = start + int(tokens.size());
+    if (logit_rows <= 1) return std::move(chunks.back().logits);
     std::vector<float> out;
-    out.reserve(tokens.size() * size_t(model_.cfg.vocab));
-    for (auto& c : chunks) out.insert(out.end(), c.logits.begin(), c.logits.end());
+    out.reserve(size_t(std::min<int>(logit_rows, tokens.size())) * model_.cfg.vocab);
+    for (auto& c : chunks) out.insert(out.end(), c.logits.begin(), c.logits.end());  // chunks without a head: empty
     return out;
 }
 

@@ -53,9 +53,15 @@ public:
     const Trace& trace() const { return trace_; }
     const char* gemm_kernel() const;
 
-    // Prefill of a fresh sequence (clears the KV cache). reserve = extra positions kept for decoding. Returns the
-    // logits of the last position ([V]) or of every position ([n, V]) with all_logits.
-    std::vector<float> prefill(const std::vector<int32_t>& tokens, bool all_logits, int reserve);
+    // Prefill of a fresh sequence (clears the KV cache). reserve = extra positions kept for decoding or extend().
+    // Returns the logits of the last `logit_rows` positions ([logit_rows, V]; 1 for generation, n for scoring).
+    std::vector<float> prefill(const std::vector<int32_t>& tokens, int logit_rows, int reserve);
+    // Continues the last sequence after its first `keep` positions (keep <= the positions it holds; later ones are
+    // dropped): `tokens` run at positions keep.. through the same pipeline, within the cache the prefill sized
+    // (its tokens + reserve). Row for row what a fresh prefill of the kept prefix + tokens computes, so requests
+    // that share a prefix (lm-eval's multiple-choice endings) score it once.
+    // Returns the logits of the last `last` new positions ([last, V]): a scorer needs only the continuation's.
+    std::vector<float> extend(int keep, const std::vector<int32_t>& tokens, int last);
     // One greedy decode step after prefill: feeds `token` at the next position, returns the argmax of its logits.
     // Runs on the calling thread and the engine's decode pool (threads - 1 more), not through the prefill's task
     // graph: one token is ~12 short data-parallel jobs per layer, which the lanes' scheduling only slows down.
@@ -72,6 +78,8 @@ public:
     void set_schedule(const std::string& policy, int accel_threads, int steal_threshold, bool lane_help);
 
 private:
+    std::vector<float> run(int start, const std::vector<int32_t>& tokens, int logit_rows);
+
     std::unique_ptr<WeightSource> source_;  // released after the weights are loaded
     uint64_t bytes_read_after_load_ = 0;
     std::string io_mode_ = "none (weights in memory)";

@@ -169,12 +169,12 @@ void Forward::down(int layer, ChunkState& s) const {
     matmul(s.xq0.data(), s.T, model_.layers[layer].down, s.acc0.data());
 }
 
-void Forward::head(ChunkState& s, bool all_rows) const {
+void Forward::head(ChunkState& s, int rows) const {
     const auto& cfg = model_.cfg;
     const auto& last = model_.layers.back().down;
     const int H = cfg.hidden, V = cfg.vocab;
     dequantize_add_rows(s.T, H, s.acc0.data(), H, last.scale.data(), s.x.data());
-    s.logit_rows = all_rows ? s.T : 1;
+    s.logit_rows = std::clamp(rows, 1, s.T);
     const float* x = s.x.data() + size_t(s.T - s.logit_rows) * H;
     rmsnorm_rows(s.logit_rows, H, x, model_.final_norm.data(), cfg.rms_eps, s.h.data());
     s.logits.resize(size_t(s.logit_rows) * V);
@@ -199,7 +199,7 @@ void Forward::run_chunk(ChunkState& s, bool all_rows) const {
         swiglu(l, s);
         down(l, s);
     }
-    head(s, all_rows);
+    head(s, all_rows ? s.T : 1);
 }
 
 }  // namespace edgeflow

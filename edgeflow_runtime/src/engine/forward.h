@@ -51,7 +51,7 @@ public:
     void attention(int layer, ChunkState& s) const;  // dequantize, RoPE, KV append, attention, quantize for o
     void ffn_in(int layer, ChunkState& s) const;     // + o residual, RMSNorm, quantize for gate/up
     void swiglu(int layer, ChunkState& s) const;     // dequantize, silu(g) * u, quantize for down
-    void head(ChunkState& s, bool all_rows) const;   // + last down residual, final norm, LM head
+    void head(ChunkState& s, int rows) const;        // + last down residual, final norm, LM head of the last rows
     // Accelerator stages (INT8 matmuls)
     void qkv(int layer, ChunkState& s) const;
     void o_proj(int layer, ChunkState& s) const;

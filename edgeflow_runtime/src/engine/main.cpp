@@ -312,7 +312,7 @@ int run(const Args& a) {
     if (from_text) prompt = tokenize(tok.emplace(load_tokenizer(a.tokenizer_file)), text);
     const double tokenize_s = now_s() - t_start;
     Engine engine(open_packed_model(a.model, a.load), a.engine);
-    const std::vector<float> logits = engine.prefill(prompt, false, a.new_tokens);
+    const std::vector<float> logits = engine.prefill(prompt, 1, a.new_tokens);
     const int32_t first = argmax(logits.data(), engine.config().vocab);
     const double t_first = now_s();
     const double p0 = engine.prefill_start_s(), p1 = engine.prefill_end_s();  // the cold prefill's pipeline
@@ -333,7 +333,7 @@ int run(const Args& a) {
     std::vector<double> warm;
     for (int r = 0; r < a.repeat_prefill; ++r) {
         const double t0 = now_s();
-        engine.prefill(prompt, false, 0);
+        engine.prefill(prompt, 1, 0);
         warm.push_back(double(prompt.size()) / (now_s() - t0));
     }
     std::sort(warm.begin(), warm.end());

@@ -53,9 +53,11 @@ std::vector<ChunkState> run_prefill(Model& model, WeightSource* source, KvCache&
     const int n_tok = int(tokens.size());
     if (n_tok == 0) throw EngineError("the prompt is empty");
     if (opt.chunk <= 0) throw EngineError("chunk size must be positive");
-    if (n_tok > cache.ctx)
-        throw EngineError("prompt of " + std::to_string(n_tok) + " tokens exceeds the context of " +
-                          std::to_string(cache.ctx));
+    if (opt.start < 0) throw EngineError("the first position must not be negative");
+    if (opt.start + n_tok > cache.ctx)
+        throw EngineError("prompt of " + std::to_string(n_tok) + " tokens" +
+                          (opt.start ? " after " + std::to_string(opt.start) + " kept ones" : std::string()) +
+                          " exceeds the context of " + std::to_string(cache.ctx));
     const int n_chunks = (n_tok + opt.chunk - 1) / opt.chunk;
     const int L = cfg.n_layers;
     if (source) {
@@ -65,8 +67,8 @@ std::vector<ChunkState> run_prefill(Model& model, WeightSource* source, KvCache&
 
     std::vector<ChunkState> chunks(n_chunks);
     for (int c = 0; c < n_chunks; ++c) {
-        const int p0 = c * opt.chunk;
-        chunks[c].init(cfg, p0, tokens.data() + p0, std::min(opt.chunk, n_tok - p0));
+        const int t0 = c * opt.chunk;  // chunks are cut from the new tokens, so they sit at start + t0
+        chunks[c].init(cfg, opt.start + t0, tokens.data() + t0, std::min(opt.chunk, n_tok - t0));
     }
     Forward fwd(model, cache, ex.compute->cpu_pool(), ex.compute->accel_pool());
     const Policy policy = opt.policy;
@@ -117,11 +119,12 @@ std::vector<ChunkState> run_prefill(Model& model, WeightSource* source, KvCache&
             layer_done[c] = stage("down", 7, [&fwd, l, s] { fwd.down(l, *s); });
         }
     }
+    const int first_logit = n_tok - std::clamp(opt.logit_rows, 1, n_tok);  // the rows that get logits are a suffix
     for (int c = 0; c < n_chunks; ++c) {
-        if (!opt.all_logits && c != n_chunks - 1) continue;
         ChunkState* s = &chunks[c];
-        const bool all = opt.all_logits;
-        Task* h = g.add("head", L, c, stage_lane(policy, "head"), prio(L, c, 0), [&fwd, s, all] { fwd.head(*s, all); });
+        const int rows = std::min(s->T, c * opt.chunk + s->T - first_logit);  // this chunk's share of that suffix
+        if (rows <= 0) continue;
+        Task* h = g.add("head", L, c, stage_lane(policy, "head"), prio(L, c, 0), [&fwd, s, rows] { fwd.head(*s, rows); });
         TaskGraph::depend(last[c], h);
         TaskGraph::depend(unpacked[L + 1], h);
     }

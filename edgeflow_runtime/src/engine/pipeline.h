@@ -44,7 +44,8 @@ public:
 
 struct PrefillOptions {
     int chunk = 128;        // prompt tokens per chunk
-    bool all_logits = false;  // logits of every position (scoring) instead of the last one only
+    int start = 0;          // position of the first token; the KV cache already holds positions 0 .. start - 1
+    int logit_rows = 1;     // logits of the last logit_rows tokens: 1 = the next token's; all of them for scoring
     Policy policy = Policy::PlacePrioritySteal;  // placement, priorities and chunk window (stealing: the scheduler)
 };
 

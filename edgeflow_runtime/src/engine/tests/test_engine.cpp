@@ -57,7 +57,7 @@ int main() {
     for (int i = 0; i < 11; ++i) prompt.push_back((i * 7 + 3) % 50);
 
     Engine whole(tiny_model(7), opts(64));
-    const auto ref = whole.prefill(prompt, true, 0);
+    const auto ref = whole.prefill(prompt, int(prompt.size()), 0);
     CHECK(ref.size() == prompt.size() * 50);
     bool finite = true;
     for (float v : ref) finite &= std::isfinite(v);
@@ -66,7 +66,7 @@ int main() {
     // Chunking changes the schedule, not the arithmetic of any row: bit-identical logits.
     for (int chunk : {1, 3, 4}) {
         Engine e(tiny_model(7), opts(chunk, 1 + chunk % 2));
-        CHECK(e.prefill(prompt, true, 0) == ref);
+        CHECK(e.prefill(prompt, int(prompt.size()), 0) == ref);
         CHECK(e.trace().events().size() > 0);
     }
     // The sequential forward (decode path) computes the same thing without the task graph.
@@ -84,41 +84,57 @@ int main() {
     // Last-position logits only: the last row of the full result.
     {
         Engine e(tiny_model(7), opts(4));
-        const auto last = e.prefill(prompt, false, 0);
+        const auto last = e.prefill(prompt, 1, 0);
         CHECK(std::vector<float>(ref.end() - 50, ref.end()) == last);
         // Greedy decode continues the sequence as a longer prefill would score it.
         Engine e2(tiny_model(7), opts(4));
-        const auto l2 = e2.prefill(prompt, false, 3);
+        const auto l2 = e2.prefill(prompt, 1, 3);
         int32_t tok = argmax(l2.data(), 50);
         std::vector<int32_t> seq = prompt;
         for (int i = 0; i < 3; ++i) {
             seq.push_back(tok);
             const int32_t next = e2.decode_step(tok);
             Engine e3(tiny_model(7), opts(5));
-            const auto l3 = e3.prefill(seq, false, 0);
+            const auto l3 = e3.prefill(seq, 1, 0);
             CHECK(next == argmax(l3.data(), 50));
             tok = next;
         }
         CHECK_THROWS(std::exception, "context is full", e2.decode_step(tok));
     }
+    // The last rows only, and continuations after a kept prefix: the matching rows of the whole prompt's logits.
+    {
+        const auto rows = [&](int first) { return std::vector<float>(ref.begin() + size_t(first) * 50, ref.end()); };
+        Engine e(tiny_model(7), opts(4));
+        CHECK(e.prefill(prompt, 3, 0) == rows(8));
+        const std::vector<int32_t> head(prompt.begin(), prompt.begin() + 6), tail(prompt.begin() + 6, prompt.end());
+        CHECK(e.prefill(head, 1, 5) == std::vector<float>(ref.begin() + 5 * 50, ref.begin() + 6 * 50));
+        CHECK(e.extend(6, tail, 5) == rows(6));
+        CHECK(e.extend(6, tail, 2) == rows(9));  // again from the same prefix: positions 6.. are overwritten
+        const std::vector<int32_t> tail4(prompt.begin() + 4, prompt.end());
+        CHECK(e.extend(4, tail4, 7) == rows(4));  // a shorter prefix of what the cache holds
+        CHECK_THROWS(std::exception, "cannot keep 12 positions of a sequence of 11", e.extend(12, tail, 1));
+        CHECK_THROWS(std::exception, "exceed the cache of 11", e.extend(7, tail, 1));
+        Engine fresh(tiny_model(7), opts(4));
+        CHECK_THROWS(std::exception, "cannot keep 1 positions of a sequence of 0", fresh.extend(1, tail, 1));
+    }
     {
         Engine e(std::make_unique<StuckSource>(tiny_model(7)), opts(4));
-        CHECK_THROWS(std::exception, "layer 0 is corrupt", e.prefill(prompt, false, 0));
+        CHECK_THROWS(std::exception, "layer 0 is corrupt", e.prefill(prompt, 1, 0));
     }
     // Bad requests.
     {
         Engine e(tiny_model(7), opts(4));
-        CHECK_THROWS(std::exception, "exceeds the context length 64", e.prefill(std::vector<int32_t>(65, 1), false, 0));
-        CHECK_THROWS(std::exception, "plus 10 new tokens", e.prefill(std::vector<int32_t>(60, 1), false, 10));
-        CHECK_THROWS(std::exception, "token id 50 at position 2 is outside the vocabulary", e.prefill({1, 2, 50}, false, 0));
-        CHECK_THROWS(std::exception, "prompt is empty", e.prefill({}, false, 0));
+        CHECK_THROWS(std::exception, "exceeds the context length 64", e.prefill(std::vector<int32_t>(65, 1), 1, 0));
+        CHECK_THROWS(std::exception, "plus 10 new tokens", e.prefill(std::vector<int32_t>(60, 1), 1, 10));
+        CHECK_THROWS(std::exception, "token id 50 at position 2 is outside the vocabulary", e.prefill({1, 2, 50}, 1, 0));
+        CHECK_THROWS(std::exception, "prompt is empty", e.prefill({}, 1, 0));
         CHECK_THROWS(std::exception, "decode needs a prefill", e.decode_step(1));
         CHECK_THROWS(std::exception, "threads must be at least 1", Engine(tiny_model(7), opts(4, 0)));
         CHECK_THROWS(std::exception, "chunk size must be at least 1", Engine(tiny_model(7), opts(0)));
         Model bad = tiny_model(7);
         bad.layers[1].down.codes.resize(10);
         Engine eb(std::move(bad), opts(4));
-        CHECK_THROWS(std::exception, "layer 1 down_proj: codes or scales missing", eb.prefill({1, 2}, false, 0));
+        CHECK_THROWS(std::exception, "layer 1 down_proj: codes or scales missing", eb.prefill({1, 2}, 1, 0));
     }
     if (g_failures) std::fprintf(stderr, "%d check(s) failed\n", g_failures);
     return g_failures ? 1 : 0;
