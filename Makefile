@@ -24,7 +24,7 @@ help:
 	@echo "make reproduce-fig10  Figure 10 (cold TTFT + accuracy per system); also reproduce-{fig1,fig2,fig3,fig5,fig11,fig14,table3,table4,table5,fig12,fig13,fig4,fig15,fig16}, reproduce-all"
 	@echo "make report           results/REPORT.md and .html from the results store"
 	@echo "make baselines        build llama.cpp, convert the default model to GGUF Q8_0, export MNN INT8"
-	@echo "make bench-runtime    our engine vs llama.cpp Q8_0 and the INT8 peak; bench-unpack, bench-dequant, bench-quant, bench-baselines, bench-scale"
+	@echo "make bench-runtime    our engine vs llama.cpp Q8_0 and the INT8 peak; bench-unpack, bench-dequant, bench-quant, bench-baselines, bench-scale, bench-scoring"
 	@echo "make compare-quantizers  QUANTIZERS=a,b BITS=4,5,6,7: quality, size and cold TTFT of quantizers side by side"
 	@echo "make test-native      C++ tests on the host and aarch64 (qemu); test-runtime, test-sanitize, fuzz"
 	@echo "make data             fetch the offline corpus and build the local proxy tasks; eval-local: FP16 accuracy on them"
@@ -54,7 +54,7 @@ test-fast: setup
 	$(PY) -m pytest -q -m "not real_model and not slow and not slurm"
 
 # --- runtime (the native engine, edgeflow_runtime/src/engine) ---
-.PHONY: runtime test-runtime test-sanitize bench-runtime bench-pipeline
+.PHONY: runtime test-runtime test-sanitize bench-runtime bench-pipeline bench-scoring
 
 runtime: setup
 	$(PY) -m harness.engine build --arch all
@@ -82,6 +82,10 @@ bench-dequant: setup
 # cold TTFT of each pipeline policy (conf/pipeline/), interleaved, with per-lane bubble rates
 bench-pipeline: setup
 	$(PY) -m harness.bench.pipeline
+
+# multiple-choice scoring through the runtime: from scratch (every row / last rows) vs prefix-shared, same requests
+bench-scoring: setup
+	$(PY) -m harness.bench.scoring --reps 3
 
 # --- baselines (llama.cpp, MNN, llm.npu; devices; cold-start protocol) ---
 .PHONY: baselines ttft-baselines bench-baselines bench-decode

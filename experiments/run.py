@@ -10,7 +10,10 @@ import pandas as pd
 from experiments import common, get, multirun
 from experiments.base import BenchmarkArtifact
 from experiments.common import Section
+from harness.cache_ledger import ledger_at, report as cache_report
 from harness.runner.store import ResultsStore
+
+LEDGER_FILE = "cache-ledger.jsonl"  # beside the results: what each reproduction took from the caches and made
 
 RESULTS_DIR = common.REPO / "results"
 
@@ -85,9 +88,14 @@ def run(name: str, store: ResultsStore | None = None, out_dir: Path = RESULTS_DI
             artifact.measure(store, **params)
         except common.NotAvailable as e:  # rendered as "not run" with this reason
             print(f"[experiments] {name}: not run: {e}", file=sys.stderr)
-    elif launcher:
-        multirun.launch(points(name, overrides, **params), launcher, store.root)
     else:
-        counts = run_sweep(points(name, overrides, **params), store, desc=name)
-        print(f"[experiments] {name}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), file=sys.stderr)
+        with ledger_at(Path(store.root) / LEDGER_FILE) as recorded:
+            if launcher:
+                multirun.launch(points(name, overrides, **params), launcher, store.root)
+            else:
+                counts = run_sweep(points(name, overrides, **params), store, desc=name)
+                print(f"[experiments] {name}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
+                      file=sys.stderr)
+            print(f"[experiments] {name}: preparation\n  " + cache_report(recorded()).replace("\n", "\n  "),
+                  file=sys.stderr)
     return render(name, store, out_dir, **params)

@@ -22,12 +22,18 @@ def cache_dir(*parts: str) -> Path:
 
 
 @contextlib.contextmanager
-def progress_note(what: str):
-    """Say what a long step is doing and how long it took (on stderr, so JSON on stdout stays clean)."""
+def progress_note(what: str, ledger: tuple[str, str | os.PathLike] | None = None):
+    """Say what a long step is doing and how long it took (on stderr, so JSON on stdout stays clean); with
+    `ledger` = (kind, key), a step that prepares a cached thing is recorded as made (harness/cache_ledger.py)."""
+    from harness.cache_ledger import cache_made
+
     start = time.monotonic()
     print(f"[edgeflow-bench] {what} ...", file=sys.stderr, flush=True)
     yield
-    print(f"[edgeflow-bench] {what}: done in {time.monotonic() - start:.1f} s", file=sys.stderr, flush=True)
+    seconds = time.monotonic() - start
+    print(f"[edgeflow-bench] {what}: done in {seconds:.1f} s", file=sys.stderr, flush=True)
+    if ledger is not None:
+        cache_made(*ledger, seconds)
 
 
 @contextlib.contextmanager

@@ -3,12 +3,14 @@ quantizes once. Calibration uses the corpus's calibration split, which no test t
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import time
 from pathlib import Path
 
 from harness.artifact import MANIFEST
 from harness.cache import cache_dir, progress_note
+from harness.cache_ledger import cache_hit
 from harness.quant.base import make_quantizer, quantizer_config
 
 # Calibration set: 16 windows of 256 tokens (seeded): per-channel maxima settle on a few thousand tokens, and one
@@ -32,17 +34,22 @@ def _check_whole_model_fits(name: str, checkpoint: Path) -> None:
                           f"this host has {available / 1e9:.0f} GB available")
 
 
-def _code_digest() -> str:
-    """The quantizer's source: an algorithm change must not reuse artifacts made by the old code."""
+def code_digest(own: Path, package: Path = Path(__file__).parent) -> str:
+    """The source an artifact depends on: harness/quant's shared modules and the quantizer's own module `own`
+    (methods/<name>.py). An algorithm change must not reuse artifacts made by the old code; an edit to one
+    quantizer's module re-quantizes that quantizer's artifacts only."""
     h = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.rglob("*.py")):
-        h.update(path.read_bytes())
+    for path in sorted(package.rglob("*.py")):
+        if path.parent.name != "methods" or path.name == Path(own).name:
+            h.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
 
 
 def artifact_path(model_name: str, config) -> Path:
-    params = quantizer_config(config).params()
-    identity = {"q": params, "calib": CALIBRATION, "code": _code_digest()}
+    config = quantizer_config(config)
+    params = config.params()
+    own = Path(inspect.getfile(make_quantizer(config).__class__))
+    identity = {"q": params, "calib": CALIBRATION, "code": code_digest(own)}
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]
     return cache_dir("artifacts", model_name) / f"{params['name']}-{params['budget_bits']:g}-{key}"
 
@@ -52,6 +59,7 @@ def quantized_artifact(model_spec, config, tokenizer=None) -> Path:
     from the checkpoint on disk, one layer in memory at a time (harness.quant.stream)."""
     path = artifact_path(model_spec.name, config)
     if (path / MANIFEST).is_file():
+        cache_hit("quantized artifact", path)
         return path
     from transformers import AutoTokenizer
 
@@ -62,7 +70,8 @@ def quantized_artifact(model_spec, config, tokenizer=None) -> Path:
     checkpoint = checkpoint_dir(model_spec)
     tokenizer = tokenizer or AutoTokenizer.from_pretrained(checkpoint)
     quantizer = make_quantizer(config)
-    with progress_note(f"quantizing {model_spec.name} with {quantizer.name} at {quantizer.config.budget_bits:g} bits"):
+    with progress_note(f"quantizing {model_spec.name} with {quantizer.name} at {quantizer.config.budget_bits:g} bits",
+                       ledger=("quantized artifact", path)):
         calibration = list(calibration_tokens(tokenizer, **CALIBRATION))
         t0 = time.perf_counter()
         if quantizer.needs_model:  # e.g. AIMET, whose flow runs on the whole graph at once

@@ -25,7 +25,8 @@ import torch
 from tqdm.auto import tqdm
 
 from harness.artifact import write_artifact_files
-from harness.cache import cache_dir
+from harness.cache import cache_dir, progress_note
+from harness.cache_ledger import cache_hit
 from harness.quant.calibrate import (LinearStats, StatsCollector, tokens_digest, check_calibration, sample_picks,
                                      target_linears)
 from harness.safetensors_io import CheckpointReader, SafetensorsReader, return_freed_memory, write_safetensors
@@ -106,8 +107,11 @@ def checkpoint_stats(model_name: str, checkpoint: Path, calibration, sample_rows
     identity = [_checkpoint_identity(checkpoint), tokens_digest(calibration), sample_rows, seed, _code_digest()]
     key = hashlib.sha256(json.dumps(identity + ([True] if gram else [])).encode()).hexdigest()[:16]
     path = cache_dir("calibration", model_name) / f"stats-{key}.safetensors"
-    if not path.is_file():
-        write_stats(path, checkpoint, calibration, sample_rows, seed, gram)
+    if path.is_file():
+        cache_hit("calibration statistics", path)
+    else:
+        with progress_note(f"calibration statistics of {model_name}", ledger=("calibration statistics", path)):
+            write_stats(path, checkpoint, calibration, sample_rows, seed, gram)
     return StatsFile(path)
 
 

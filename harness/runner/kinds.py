@@ -79,9 +79,11 @@ def _engine_accuracy(job, dataset, requested: str) -> Iterator[dict]:
     _, tokenizer = _fp_model(job)
     max_length = int(job.experiment.extra.get("max_length", 2048))
     with system.open_scorer(prepared, ctx=max_length) as scorer:
-        lm = ScoredLM(scorer.logprobs, tokenizer, max_length)
+        # a context shared by several requests runs once where the engine can keep it (llama.cpp; not MNN's wheel)
+        lm = ScoredLM(scorer.logprobs, tokenizer, max_length, shared=getattr(scorer, "logprobs_after", None))
         yield from _accuracy_rows(job, None, tokenizer, dataset, row_dataset=requested, lm=lm, bits=bits,
                                   scored_by=_scored_by(system, prepared))
+    _log_sharing(lm)
 
 
 def _log_sharing(lm) -> None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.cache import cache_dir, progress_note
+from harness.cache_ledger import cache_hit
 from harness.engine.run import (DEFAULT_POLICY, POLICIES, ReportError, command, first_token_seen, parse_report,
                                 pipeline_args)
 from harness.measure.cold import EngineError, repeat, run_once
@@ -244,7 +245,9 @@ def packed_file(model_name: str, art_dir: Path, layout: str) -> Path:
 
     # the format version in the name: a file packed by an older writer is not reused
     packed = cache_dir("packed", model_name) / f"{art_dir.name}-{layout}-v{VERSION}.efpk"
-    if not packed.is_file():  # (pack_artifact refuses artifacts the runtime cannot run)
-        with progress_note(f"packing {art_dir.name} as {layout}"):
+    if packed.is_file():
+        cache_hit("packed file", packed)
+    else:  # (pack_artifact refuses artifacts the runtime cannot run)
+        with progress_note(f"packing {art_dir.name} as {layout}", ledger=("packed file", packed)):
             pack_artifact(art_dir, packed, layout=layout)
     return packed

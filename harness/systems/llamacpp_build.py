@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from harness.cache import cache_dir, progress_note
+from harness.cache_ledger import cache_hit
 
 TOOLS = ("llama-completion", "llama-bench", "llama-quantize", "llama-perplexity", "llama-tokenize")
 CMAKE_FLAGS = [
@@ -101,13 +102,14 @@ def build_scorer(version: str) -> Path:
 def convert_to_gguf(checkpoint: Path, out: Path, version: str) -> Path:
     """FP16 GGUF of a Hugging Face checkpoint directory with the converter of the same llama.cpp source."""
     if out.is_file():
+        cache_hit("GGUF F16", out)
         return out
     src = source_dir(version)
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_suffix(".partial")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src / "gguf-py"), os.environ.get("PYTHONPATH", "")]),
            "HF_HUB_OFFLINE": "1"}
-    with progress_note(f"convert_hf_to_gguf {checkpoint.name} -> {out.name}"):
+    with progress_note(f"convert_hf_to_gguf {checkpoint.name} -> {out.name}", ledger=("GGUF F16", out)):
         _check([sys.executable, str(src / "convert_hf_to_gguf.py"), str(checkpoint), "--outtype", "f16",
                 "--outfile", str(partial)], "convert_hf_to_gguf.py", env=env)
     os.replace(partial, out)
@@ -117,10 +119,11 @@ def convert_to_gguf(checkpoint: Path, out: Path, version: str) -> Path:
 def quantize(f16: Path, out: Path, gguf_type: str, version: str) -> Path:
     """`llama-quantize f16 out TYPE` (e.g. Q8_0, Q4_0, Q4_K_M), cached."""
     if out.is_file():
+        cache_hit(f"GGUF {gguf_type}", out)
         return out
     tool = build_tools(version, ("llama-quantize",))["llama-quantize"]
     partial = out.with_suffix(".partial")
-    with progress_note(f"llama-quantize {f16.name} -> {gguf_type}"):
+    with progress_note(f"llama-quantize {f16.name} -> {gguf_type}", ledger=(f"GGUF {gguf_type}", out)):
         _check([str(tool), str(f16), str(partial), gguf_type], "llama-quantize")
     os.replace(partial, out)
     return out

@@ -10,10 +10,14 @@
 //
 // Binary protocol on stdin/stdout, little-endian int32 / float32:
 //   ready     -> int32 n_vocab                                  (after the model and context are loaded)
-//   request   <- int32 n, int32 last, n x int32 token ids        (n = 0 ends the process; 1 <= last <= n <= N_CTX)
+//   request   <- int32 n, int32 last, int32 keep, n x int32 token ids
+//                (n = 0 ends the process; 1 <= last <= n; keep + n <= N_CTX)
 //   response  -> int32 status; status 0: last x n_vocab float32 log-probabilities, row j = the distribution of the
-//                token after position n - last + j; status > 0: that many bytes of error text
-// Each request starts from an empty KV cache and is decoded as one batch (n_batch = n_ubatch = N_CTX).
+//                token after the request's token n - last + j; status > 0: that many bytes of error text
+// keep = 0 starts from an empty KV cache. keep > 0 keeps the first `keep` positions of the sequence the previous
+// requests built (keep <= its length) and decodes the n tokens at positions keep .. keep + n - 1: lm-eval's
+// multiple-choice endings after a context decoded once. The tokens are decoded as one batch (n_batch = n_ubatch =
+// N_CTX).
 #include <llama.h>
 
 #include <algorithm>
@@ -94,14 +98,15 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
 
     std::vector<float> rows;
+    int32_t held = 0;  // positions the KV cache holds for the sequence being built
     for (;;) {
-        int32_t head[2];
+        int32_t head[3];
         if (!read_exact(head, sizeof head)) break;  // EOF: the client closed
-        const int32_t n = head[0], last = head[1];
+        const int32_t n = head[0], last = head[1], keep = head[2];
         if (n == 0) break;
-        if (n < 0 || n > ctx_cells || last < 1 || last > n) {
-            write_error("bad request: n=" + std::to_string(n) + " last=" + std::to_string(last) + " (context " +
-                        std::to_string(ctx_cells) + ")");
+        if (n < 0 || keep < 0 || keep + n > ctx_cells || last < 1 || last > n) {
+            write_error("bad request: n=" + std::to_string(n) + " last=" + std::to_string(last) + " keep=" +
+                        std::to_string(keep) + " (context " + std::to_string(ctx_cells) + ")");
             return 1;  // the stream is out of step: nothing after this can be trusted
         }
         llama_batch batch = llama_batch_init(n, 0, 1);
@@ -109,20 +114,29 @@ int main(int argc, char** argv) {
         bool ids_ok = true;
         for (int32_t i = 0; i < n; ++i) {
             ids_ok = ids_ok && batch.token[i] >= 0 && batch.token[i] < n_vocab;
-            batch.pos[i] = i;
+            batch.pos[i] = keep + i;
             batch.n_seq_id[i] = 1;
             batch.seq_id[i][0] = 0;
             batch.logits[i] = i >= n - last;
         }
         batch.n_tokens = n;
-        llama_memory_clear(llama_get_memory(ctx), true);
-        const int32_t rc = ids_ok ? llama_decode(ctx, batch) : -1;
+        const bool keep_ok = keep <= held;
+        if (keep == 0) {
+            llama_memory_clear(llama_get_memory(ctx), true);
+        } else if (keep_ok) {
+            llama_memory_seq_rm(llama_get_memory(ctx), 0, keep, -1);  // drop the previous continuation
+        }
+        const int32_t rc = ids_ok && keep_ok ? llama_decode(ctx, batch) : -1;
         if (rc != 0) {
-            write_error(ids_ok ? "llama_decode returned " + std::to_string(rc)
-                               : "a token id is outside the vocabulary of " + std::to_string(n_vocab));
+            write_error(!ids_ok    ? "a token id is outside the vocabulary of " + std::to_string(n_vocab)
+                        : !keep_ok ? "cannot keep " + std::to_string(keep) + " positions of a sequence of " +
+                                         std::to_string(held)
+                                   : "llama_decode returned " + std::to_string(rc));
+            if (keep_ok) held = keep;  // what the clear or seq_rm above left
             llama_batch_free(batch);
             continue;
         }
+        held = keep + n;
         rows.resize(static_cast<size_t>(last) * n_vocab);
         for (int32_t j = 0; j < last; ++j) {
             const float* logits = llama_get_logits_ith(ctx, n - last + j);

@@ -5,6 +5,7 @@ llama.cpp's TTFT loads.
     with LlamaCppScorer.open(gguf, ctx=2048, threads=2) as scorer:
         rows = scorer.logprobs(ids, last=3)     # float32 [3, V]: the distributions after the last 3 positions
         rows = scorer.logits(ids)               # float32 [T, V] log-probabilities of every position
+        rows = scorer.logprobs_after(prefix, tails)   # continuations sharing a prefix, the prefix decoded once
 
 One process per scorer; requests go over its stdin/stdout (the protocol is in the C++ file's header). A dead process
 or a refused request raises EngineError with the tool's stderr.
@@ -47,12 +48,23 @@ class LlamaCppScorer:
 
     def logprobs(self, ids: list[int], last: int) -> torch.Tensor:
         """float32 [last, V]: row j is llama.cpp's log-distribution of the token after position len(ids) - last + j."""
+        return self._request(ids, last, keep=0)
+
+    def logprobs_after(self, prefix: list[int], tails: list[list[int]]) -> list[torch.Tensor]:
+        """float32 [1 + len(tail), V] per tail: after the prefix's last token, then after each tail token; the prefix
+        decoded once and each tail from its KV cache (harness/eval/scorer_lm.py's shared-prefix interface). The
+        prefix's last token is decoded again with each tail: in a batch of its own, its row of an F16 model differs
+        from scoring from scratch by ~1e-6; with the tail it is the same bits."""
+        self._request(prefix, 1, keep=0)
+        return [self._request(prefix[-1:] + t, 1 + len(t), keep=len(prefix) - 1) for t in tails]
+
+    def _request(self, ids: list[int], last: int, keep: int) -> torch.Tensor:
         n = len(ids)
         if not 1 <= last <= n:
             raise ValueError(f"need 1 <= last <= len(ids), got last={last}, len(ids)={n}")
-        if n > self.ctx:
-            raise ValueError(f"{n} tokens do not fit the scorer's context of {self.ctx}")
-        request = struct.pack("<ii", n, last) + np.asarray(ids, dtype="<i4").tobytes()
+        if keep + n > self.ctx:
+            raise ValueError(f"{keep} + {n} tokens do not fit the scorer's context of {self.ctx}")
+        request = struct.pack("<iii", n, last, keep) + np.asarray(ids, dtype="<i4").tobytes()
         try:
             self.proc.stdin.write(request)
             self.proc.stdin.flush()
@@ -89,7 +101,7 @@ class LlamaCppScorer:
     def close(self) -> None:
         if self.proc.poll() is None:
             try:
-                self.proc.stdin.write(struct.pack("<ii", 0, 0))
+                self.proc.stdin.write(struct.pack("<iii", 0, 0, 0))
                 self.proc.stdin.close()
                 self.proc.wait(timeout=30)
             except (BrokenPipeError, subprocess.TimeoutExpired):

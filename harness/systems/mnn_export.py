@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from harness.cache import cache_dir, progress_note
+from harness.cache_ledger import cache_hit
 from harness.host import memory_shortfall
 
 COMPLETE = ".complete"
@@ -76,10 +77,12 @@ def export(checkpoint: Path, model_name: str, bits: int = 8, quant_block: int = 
         raise ValueError(f"MNN's llmexport quantises weights to 4 or 8 bits, got bits={bits}")
     out = out or cache_dir("mnn", model_name) / f"int{bits}-block{quant_block}"
     if (out / COMPLETE).is_file():
+        cache_hit("MNN export", out)
         return out
     check_memory(checkpoint)
     pkg = llmexport_dir()
-    with tempfile.TemporaryDirectory(prefix="mnn-export-") as tmp, progress_note(f"llmexport {model_name} -> MNN INT{bits}"):
+    with tempfile.TemporaryDirectory(prefix="mnn-export-") as tmp, progress_note(f"llmexport {model_name} -> MNN INT{bits}",
+                                                                                 ledger=("MNN export", out)):
         tmp = Path(tmp)
         (tmp / "bin").mkdir()
         (tmp / "bin" / "pip").write_text(_REFUSING_PIP)

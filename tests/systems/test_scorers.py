@@ -43,6 +43,14 @@ def test_llamacpp_scores_its_f16_gguf_as_the_torch_model_does(tiny_checkpoint, t
         every = scorer.logits(IDS)
         assert every.shape == ref.shape and _kl(ref, every) < 1e-3
         assert torch.equal(scorer.logprobs(IDS, 3), every[-3:])  # the last rows only, the same numbers
+        # endings after a context decoded once: the rows scoring each from scratch gives
+        prefix, tails = IDS[:12], [IDS[12:19], IDS[12:15], [], IDS[15:17]]
+        shared = scorer.logprobs_after(prefix, tails)
+        for tail, rows in zip(tails, shared):
+            assert torch.equal(rows, scorer.logprobs(prefix + tail, 1 + len(tail))), tail
+        with pytest.raises(EngineError, match="cannot keep 30 positions of a sequence of 14"):
+            scorer._request(IDS[:3], 1, keep=30)
+        assert torch.equal(scorer.logprobs_after(prefix, tails[:1])[0], shared[0])  # and it still serves
         with pytest.raises(EngineError, match="outside the vocabulary"):
             scorer.logprobs([10 ** 7], 1)
         assert scorer.logprobs(IDS[:4], 1).shape == (1, ref.shape[1])  # still serving after a refused request

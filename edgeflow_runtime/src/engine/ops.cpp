@@ -135,6 +135,8 @@ void embed_rows(int T, int H, const int8_t* const* rows, const float* scales, fl
 #if defined(__x86_64__)
 void lm_head_rows_avx512(int T, int H, int V, int v0, int v1, const float* h, const int8_t* codes,
                          const float* w_scale, float* logits);  // lm_head_avx512.cpp
+void lm_head_rows_avx2(int T, int H, int V, int v0, int v1, const float* h, const int8_t* codes,
+                       const float* w_scale, float* logits);  // lm_head_avx2.cpp
 #endif
 
 void lm_head_rows(int T, int H, int V, int v0, int v1, const float* h, const int8_t* codes, const float* w_scale,
@@ -143,6 +145,8 @@ void lm_head_rows(int T, int H, int V, int v0, int v1, const float* h, const int
     static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                                __builtin_cpu_supports("avx512vl");
     if (avx512) return lm_head_rows_avx512(T, H, V, v0, v1, h, codes, w_scale, logits);
+    static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (avx2) return lm_head_rows_avx2(T, H, V, v0, v1, h, codes, w_scale, logits);
 #endif
     lm_head_rows_portable(T, H, V, v0, v1, h, codes, w_scale, logits);
 }

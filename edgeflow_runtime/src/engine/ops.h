@@ -45,7 +45,8 @@ void embed_rows(int T, int H, const int8_t* const* rows, const float* scales, fl
 
 // Weight-only INT8 LM head for vocabulary rows [v0, v1): logits[t, v] = w_scale[v] * sum_k h[t, k] * codes[v, k].
 // h [T, H], logits [T, V] (only columns v0..v1 written). lm_head_rows runs the AVX-512 kernel (lm_head_avx512.cpp)
-// where CPUID reports AVX-512 F/BW/VL, else lm_head_rows_portable (auto-vectorized for the CPU's widest vectors).
+// where CPUID reports AVX-512 F/BW/VL, the AVX2 one (lm_head_avx2.cpp) where it reports AVX2 + FMA, else
+// lm_head_rows_portable (auto-vectorized for the CPU's widest vectors).
 void lm_head_rows(int T, int H, int V, int v0, int v1, const float* h, const int8_t* codes, const float* w_scale,
                   float* logits);
 void lm_head_rows_portable(int T, int H, int V, int v0, int v1, const float* h, const int8_t* codes,

@@ -80,8 +80,9 @@ static void test_embed_head_silu() {
     CHECK(near(g[0], 0.f) && near(g[1], 2.f / (1.f + std::exp(-2.f)) * 0.5f));
 }
 
-// The dispatched LM head (AVX-512 where the CPU has it) against the portable one and a double-precision sum, on the
-// default model's H with a tail (H % 16 != 0), a vocabulary range with a row tail, and 3 rows of h.
+// The dispatched LM head (AVX-512 or AVX2 where the CPU has it) against the portable one and a double-precision sum,
+// on the default model's H with a tail (H % 16 != 0), a vocabulary range with a row tail, and 3 rows of h; and each
+// row's logits the same bits whether computed alone or with the others (prefix-shared scoring relies on it).
 static void test_lm_head_kernels() {
     for (int H : {576, 83}) {
         const int V = 37, T = 3, v0 = 2, v1 = 35;
@@ -110,6 +111,9 @@ static void test_lm_head_kernels() {
                 ok &= std::fabs(got[o] - want * ws[v]) <= tol && std::fabs(portable[o] - want * ws[v]) <= tol;
             }
         CHECK(ok);
+        std::vector<float> alone(V, -1.f);
+        lm_head_rows(1, H, V, v0, v1, h.data() + size_t(2) * H, codes.data(), ws.data(), alone.data());
+        CHECK(std::equal(alone.begin() + v0, alone.begin() + v1, got.begin() + 2 * V + v0));
     }
 }
 
