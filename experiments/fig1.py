@@ -30,6 +30,7 @@ import pandas as pd
 from experiments import common, fig2, fig15
 from experiments.base import SweepArtifact, register_artifact
 from experiments.common import Section, fmt, md_table
+from harness.systems.base import TTFT_PHASES
 
 NAME = "fig1"
 TITLE = "Figure 1 - cold-start breakdown per system (128-token prompt)"
@@ -38,7 +39,7 @@ DEFAULT_MODELS = ("smollm2-135m",)
 PAPER_SHAPED = "shape-qwen1.5-1.8b"  # QNN's graph preparation at a paper model's size (random weights)
 SYSTEMS = ("llamacpp", "mnn", "edgeflow")
 PAPER_MODELS = fig2.PAPER_MODELS
-PARTS = ("process start", "setup", "load", "weight preparation", "prefill", "bubble")
+PARTS = TTFT_PHASES
 COLORS = dict(zip(PARTS, ("#bbbbbb", "#8172b3", "#dd8452", "#937860", "#4c72b0", "#c44e52")))
 NOT_PREFILL = ("process start", "setup", "load", "weight preparation", "bubble")
 
@@ -58,20 +59,13 @@ def sweep(models: tuple[str, ...] | None = None, systems=SYSTEMS, bits=fig2.EDGE
 
 
 def split(system: str, m: dict) -> dict | None:
-    """The parts (seconds) of one cold start from its metrics, or None when the engine's timings are missing."""
-    ttft = m.get("ttft_s")
-    if system == "edgeflow" and "edgeflow_ttft_s" in m:
-        parts = {"process start": ttft - m["edgeflow_ttft_s"], "setup": m.get("edgeflow_setup_s", 0.0),
-                 "load": m.get("edgeflow_io_s", 0.0), "weight preparation": m.get("edgeflow_unpack_s", 0.0),
-                 "prefill": m.get("edgeflow_compute_s", 0.0), "bubble": m.get("edgeflow_idle_s", 0.0)}
-    elif system == "llamacpp" and "llamacpp_load_s" in m:
-        clock, prefill = m["llamacpp_load_s"], m["llamacpp_prompt_eval_s"]  # clock: perf reset to first eval's end
-        parts = {"load": ttft - clock, "setup": clock - prefill, "prefill": prefill}  # load: incl. process start
-    elif system == "mnn" and "mnn_load_s" in m:
-        # setup: import MNN and the tokenizer (EdgeFlow's setup holds its tokenizer too; llama.cpp's load does)
-        setup, load, prefill = m["mnn_import_s"] + m.get("mnn_tokenize_s", 0.0), m["mnn_load_s"], m["mnn_prefill_s"]
-        parts = {"process start": ttft - setup - load - prefill, "setup": setup, "load": load, "prefill": prefill}
-    else:
+    """The parts (seconds) of one cold start from its metrics (the system's own TTFT_PHASES mapping), or None when
+    the engine's timings are missing."""
+    from harness.systems import SYSTEMS
+
+    cls = SYSTEMS.get(system)
+    parts = cls.ttft_phases(m) if cls is not None and "ttft_s" in m else None
+    if parts is None:
         return None
     return {p: max(0.0, parts.get(p, 0.0)) for p in PARTS}  # a clock mismatch of a few ms never goes negative
 

@@ -34,7 +34,12 @@ BASELINES = ("llamacpp", "mnn", "llmnpu")
 BITS = (4, 5, 6, 7)
 DATASETS = ("lambada", "winogrande", "openbookqa", "mmlu", "hellaswag")
 PAPER_MODELS = {"llama3-8b", "phi3-3.8b"}
-DISPLAY = {"llamacpp": "llama.cpp", "mnn": "MNN", "llmnpu": "llm.npu+", "edgeflow": "EF"}
+DISPLAY = common.system_labels(short=True)  # "EF" as in the paper's Figure 10; the others' full names
+EF, NPU = DISPLAY["edgeflow"], DISPLAY["llmnpu"]
+
+
+def ef_series(bits: float) -> str:
+    return f"{EF} {bits:g}b"  # ef_series(5)
 # Accuracy is computed by the engine a row names (harness/runner/kinds.py): EdgeFlow's runtime over its packed file;
 # an engine that cannot score here gives a "not run" row with the reason. Beside them, the fake-quant models of the
 # baselines' weight formats are drawn as their own series, "stand-in (fake-quant ...)", never under an engine's name:
@@ -101,7 +106,7 @@ def series_name(system: str | None, bits, quantizer: str | None = None) -> str:
     if system is None or pd.isna(system):
         return STAND_IN_SERIES.get(quantizer, f"stand-in (fake-quant {quantizer})")
     if system == "edgeflow":
-        return f"EF {bits:g}b" if bits is not None and not pd.isna(bits) else "EF"
+        return ef_series(bits) if bits is not None and not pd.isna(bits) else EF
     return DISPLAY.get(system, system)
 
 
@@ -123,7 +128,7 @@ def _with_series(df: pd.DataFrame) -> pd.DataFrame:
 def series_order(series: set[str]) -> list[str]:
     base = [DISPLAY[s] for s in BASELINES if DISPLAY[s] in series]
     stand = [s for s in STAND_IN_SERIES.values() if s in series]
-    ef = sorted((s for s in series if s.startswith("EF")), key=lambda s: float(s[3:-1]) if s != "EF" else 0)
+    ef = sorted((s for s in series if s.startswith(EF)), key=lambda s: float(s[len(EF) + 1:-1]) if s != EF else 0)
     return base + stand + ef + sorted(series - set(base) - set(stand) - set(ef))
 
 
@@ -189,7 +194,7 @@ def ratios(ttft: pd.DataFrame, ttft_rows: pd.DataFrame | None = None, datasets=N
         wide = per.pivot_table(index="dataset", columns="series", values="median")
         if datasets is not None:
             wide = wide.reindex([d for d in wide.index if d in set(datasets)])
-        for base, ef in itertools.product(series, [c for c in wide.columns if c.startswith("EF ")]):
+        for base, ef in itertools.product(series, [c for c in wide.columns if c.startswith(f"{EF} ")]):
             name = series[base]
             if name not in wide.columns:
                 continue
@@ -259,7 +264,7 @@ def mnn_startup_table(rows: pd.DataFrame) -> pd.DataFrame:
     out = measured.merge(without, on=[*TTFT_CONDITION, "bits"], suffixes=("", "_without"))
     return pd.DataFrame({
         "condition": [_where({k: r[k] for k in TTFT_CONDITION}) for _, r in out.iterrows()],
-        "EF bits": [f"{b:g}" for b in out["bits"]],
+        f"{EF} bits": [f"{b:g}" for b in out["bits"]],
         "MNN / EF, as measured [95%]": [common.interval_text(r.ratio, r.lo, r.hi) for r in out.itertuples()],
         "without `import MNN` [95%]": [common.interval_text(r.ratio_without, r.lo_without, r.hi_without)
                                                       for r in out.itertuples()],
@@ -300,7 +305,7 @@ def accuracy_drops(acc: pd.DataFrame) -> pd.DataFrame:
             versus = "stand-ins: " + ", ".join(base_cols)
         if not base_cols:
             continue
-        for ef in (c for c in wide.columns if c.startswith("EF ")):
+        for ef in (c for c in wide.columns if c.startswith(f"{EF} ")):
             terms, n = _diff_terms(wide, items, base_cols, ef)
             if n:
                 v, lo, hi = common.combination_interval(terms)
@@ -320,15 +325,15 @@ def llmnpu_statements(t: dict[str, pd.DataFrame]) -> list[dict]:
     out = []
     for cond, per in _conditions(t["ttft"], TTFT_CONDITION):
         wide = per.pivot_table(index="dataset", columns="series", values="median")
-        if {"llm.npu+", "EF 5b"} <= set(wide.columns):
-            r = (wide["llm.npu+"] / wide["EF 5b"]).reindex(list(LONG_PROMPTS)).dropna()
+        if {NPU, ef_series(5)} <= set(wide.columns):
+            r = (wide[NPU] / wide[ef_series(5)]).reindex(list(LONG_PROMPTS)).dropna()
             if len(r):
                 rows = t.get("ttft_rows")
                 b = {"ratio": float(np.exp(np.log(r).mean())), "lo": math.nan, "hi": math.nan, "prompts": None}
                 if rows is not None:
                     for k, v in cond.items():
                         rows = rows[rows[k] == v]
-                    b = common.bootstrap_ratio(rows[rows["series"] == "llm.npu+"], rows[rows["series"] == "EF 5b"],
+                    b = common.bootstrap_ratio(rows[rows["series"] == NPU], rows[rows["series"] == ef_series(5)],
                                                datasets=r.index)
                 out.append({**cond, "metric": "ttft_ratio_long", "min": float(r.min()), "max": float(r.max()),
                             "value": b["ratio"], "lo": b["lo"], "hi": b["hi"], "datasets": len(r),
@@ -336,9 +341,9 @@ def llmnpu_statements(t: dict[str, pd.DataFrame]) -> list[dict]:
     for cond, per in _conditions(t["accuracy"], ACC_CONDITION):
         wide = per.pivot_table(index="dataset", columns="series", values="median")
         items = per.pivot_table(index="dataset", columns="series", values="items") if "items" in per else pd.DataFrame()
-        efs = [c for c in wide.columns if c.startswith("EF ")]
-        if "llm.npu+" in wide.columns and efs:
-            gains = [common.combination_interval(_diff_terms(wide, items, [ef], "llm.npu+")[0]) for ef in efs]
+        efs = [c for c in wide.columns if c.startswith(f"{EF} ")]
+        if NPU in wide.columns and efs:
+            gains = [common.combination_interval(_diff_terms(wide, items, [ef], NPU)[0]) for ef in efs]
             gains = [g for g in gains if math.isfinite(g[0])]
             if gains:
                 v, lo, hi = max(gains, key=lambda g: g[0])
@@ -352,8 +357,8 @@ def llmnpu_statements(t: dict[str, pd.DataFrame]) -> list[dict]:
 def _colors(order: list[str]) -> dict[str, tuple]:
     import matplotlib
 
-    base = {"llama.cpp": "#8c564b", "MNN": "#e377c2", "llm.npu+": "#7f7f7f"}
-    efs = [s for s in order if s.startswith("EF")]
+    base = {DISPLAY[s]: common.system_color(s) for s in BASELINES}
+    efs = [s for s in order if s.startswith(EF)]
     blues = matplotlib.colormaps["Blues"]
     ef = {s: blues(0.45 + 0.5 * i / max(1, len(efs) - 1)) for i, s in enumerate(efs)}
     stand = dict(zip(STAND_IN_SERIES.values(), ("#c7c7c7", "#a5a5a5")))
@@ -594,7 +599,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         hit = ours[(ours["system"] == p.system) & (ours["bits"] == p.bits)]
         if hit.empty:
             verdicts.append(common.NOT_RUN)
-            lines.append({"condition": "–", "baseline": DISPLAY[p.system], "EF bits": f"{p.bits:g}",
+            lines.append({"condition": "–", "baseline": DISPLAY[p.system], f"{EF} bits": f"{p.bits:g}",
                           "ours [95%]": "–", "paper": f"{p.value:.2f}", "datasets × prompts": "–",
                           "verdict": common.NOT_RUN, "before the cap": common.NOT_RUN})
         for h in hit.itertuples():
@@ -603,7 +608,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
                         prompts=None if pd.isna(h.prompts) else int(h.prompts))
             v = common.ratio_verdict(h.ratio, p.value, caps=caps(cond, t["ttft_rows"], True), **args)
             verdicts.append(v)
-            lines.append({"condition": _where(cond), "baseline": DISPLAY[p.system], "EF bits": f"{p.bits:g}",
+            lines.append({"condition": _where(cond), "baseline": DISPLAY[p.system], f"{EF} bits": f"{p.bits:g}",
                           "ours [95%]": common.interval_text(h.ratio, h.lo, h.hi),
                           "paper": f"{p.value:.2f}",
                           "datasets × prompts": f"{h.datasets} × {'?' if pd.isna(h.prompts) else int(h.prompts)}",
@@ -618,7 +623,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
                                                     if h.versus.startswith("stand-ins") else [])
             v = common.points_verdict(h.drop_pp, p.value, interval=(h.lo, h.hi), caps=capped)
             verdicts.append(v)
-            drop_lines.append({"condition": _where(cond), "EF bits": f"{p.bits:g}", "versus": h.versus,
+            drop_lines.append({"condition": _where(cond), f"{EF} bits": f"{p.bits:g}", "versus": h.versus,
                                "ours (pp) [95%]": common.interval_text(h.drop_pp, h.lo, h.hi),
                                "paper (%)": f"{p.value:.2f}", "datasets": h.datasets, "verdict": v,
                                "before the cap": common.points_verdict(h.drop_pp, p.value, interval=(h.lo, h.hi))})
@@ -652,11 +657,11 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             verdicts.append(v)
             npu_lines.append({"condition": _where(cond), "statement": what, "ours": ours_txt, "paper": paper_txt,
                               "verdict": v, "before the cap": raw})
-    if paper is not None and "ttft_ratio_min" in set(paper["metric"]) and "llm.npu+" in t["different_work"] \
+    if paper is not None and "ttft_ratio_min" in set(paper["metric"]) and NPU in t["different_work"] \
             and not any(line["statement"].startswith("llm.npu+ / EF") for line in npu_lines):
         verdicts.append(common.NOT_RUN)  # its rows are drawn, but a ratio of different work would say nothing
         npu_lines.append({"condition": "", "statement": "llm.npu+ / EF 5b TTFT on MMLU and HellaSwag",
-                          "ours": t["different_work"]["llm.npu+"], "paper": "", "verdict": common.NOT_RUN,
+                          "ours": t["different_work"][NPU], "paper": "", "verdict": common.NOT_RUN,
                           "before the cap": common.NOT_RUN})
     verdict, count = common.overall(verdicts)
     summary = "no baseline/EdgeFlow pair measured on the same model and dataset" if verdict == common.NOT_RUN else count

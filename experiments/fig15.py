@@ -25,7 +25,7 @@ NAME = "fig15"
 TITLE = "Figure 15 - completion latency: cold start, graph switch and decode (512 in, 512 out)"
 EXPERIMENTS = ("completion",)
 SYSTEMS = ("llamacpp", "mnn", "llmnpu", "edgeflow")
-DISPLAY = {"llamacpp": "llama.cpp", "mnn": "MNN", "llmnpu": "llm.npu+", "edgeflow": "EdgeFlow"}
+DISPLAY = common.system_labels()
 EDGEFLOW_BITS = (5,)  # the paper's default bit-width
 PAPER_MODELS = {"mistral-7b", "qwen1.5-1.8b"}
 # (metric, column prefix, label)

@@ -212,7 +212,8 @@ def _paper_panel(ax_mem, ax_pow, paper: pd.DataFrame | None) -> None:
         ax_pow.set_axis_off()
         return
     mem = paper[paper["metric"] == "memory_gb"]
-    labels = [{"ideal": "ideal (INT8 model\n+ KV cache)", "llmnpu": "llm.npu+ (stable)"}.get(s, s) for s in mem["system"]]
+    labels = [{"ideal": "ideal (INT8 model\n+ KV cache)", "llmnpu": f"{common.system_label('llmnpu')} (stable)"}.get(
+        s, common.system_label(s)) for s in mem["system"]]
     ax_mem.bar(range(len(mem)), mem["value"], color="white", edgecolor="gray", hatch="////")
     for x, v in enumerate(mem["value"]):
         ax_mem.text(x, v, f"{v:g} GB", ha="center", va="bottom", fontsize=8)

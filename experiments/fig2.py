@@ -29,7 +29,6 @@ SYSTEMS = ("llamacpp", "edgeflow")
 EDGEFLOW_BITS = (5,)
 FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
 PAPER_MODELS = {"llama3-8b"}
-COLORS = {"llama.cpp": "#dd8452", "EdgeFlow": "#4c72b0"}
 
 
 def sweep(models=("smollm2-135m",), systems=SYSTEMS, bits=EDGEFLOW_BITS, device="local",
@@ -111,13 +110,13 @@ def draw(c: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None, figure
     for ax, ((model, device, flash), g) in zip(axes[0], groups):
         for series, s in g.groupby("series"):
             s = s.sort_values("step")
-            color = COLORS.get(series.split(" ")[0], None)
+            color = common.system_color(s["system"].iloc[0])
             ax.errorbar(s["preloaded_mb"], s["ttft_s"], yerr=[s["ttft_s"] - s["ttft_min"], s["ttft_max"] - s["ttft_s"]],
                         marker="o", capsize=3, label=series, color=color)
         for e in g[(g["system"] == "edgeflow") & (g["step"] == 0)].itertuples():
-            ax.axhline(e.ttft_s, color=COLORS["EdgeFlow"], linestyle=":", linewidth=1)
+            ax.axhline(e.ttft_s, color=common.system_color("edgeflow"), linestyle=":", linewidth=1)
             ax.text(ax.get_xlim()[1], e.ttft_s, f"{e.series} cold ", fontsize=7, ha="right", va="bottom",
-                    color=COLORS["EdgeFlow"])
+                    color=common.system_color("edgeflow"))
         base = g[(g["system"] != "edgeflow") & (g["step"] == 0)]
         if len(base) and paper is not None:
             said = dict(zip(paper["metric"], paper["value"].astype(float)))

@@ -31,7 +31,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.engine.run import POLICIES
+from harness.engine.run import DEFAULT_CHUNK, POLICIES
 
 LAYER_STAGES = ("attn_in", "qkv", "attention", "o_proj", "ffn_in", "gate_up", "swiglu", "down")
 MATMULS = {"qkv", "o_proj", "gate_up", "down"}
@@ -147,7 +147,7 @@ class CostTable:
         if not groups:
             raise ValueError("the profile holds no compute tasks (for that prefill; warm ones need --repeat-prefill)")
         med = statistics.median
-        return cls(int(profile.get("chunk", 128)), {k: med(v) for k, v in groups.items()},
+        return cls(int(profile.get("chunk", DEFAULT_CHUNK)), {k: med(v) for k, v in groups.items()},
                    {k: med(v) for k, v in fine.items()})
 
     def phone_like(self, npu_slowdown: float = NPU_SLOWDOWN_NON_MATMUL,

@@ -15,10 +15,9 @@ import os
 import statistics
 from pathlib import Path
 
-from harness.engine.run import POLICIES
+from harness.engine.run import DEFAULT_CHUNK, DEFAULT_THREADS, POLICIES, run_edgeflow
 from harness.bench.record import BenchRecorder
 from harness.bench.runtime import synthetic_packed  # random codes at SmolLM2-135M's shapes
-from harness.engine.run import run_edgeflow
 from harness.runner.store import ResultsStore
 
 
@@ -44,8 +43,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokens", type=int, nargs="+", default=[128, 512])
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--chunk", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=DEFAULT_THREADS)
+    ap.add_argument("--chunk", type=int, default=DEFAULT_CHUNK)
     ap.add_argument("--bits", type=int, default=5)
     ap.add_argument("--baseline", help="another edgeflow-run build, run with its own default schedule")
     ap.add_argument("--policies", nargs="+", default=list(POLICIES))

@@ -17,7 +17,7 @@ import torch
 from harness.artifact import Artifact
 from harness.engine.build import NativeError
 from harness.engine.library import EngineConfig, check, last_error, lib
-from harness.engine.run import DEFAULT_POLICY
+from harness.engine.run import DEFAULT_CHUNK, DEFAULT_POLICY, DEFAULT_THREADS
 from harness.models import arch
 
 
@@ -33,14 +33,16 @@ class NativeEngine:
         self.vocab_size = lib().ef_engine_vocab_size(handle)
 
     @classmethod
-    def open(cls, packed: str | os.PathLike, *, threads: int = 2, ctx: int = 0, chunk: int = 128) -> "NativeEngine":
+    def open(cls, packed: str | os.PathLike, *, threads: int = DEFAULT_THREADS, ctx: int = 0,
+             chunk: int = DEFAULT_CHUNK) -> "NativeEngine":
         h = lib().ef_engine_open(str(packed).encode(), threads, ctx, chunk)
         if not h:
             raise NativeError(f"cannot open {packed}: {last_error()}")
         return cls(h)
 
     @classmethod
-    def from_artifact(cls, artifact: Artifact, *, threads: int = 2, ctx: int = 0, chunk: int = 128) -> "NativeEngine":
+    def from_artifact(cls, artifact: Artifact, *, threads: int = DEFAULT_THREADS, ctx: int = 0,
+             chunk: int = DEFAULT_CHUNK) -> "NativeEngine":
         if artifact.manifest.get("runtime_compatible") is False:
             raise RuntimeError("artifact is not runtime-compatible: "
                                + str(artifact.manifest.get("runtime_incompatible_reason", "no reason given")))

@@ -23,6 +23,8 @@ from harness.engine.build import engine_binary
 # each adding one idea to the one before; the last is EdgeFlow's and the default.
 POLICIES = ("llmnpu-static", "place", "place+priority", "place+priority+steal")
 DEFAULT_POLICY = POLICIES[-1]
+DEFAULT_CHUNK = 128  # prompt tokens per prefill chunk (edgeflow-run --chunk; conf/pipeline/*.yaml chunk)
+DEFAULT_THREADS = 2  # an engine's whole compute-thread budget, every system's (conf/system/*.yaml threads)
 
 EXIT_CODES = {
     1: "internal error",
@@ -72,7 +74,7 @@ def first_token_seen(out: bytes) -> bool:
     return re.search(rb'"first_token": -?\d+,', out) is not None
 
 
-def command(binary: str | os.PathLike, packed: str | os.PathLike, tokens: list[int] | None, *, threads: int = 2,
+def command(binary: str | os.PathLike, packed: str | os.PathLike, tokens: list[int] | None, *, threads: int = DEFAULT_THREADS,
             ctx: int | None = None, new_tokens: int = 0, extra_args: tuple[str, ...] | list[str] = (),
             prompt_text: str | os.PathLike | None = None, verify_crc: bool = True) -> list[str]:
     """edgeflow-run's arguments for one prompt: token ids, or a file of prompt text (`prompt_text`, tokenized by the
@@ -93,7 +95,7 @@ def pipeline_args(*, policy: str, accel_threads: int, steal_threshold: int, chun
             "--chunk", str(chunk), "--io-threads", str(io_threads), *([] if lane_help else ["--no-lane-help"])]
 
 
-def run_edgeflow(packed: str | os.PathLike, tokens: list[int], *, threads: int = 2, chunk: int | None = None,
+def run_edgeflow(packed: str | os.PathLike, tokens: list[int], *, threads: int = DEFAULT_THREADS, chunk: int | None = None,
                  policy: str | None = None, ctx: int | None = None, new_tokens: int = 0, evict_cache: bool = False,
                  repeat_prefill: int = 0, profile_ops: str | os.PathLike | None = None,
                  trace: str | os.PathLike | None = None, extra_args: tuple[str, ...] | list[str] = (),

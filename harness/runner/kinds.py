@@ -215,7 +215,7 @@ def fidelity(job) -> Iterator[dict]:
         from harness.engine.capi import NativeEngine
         from harness.eval.fidelity import LogitsModel
 
-        engine = NativeEngine.open(packed, threads=2, ctx=window)
+        engine = NativeEngine.open(packed, ctx=window)  # the default thread budget (engine/run.py)
         variants.append(("_runtime", f"the runtime over {packed.name}", LogitsModel(engine.logits), "measured"))
     try:
         for suffix, what, q_model, label in variants:

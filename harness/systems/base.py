@@ -25,6 +25,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
+from harness.engine.run import DEFAULT_THREADS
 from harness.registry import Registry
 from harness.measure.cold import ColdRun, EngineError, ProtocolConfig, summarize  # noqa: F401  (re-exported)
 from harness.measure.workload import Workload
@@ -80,7 +81,7 @@ class SystemConfig:
     `config_type` (LlamaCppConfig, MNNConfig, LlmNpuConfig), and a key no system of that name takes is an error."""
 
     name: str = "llamacpp"
-    threads: int = 2
+    threads: int = DEFAULT_THREADS
     timeout_s: float = 300.0
 
     def __post_init__(self):
@@ -94,15 +95,28 @@ class SystemConfig:
             raise ValueError(f"system.timeout_s must be within (0, 86400] s, got {self.timeout_s}")
 
 
+# Where a cold start's time goes (Figure 1), in the order it passes; each system maps its own clocks onto these.
+TTFT_PHASES = ("process start", "setup", "load", "weight preparation", "prefill", "bubble")
+
+
 class System(ABC):
     """A system under test; see the module docstring for the contract."""
 
     name: str = ""
+    display: str = ""  # its name in every table and figure ("llama.cpp")
+    short: str = ""  # in dense figure labels, where the paper abbreviates it (Figure 10's "EF 5b"); else display
+    color: str = ""  # its colour in every figure (matplotlib)
     config_type: type[SystemConfig] = SystemConfig  # its conf/system/<name>.yaml keys
     decodes: bool = False  # run_cold honours work.new_tokens > 1 (greedy decode after the first token)
 
     def __init__(self, cfg: SystemConfig):
         self.cfg = cfg
+
+    @classmethod
+    def ttft_phases(cls, m: dict[str, float]) -> dict[str, float] | None:
+        """The TTFT_PHASES (seconds) of one cold start from its row's metrics {metric: value} (ttft_s and this
+        engine's own clocks), or None when they are missing. Phases a system cannot see are absent."""
+        return None
 
     def configure(self, cfg) -> None:
         """Read other config groups of the job (EdgeFlow takes `quantizer` and `packing`); baselines need none."""

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from harness.cache import cache_dir, progress_note
 from harness.cache_ledger import cache_hit
-from harness.engine.run import (DEFAULT_POLICY, POLICIES, ReportError, command, first_token_seen, parse_report,
-                                pipeline_args)
+from harness.engine.run import (DEFAULT_CHUNK, DEFAULT_POLICY, POLICIES, ReportError, command, first_token_seen,
+                                parse_report, pipeline_args)
 from harness.measure.cold import EngineError, repeat, run_once
 from harness.measure.workload import Workload, prompt_file, prompt_text
 from harness.models.zoo import checkpoint_dir
@@ -41,7 +41,7 @@ class PipelineConfig:
     """conf/pipeline/*.yaml: the runtime's scheduling policy and lane split (edgeflow_runtime/src/engine/README.md)."""
 
     name: str = DEFAULT_POLICY
-    chunk: int = 128
+    chunk: int = DEFAULT_CHUNK
     accel_threads: int = 0  # the accelerator lane's share of system.threads; 0 = threads // 2
     accel_fraction: float | None = None  # or a fraction of system.threads; overrides accel_threads
     steal_threshold: int = 5
@@ -77,6 +77,15 @@ class PipelineConfig:
 @register_system
 class EdgeFlowSystem(System):
     name = "edgeflow"
+    display, short, color = "EdgeFlow", "EF", "#1f77b4"
+
+    @classmethod
+    def ttft_phases(cls, m: dict[str, float]) -> dict[str, float] | None:
+        if "edgeflow_ttft_s" not in m:
+            return None
+        return {"process start": m["ttft_s"] - m["edgeflow_ttft_s"], "setup": m.get("edgeflow_setup_s", 0.0),
+                "load": m.get("edgeflow_io_s", 0.0), "weight preparation": m.get("edgeflow_unpack_s", 0.0),
+                "prefill": m.get("edgeflow_compute_s", 0.0), "bubble": m.get("edgeflow_idle_s", 0.0)}
     decodes = True
     quantizer: dict | None = None  # the job's quantizer group (None: EdgeFlow's defaults)
     layout: str = "weightlet"

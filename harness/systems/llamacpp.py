@@ -59,6 +59,14 @@ class LlamaCppConfig(SystemConfig):
 @register_system
 class LlamaCppSystem(System):
     name = "llamacpp"
+    display, color = "llama.cpp", "#8c564b"
+
+    @classmethod
+    def ttft_phases(cls, m: dict[str, float]) -> dict[str, float] | None:
+        if "llamacpp_load_s" not in m:
+            return None
+        clock, prefill = m["llamacpp_load_s"], m["llamacpp_prompt_eval_s"]  # clock: perf reset to first eval's end
+        return {"load": m["ttft_s"] - clock, "setup": clock - prefill, "prefill": prefill}  # load: + process start
     config_type = LlamaCppConfig
     decodes = True
 

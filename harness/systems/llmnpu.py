@@ -41,6 +41,7 @@ class LlmNpuConfig(SystemConfig):
 @register_system
 class LlmNpuSystem(System):
     name = "llmnpu"
+    display, color = "llm.npu+", "#7f7f7f"
     config_type = LlmNpuConfig
 
     def prepare(self, model, bits, device) -> Prepared:

@@ -39,6 +39,16 @@ class MNNConfig(SystemConfig):
 @register_system
 class MNNSystem(System):
     name = "mnn"
+    display, color = "MNN", "#e377c2"
+
+    @classmethod
+    def ttft_phases(cls, m: dict[str, float]) -> dict[str, float] | None:
+        if "mnn_load_s" not in m:
+            return None
+        # setup: import MNN and the tokenizer (EdgeFlow's setup holds its tokenizer too; llama.cpp's load does)
+        setup, load, prefill = m["mnn_import_s"] + m.get("mnn_tokenize_s", 0.0), m["mnn_load_s"], m["mnn_prefill_s"]
+        return {"process start": m["ttft_s"] - setup - load - prefill, "setup": setup, "load": load,
+                "prefill": prefill}
     config_type = MNNConfig
     decodes = True
 
