@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments import common
+from experiments import common, paired_windows
 from experiments.base import SweepArtifact, register_artifact
 from experiments.common import Section, fmt, md_table
 
@@ -28,6 +28,9 @@ QUANTIZERS = ("smoothquant", "shadow_outlier", "cmpq", "edgeflow")
 EXTRA = ("aimet",)
 SERIES = QUANTIZERS + EXTRA
 BITS = (4, 5, 6, 7)
+# Windows (2048 tokens) per point: FP16 scores PPL_MAX_WINDOWS; a method stops once the 95% interval of its mean NLL
+# difference from FP16 is within ±PPL_HALFWIDTH nats (0.2% in perplexity) or 10% of the difference.
+PPL_HALFWIDTH, PPL_MAX_WINDOWS = 0.002, 32
 DISPLAY = {"smoothquant": "SmoothQuant", "shadow_outlier": "SO", "cmpq": "CMPQ", "edgeflow": "EdgeFlow",
            "aimet": "AIMET"}
 COLORS = dict(zip(SERIES, ("#ff7f0e", "#2ca02c", "#9467bd", "#1f77b4", "#8c564b")))
@@ -37,9 +40,15 @@ _ALIASES = {"so": "shadow_outlier", "shadowoutlier": "shadow_outlier", "shadow o
 FP16_NAMES = ("fp", "fp16", "none")  # quantizer names under which the unquantized model is stored
 
 
-def sweep(models=("smollm2-135m",), quantizers=SERIES, bits=BITS) -> list[list[str]]:
-    return [["experiment=perplexity", f"model={m}", f"quantizer={q}", f"quantizer.budget_bits={float(b)}"]
-            for m in models for q in quantizers for b in bits if common.quantizer_accepts(q, b)]
+def sweep(models=("smollm2-135m",), quantizers=SERIES, bits=BITS, ppl_halfwidth: float | None = PPL_HALFWIDTH,
+          ppl_max_windows: int | None = PPL_MAX_WINDOWS) -> list[list[str]]:
+    """FP16 first (it scores every window up to ppl_max_windows; the quantized points pair their windows with its
+    cached ones), then each method at each budget, sized by the interval of its difference from FP16."""
+    size = [f"experiment.ppl_max_windows={ppl_max_windows if ppl_max_windows is not None else 'null'}",
+            f"experiment.ppl_halfwidth={ppl_halfwidth if ppl_halfwidth is not None else 'null'}"]
+    return ([["experiment=perplexity", f"model={m}", *size] for m in models]
+            + [["experiment=perplexity", f"model={m}", f"quantizer={q}", f"quantizer.budget_bits={float(b)}", *size]
+               for m in models for q in quantizers for b in bits if common.quantizer_accepts(q, b)])
 
 
 def paper_table(paper: pd.DataFrame, model: str) -> pd.DataFrame:
@@ -59,6 +68,27 @@ def paper_table(paper: pd.DataFrame, model: str) -> pd.DataFrame:
         out.append({"quantizer": q, "bits": None if pd.isna(r.bits) else float(r.bits), "value": value,
                     "lower_bound": lower})
     return pd.DataFrame(out)
+
+
+def _fp16_named(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows with the unquantized model's quantizer called fp16 (bits None) and a dataset always named."""
+    fp = rows["quantizer"].isin(FP16_NAMES)
+    return rows.assign(quantizer=rows["quantizer"].where(~fp, "fp16"), bits=rows["bits"].where(~fp, None),
+                       dataset=rows["dataset"].fillna("?"))
+
+
+def _unresolved(ours: dict[str, float], paper: dict, windows: dict[str, pd.Series]) -> list[str]:
+    """The adjacent pairs of our order (of the methods the paper has too) whose paired difference on their common
+    windows is within its 95% interval of zero, as "A ~ B (+0.0012 ± 0.0030 nats)"."""
+    ranked = sorted((q for q in ours if q in paper), key=lambda q: ours[q])
+    out = []
+    for a, b in zip(ranked, ranked[1:]):
+        if a not in windows or b not in windows:
+            continue
+        resolved, mean, half = paired_windows.order_resolved(windows[a], windows[b])
+        if not resolved:
+            out.append(f"{DISPLAY.get(a, a)} ~ {DISPLAY.get(b, b)} ({mean:+.4f} ± {half:.4f} nats)")
+    return out
 
 
 def ordering_verdict(ours: dict[str, float], paper: dict[str, tuple[float, bool]]) -> str:
@@ -111,7 +141,8 @@ def render_for(name: str, title: str, model: str, rows: pd.DataFrame, paper: pd.
                figures_dir: Path) -> Section:
     """Table 4 or 5: our perplexities beside the paper's `model` table, one table per model and evaluation set (a
     local proxy's perplexities and WikiText-2's are never pooled)."""
-    ok = common.ok_rows(common.with_conditions(common.current(rows)), "perplexity")
+    cur = _fp16_named(common.with_conditions(common.current(rows)))
+    ok = common.ok_rows(cur, "perplexity")
     if model in set(ok["model"]):
         ok = ok[ok["model"] == model]
     if ok.empty:
@@ -120,27 +151,41 @@ def render_for(name: str, title: str, model: str, rows: pd.DataFrame, paper: pd.
         ref = pd.DataFrame(columns=["quantizer", "bits", "value", "lower_bound"])
     else:
         ref = paper_table(paper, model)
-    ok = ok.assign(quantizer=ok["quantizer"].where(~ok["quantizer"].isin(FP16_NAMES), "fp16"),
-                   bits=ok["bits"].where(~ok["quantizer"].isin(FP16_NAMES), None),
-                   dataset=ok["dataset"].fillna("?"))
     ours = common.summarize(ok, ["model", "dataset", "source", "quantizer", "bits"])
+    nlls, refs = paired_windows.windows(cur), paired_windows.windows(cur, "window_nll_ref")
     groups = list(ours.groupby(["model", "dataset", "source"]))
     sections, verdicts, figures = [], [], []
     for (m, dataset, source), per_model in groups:
         caps = common.cap_reasons(ok[(ok["model"] == m) & (ok["dataset"] == dataset)], {model}, device_matters=False)
         lines = []
+        fp_windows = nlls.get((m, dataset, "fp16", None))
         for b in sorted(per_model["bits"].dropna().unique()):
             mine = {r.quantizer: r.median for r in per_model[per_model["bits"] == b].itertuples()}
             theirs = {r.quantizer: (r.value, r.lower_bound) for r in ref[ref["bits"] == b].itertuples()}
-            raw = ordering_verdict(mine, theirs)
+            windows = {q: nlls[(m, dataset, q, b)] for q in mine if (m, dataset, q, b) in nlls}
+            est = {}
+            if fp_windows is not None:
+                for q, w in windows.items():
+                    e = paired_windows.estimate(w, refs.get((m, dataset, q, b), fp_windows), fp_windows.mean())
+                    if e is not None:
+                        est[q] = e
+            paired = bool(est) and set(est) == set(mine)
+            raw = ordering_verdict({q: est[q].ppl for q in est} if paired else mine, theirs)
+            unresolved = _unresolved(mine if not paired else {q: e.ppl for q, e in est.items()}, theirs, windows)
+            if paired and unresolved and raw in (common.REPRODUCED, common.SAME_DIRECTION, common.DIFFERS):
+                raw = common.INCONCLUSIVE
             v = common.cap(raw, caps)
             verdicts.append(v)
             line = {"bits": f"{b:g}"}
             for q in QUANTIZERS:
                 p = theirs.get(q)
-                line[DISPLAY[q]] = f"{fmt(mine.get(q))} / {(('>' if p[1] else '') + f'{p[0]:g}') if p else '–'}"
+                cell = est[q].text() if q in est else fmt(mine.get(q))
+                line[DISPLAY[q]] = f"{cell} / {(('>' if p[1] else '') + f'{p[0]:g}') if p else '–'}"
             for q in EXTRA:
-                line[f"{DISPLAY[q]} (ours only)"] = fmt(mine.get(q))
+                line[f"{DISPLAY[q]} (ours only)"] = est[q].text() if q in est else fmt(mine.get(q))
+            line["windows"] = (", ".join(f"{DISPLAY.get(q, q)} {est[q].windows}" for q in SERIES if q in est)
+                               if est else "no per-window rows: no intervals")
+            line["order within noise"] = "; ".join(unresolved) if paired else "–"
             line["ordering"] = v
             line["before the cap"] = raw
             lines.append(line)

@@ -21,6 +21,20 @@ PROTOCOL = "gptq-wikitext2: non-overlapping {window}-token windows, remainder dr
 
 def perplexity(model, token_ids: torch.LongTensor, window: int = 2048, max_windows: int | None = None) -> dict:
     """{ppl, nll, tokens, windows, protocol} of a causal LM (called as model(input_ids).logits) on a token stream."""
+    windows = window_count(model, token_ids, window, max_windows)
+    nlls = [window_nll(model, token_ids, window, i)
+            for i in tqdm(range(windows), desc="perplexity", unit="window", leave=False)]
+    return summary(nlls, window)
+
+
+def summary(nlls: list[float], window: int) -> dict:
+    nll = sum(nlls) / len(nlls)
+    return {"ppl": math.exp(nll), "nll": nll, "tokens": len(nlls) * window, "windows": len(nlls),
+            "protocol": PROTOCOL.format(window=window)}
+
+
+def window_count(model, token_ids: torch.LongTensor, window: int, max_windows: int | None) -> int:
+    """How many windows the stream holds (at most max_windows), after checking every argument."""
     token_ids = torch.as_tensor(token_ids)
     if token_ids.dim() != 1 or token_ids.dtype not in (torch.int32, torch.int64):
         raise ValueError(f"token_ids must be a 1-D integer tensor, got dtype {token_ids.dtype} shape "
@@ -32,21 +46,19 @@ def perplexity(model, token_ids: torch.LongTensor, window: int = 2048, max_windo
     windows = token_ids.numel() // window
     if windows == 0:
         raise ValueError(f"the token stream has {token_ids.numel()} tokens, fewer than one window of {window}")
-    if max_windows is not None:
-        windows = min(windows, max_windows)
     vocab = _vocab_size(model)
     if vocab is not None and (int(token_ids.min()) < 0 or int(token_ids.max()) >= vocab):
         raise ValueError(f"token_ids hold ids outside the model's vocabulary [0, {vocab})")
-    nlls = []
+    return windows if max_windows is None else min(windows, max_windows)
+
+
+def window_nll(model, token_ids: torch.LongTensor, window: int, index: int) -> float:
+    """Mean NLL of window `index`'s window-1 next-token predictions."""
+    ids = torch.as_tensor(token_ids)[index * window:(index + 1) * window].long()[None]
     model.eval()
     with torch.inference_mode():
-        for i in tqdm(range(windows), desc="perplexity", unit="window", leave=False):
-            ids = token_ids[i * window:(i + 1) * window].long()[None]
-            logits = model(input_ids=ids).logits[0, :-1].float()  # [window-1, V]
-            nlls.append(float(F.cross_entropy(logits, ids[0, 1:], reduction="mean")))
-    nll = sum(nlls) / len(nlls)
-    return {"ppl": math.exp(nll), "nll": nll, "tokens": windows * window, "windows": windows,
-            "protocol": PROTOCOL.format(window=window)}
+        logits = model(input_ids=ids).logits[0, :-1].float()  # [window-1, V]
+    return float(F.cross_entropy(logits, ids[0, 1:], reduction="mean"))
 
 
 def _vocab_size(model) -> int | None:

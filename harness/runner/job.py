@@ -25,6 +25,10 @@ class ExperimentConfig:
     repetitions: int = 1
     eval_limit: int | None = None  # items per accuracy task (None = all)
     ppl_max_windows: int | None = None  # perplexity windows (None = all)
+    # A quantized model's perplexity stops adding windows once the 95% interval of its mean per-window NLL difference
+    # from FP16 is within this many nats (or 10% of the difference); None = every window (harness/eval/
+    # sized_perplexity.py). The FP16 model itself always scores every window: its mean is what the differences add to.
+    ppl_halfwidth: float | None = None
     notes: str = ""
     extra: dict = field(default_factory=dict)  # kind-specific settings, documented in the kind's function
 
@@ -33,6 +37,8 @@ class ExperimentConfig:
 
         require(self.kind in KINDS, "experiment.kind", f"must be one of {sorted(KINDS)}, got {self.kind!r}")
         require(self.repetitions >= 1, "experiment.repetitions", f"must be >= 1, got {self.repetitions}")
+        require(self.ppl_halfwidth is None or float(self.ppl_halfwidth) > 0, "experiment.ppl_halfwidth",
+                f"must be a positive number of nats or null, got {self.ppl_halfwidth}")
 
 
 @dataclass

@@ -39,8 +39,9 @@ def smoke(job) -> Iterator[dict]:
 
 def perplexity(job) -> Iterator[dict]:
     _needs_trained_weights(job, "perplexity")
-    model, tokenizer, fields = _model_under_test(job)
-    yield from _perplexity_rows(job, model, tokenizer, **fields)
+    fp, tokenizer = _fp_model(job)
+    model, tokenizer, fields = _model_under_test(job, (fp, tokenizer))
+    yield from _perplexity_rows(job, model, tokenizer, reference=None if model is fp else fp, **fields)
 
 
 def accuracy(job) -> Iterator[dict]:
@@ -326,15 +327,15 @@ def _fp_model(job):
     return load_model(job.model)
 
 
-def _model_under_test(job):
+def _model_under_test(job, fp=None):
     """(model, tokenizer, row fields): the FP model, or the fake-quant model of `quantizer` (quantized once, cached);
     with an npu group, the fake-quant model whose quantized linears QNN's HTP simulator computes (scored_by and the
-    label `simulated` among the fields)."""
+    label `simulated` among the fields). `fp`: the (FP model, tokenizer) if the caller has loaded it."""
     from harness.artifact import load_artifact
     from harness.quant.cache import quantized_artifact
     from harness.quant.fakequant import build_fakequant_model
 
-    model, tokenizer = _fp_model(job)
+    model, tokenizer = fp or _fp_model(job)
     if job.cfg.get("quantizer") is None:
         return model, tokenizer, {"quantizer": "fp16", "bits": 16.0}
     t0 = time.perf_counter()
@@ -348,9 +349,16 @@ def _model_under_test(job):
 
 
 def _perplexity_rows(job, model, tokenizer, scored_by: str = "the torch model", label: str | None = None,
-                     **fields) -> Iterator[dict]:
+                     reference=None, **fields) -> Iterator[dict]:
+    """The perplexity row and one row per window scored (window_nll, prompt_index = the window), every window's NLL
+    cached. With experiment.ppl_halfwidth and the FP model as `reference`, windows are added until the NLL difference
+    from FP16 is known to that interval (harness/eval/sized_perplexity.py), and the reference's NLLs on the same
+    windows are rows too (window_nll_ref)."""
+    from tqdm.auto import tqdm
+
     from harness.data.streams import local_ppl_tokens, wikitext2_test_tokens
-    from harness.eval.perplexity import perplexity as ppl
+    from harness.eval.perplexity import summary, window_count, window_nll
+    from harness.eval.sized_perplexity import Sizing, WindowCache, sized_windows
 
     yield from job.take_extra_rows()
     source = job.experiment.extra.get("ppl_source", "local")
@@ -359,10 +367,45 @@ def _perplexity_rows(job, model, tokenizer, scored_by: str = "the torch model", 
     stream = wikitext2_test_tokens(tokenizer) if source == "wikitext2" else local_ppl_tokens(tokenizer)
     label = label or ("proxy" if source == "local" else "measured")
     window = int(job.experiment.extra.get("ppl_window", 2048))
-    result = ppl(model, stream.ids, window=window, max_windows=job.experiment.ppl_max_windows)
-    yield job.row("perplexity", result["ppl"], "ppl", label=label, dataset=f"ppl-{source}",
-                  notes=f"{stream.protocol}; {result['windows']} windows x {window} tokens; scored by {scored_by}",
-                  **fields)
+    available = window_count(model, stream.ids, window, job.experiment.ppl_max_windows)
+
+    def cached(m, scorer_id: str | None) -> tuple[WindowCache, Callable[[int], float]]:
+        cache = (WindowCache.for_scorer(job.model.name, scorer_id, stream.ids, window) if scorer_id
+                 else WindowCache(None))
+        return cache, cache.scorer(lambda i: window_nll(m, stream.ids, window, i))
+
+    cache, score = cached(model, _window_scorer_id(job, fields))
+    refs, how = None, ""
+    if reference is not None and job.experiment.ppl_halfwidth is not None:
+        ref_cache, ref_score = cached(reference, "fp16")
+        sized = sized_windows(score, ref_score, available, Sizing(float(job.experiment.ppl_halfwidth)),
+                              progress=lambda text: tqdm.write(f"[perplexity] {text}"))
+        nlls, refs, how = sized.nlls, sized.ref_nlls, f"; sized against FP16: {sized.reason}"
+        how += f"; FP16: {ref_cache.note()}"
+    else:
+        nlls = [score(i) for i in tqdm(range(available), desc="perplexity", unit="window", leave=False)]
+    result = summary(nlls, window)
+    common = dict(label=label, dataset=f"ppl-{source}", **fields)
+    yield job.row("perplexity", result["ppl"], "ppl", **common,
+                  notes=f"{stream.protocol}; {result['windows']} windows x {window} tokens; scored by {scored_by}; "
+                        f"{cache.note()}{how}")
+    for i, nll in enumerate(nlls):
+        yield job.row("window_nll", nll, "nats", prompt_index=i, **common)
+    for i, nll in enumerate(refs or []):
+        yield job.row("window_nll_ref", nll, "nats", prompt_index=i, **common,
+                      notes="the FP16 model's NLL on the same window (the pair of window_nll)")
+
+
+def _window_scorer_id(job, fields: dict) -> str | None:
+    """What computes a perplexity job's window NLLs, as a cache key: "fp16", the quantized artifact's directory name
+    (its config and code digest), or None where no key names it completely (the HTP simulator's numerics)."""
+    if fields.get("quantizer") == "fp16":
+        return "fp16"
+    if job.cfg.get("npu") is not None or job.cfg.get("quantizer") is None:
+        return None
+    from harness.quant.cache import artifact_path
+
+    return artifact_path(job.model.name, job.cfg.quantizer).name
 
 
 def _accuracy_rows(job, model, tokenizer, dataset, row_dataset: str | None = None, lm=None,

@@ -200,3 +200,48 @@ def test_sweeps_ask_aimet_only_for_the_budgets_it_takes():
                if "quantizer=aimet" in p]
     assert {o for p in compare for o in p if o.startswith("quantizer.budget_bits")} == {
         "quantizer.budget_bits=4.0", "quantizer.budget_bits=8.0"}
+
+
+def _window_rows(offsets: dict[str, float], bits: float = 4.0, n: int = 12) -> list[dict]:
+    """Per-window NLL rows as the perplexity kind writes them: FP16 over 2n windows whose NLL varies a lot from text
+    to text; each method at `bits` FP16's NLL + its offset + a small wobble, over its first n windows."""
+    import math
+
+    from tests.experiments.synthetic_rows import _row
+
+    fp = [3.0 + 0.5 * math.sin(i) for i in range(2 * n)]
+    rows = [_row(quantizer="fp16", dataset="wikitext2", metric="window_nll", value=v, unit="nats",
+                 label="measured", prompt_index=i) for i, v in enumerate(fp)]
+    rows.append(_row(quantizer="fp16", dataset="wikitext2", metric="perplexity", value=math.exp(sum(fp) / len(fp)),
+                     unit="ppl", label="measured"))
+    for k, (q, off) in enumerate(offsets.items()):
+        mine = [fp[i] + off + 0.01 * (-1) ** (i + k) for i in range(n)]  # each method wobbles out of step
+        rows.append(_row(quantizer=q, bits=bits, dataset="wikitext2", metric="perplexity",
+                         value=math.exp(sum(mine) / n), unit="ppl", label="measured"))
+        rows += [_row(quantizer=q, bits=bits, dataset="wikitext2", metric=metric, value=v, unit="nats",
+                      label="measured", prompt_index=i)
+                 for metric, values in (("window_nll", mine), ("window_nll_ref", fp[:n])) for i, v in enumerate(values)]
+    return rows
+
+
+def test_perplexity_orderings_carry_paired_intervals(tmp_path):
+    import math
+
+    paper = pd.DataFrame({"bits": [4], "SmoothQuant": [410.67], "SO": [">10k"], "CMPQ": [103.52],
+                          "EdgeFlow": [30.96]})
+
+    def line(offsets):
+        store = ResultsStore(tmp_path / f"runs-{len(list(tmp_path.iterdir()))}")
+        store.append("perplexity", _window_rows(offsets))
+        section = table4.render(common.read_rows(store, table4.EXPERIMENTS), paper, tmp_path / "figures")
+        return next(ln for ln in section.body.splitlines() if ln.startswith("| 4 |")), section
+
+    # well apart: the paper's order, every adjacent pair resolved; cells are the paired estimate and its interval
+    text, section = line({"edgeflow": 0.05, "cmpq": 0.5, "smoothquant": 1.5, "shadow_outlier": 3.0})
+    assert "| reproduced |" in text and "EdgeFlow 12" in text
+    fp_mean = sum(3.0 + 0.5 * math.sin(i) for i in range(24)) / 24
+    assert f"{math.exp(fp_mean + 0.05):.4g} [" in text  # exp(FP16's mean over all 24 windows + the difference)
+    # EdgeFlow and CMPQ within noise of each other: the same order, but not resolved
+    text, section = line({"edgeflow": 0.050, "cmpq": 0.051, "smoothquant": 1.5, "shadow_outlier": 3.0})
+    assert "| inconclusive |" in text and "EdgeFlow ~ CMPQ" in text
+    assert "reproduced" not in text.split("|")[-3]  # the before-the-cap column
