@@ -36,28 +36,30 @@ def torch_logprobs(model) -> Scorer:
     """A Hugging Face causal LM (FP16 or fake-quant) as a scorer."""
     def score(ids: list[int], last: int) -> torch.Tensor:
         with torch.no_grad():
-            logits = model(torch.tensor([ids], device=model.device)).logits[0, -last:]
+            # the LM head on the scored rows only (a request needs its continuation's, not the context's)
+            logits = model(torch.tensor([ids], device=model.device), logits_to_keep=last).logits[0, -last:]
         return torch.log_softmax(logits.float(), dim=-1).cpu()
     return score
 
 
 def torch_logprobs_after(model) -> SharedScorer:
-    """The same model as a shared scorer: the prefix once, each tail from its KV cache (cropped back after each).
-    Float attention over a cache sums in another order than over the whole sequence: equal to scoring from scratch
-    within float rounding (about 1e-6 in a log-probability), not bit for bit."""
+    """The same model as a shared scorer: the prefix once, then every tail in one batch over copies of its KV cache.
+    Tails are right-padded: under the causal mask no real token attends to the padding after it. Float attention over
+    a cache, batched, sums in another order than over the whole sequence: equal to scoring from scratch within float
+    rounding (about 1e-6 in a log-probability), not bit for bit."""
     def score(prefix: list[int], tails: list[list[int]]) -> list[torch.Tensor]:
         with torch.no_grad():
-            out = model(torch.tensor([prefix], device=model.device), use_cache=True)
+            out = model(torch.tensor([prefix], device=model.device), use_cache=True, logits_to_keep=1)
             first = torch.log_softmax(out.logits[0, -1:].float(), dim=-1).cpu()
-            cache, rows = out.cache, []
-            for tail in tails:
-                if tail:
-                    logits = model(torch.tensor([tail], device=model.device), cache=cache, use_cache=True).logits[0]
-                    cache.crop(-len(tail))  # back to the prefix
-                    rows.append(torch.cat([first, torch.log_softmax(logits.float(), dim=-1).cpu()]))
-                else:
-                    rows.append(first)
-        return rows
+            longest = max(map(len, tails))
+            if longest == 0:
+                return [first for _ in tails]
+            for layer in out.cache.layers:  # [1, heads, P, d] -> [n, heads, P, d]
+                layer.batch_repeat_interleave(len(tails))
+            batch = torch.tensor([t + [0] * (longest - len(t)) for t in tails], device=model.device)
+            logits = model(batch, cache=out.cache, use_cache=True).logits.float()  # [n, longest, V]
+            rest = torch.log_softmax(logits, dim=-1).cpu()
+        return [torch.cat([first, rest[i, :len(t)]]) for i, t in enumerate(tails)]
     return score
 
 
