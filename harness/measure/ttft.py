@@ -43,24 +43,14 @@ def ttft_prompts(job, tokenizer) -> tuple[str, list]:
     from harness.data.config import DatasetConfig
     from harness.data.prompts import fixed_length_prompts, prompt_set
 
-    extra = job.experiment.extra
-    count = extra.get("n_prompts")
-    if extra.get("prompt_tokens"):
-        n = int(extra["prompt_tokens"])
-        return f"fixed-{n}", fixed_length_prompts(tokenizer, n, int(count or 1))
+    count, n = job.settings.n_prompts, job.settings.prompt_tokens
+    if n:
+        return f"fixed-{n}", fixed_length_prompts(tokenizer, n, count or 1)
     if job.cfg.get("dataset") is None:
         raise ValueError("experiment ttft needs prompts: dataset=<name> (conf/dataset) or "
                          "experiment.extra.prompt_tokens=<n>")
     dataset = build(DatasetConfig, job.cfg.dataset, "dataset")
-    return dataset.name, prompt_set(tokenizer, dataset, n=int(count) if count else None)
-
-
-def gen_tokens(job) -> int:
-    """experiment.extra.gen_tokens: tokens generated per cold run, the first included (>= 1)."""
-    value = job.experiment.extra.get("gen_tokens") or 1
-    if int(value) != value or not 1 <= int(value) <= 65536:
-        raise ValueError(f"experiment.extra.gen_tokens must be an integer in [1, 65536], got {value!r}")
-    return int(value)
+    return dataset.name, prompt_set(tokenizer, dataset, n=count)
 
 
 def ttft(job) -> Iterator[dict]:
@@ -75,8 +65,8 @@ def ttft(job) -> Iterator[dict]:
     device = get_device(cfg.device)
     protocol = build(ProtocolConfig, cfg.protocol, "protocol")
     system.configure(cfg)
-    n_gen = gen_tokens(job)
-    bits = system.weight_bits(job.experiment.extra.get("bits", 8))
+    n_gen = job.settings.gen_tokens
+    bits = system.weight_bits(job.settings.bits)
     try:
         info = json.dumps(device.info())
         prepared = system.prepare(job.model, bits, device)
@@ -87,9 +77,7 @@ def ttft(job) -> Iterator[dict]:
         device_notes = [f"eviction: {device.eviction_method}"] if hasattr(device, "eviction_method") else []
         for i, prompt in enumerate(prompts):
             ids = list(prompt.ids)
-            ctx = job.experiment.extra.get("ctx")
-            work = Workload.for_request(ids, system.cfg.threads, ctx=None if ctx is None else int(ctx),
-                                        new_tokens=n_gen)
+            work = Workload.for_request(ids, system.cfg.threads, ctx=job.settings.ctx, new_tokens=n_gen)
             # the warm-up (binaries and libraries into the page cache) is needed once per configuration, not per prompt
             measurement = system.run_cold(prepared, work, device, protocol if i == 0 else replace(protocol, warmup_runs=0))
             s = measurement.summary("ttft_s")

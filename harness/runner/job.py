@@ -30,13 +30,17 @@ class ExperimentConfig:
     # sized_perplexity.py). The FP16 model itself always scores every window: its mean is what the differences add to.
     ppl_halfwidth: float | None = None
     notes: str = ""
-    extra: dict = field(default_factory=dict)  # kind-specific settings, documented in the kind's function
+    extra: dict = field(default_factory=dict)  # the kind's settings, typed in harness/runner/settings.py
+    settings: object = field(init=False, repr=False)  # `extra` validated as the kind's settings dataclass
 
     def __post_init__(self):
         from harness.runner.kinds import KINDS
 
         require(self.kind in KINDS, "experiment.kind", f"must be one of {sorted(KINDS)}, got {self.kind!r}")
         require(self.repetitions >= 1, "experiment.repetitions", f"must be >= 1, got {self.repetitions}")
+        from harness.runner.settings import settings_of
+
+        self.settings = settings_of(self.kind, self.extra)
         require(self.ppl_halfwidth is None or float(self.ppl_halfwidth) > 0, "experiment.ppl_halfwidth",
                 f"must be a positive number of nats or null, got {self.ppl_halfwidth}")
 
@@ -50,6 +54,11 @@ class Job:
     model: ModelSpec
     config_hash: str
     extra_rows: list[dict] = field(default_factory=list)  # rows a helper measured on the way (e.g. artifact size)
+
+    @property
+    def settings(self):
+        """The kind's typed settings (harness/runner/settings.py)."""
+        return self.experiment.settings
 
     def take_extra_rows(self) -> list[dict]:
         rows, self.extra_rows = self.extra_rows, []

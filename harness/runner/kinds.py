@@ -78,7 +78,7 @@ def _engine_accuracy(job, dataset, requested: str) -> Iterator[dict]:
 
     system, prepared, bits = _prepared_system(job)
     _, tokenizer = _fp_model(job)
-    max_length = int(job.experiment.extra.get("max_length", 2048))
+    max_length = job.settings.max_length
     with system.open_scorer(prepared, ctx=max_length) as scorer:
         # a context shared by several requests runs once where the engine can keep it (llama.cpp; not MNN's wheel)
         lm = ScoredLM(scorer.logprobs, tokenizer, max_length, shared=getattr(scorer, "logprobs_after", None))
@@ -104,7 +104,7 @@ def _prepared_system(job):
 
     system = get_system(job.cfg.system)
     system.configure(job.cfg)
-    bits = system.weight_bits(job.experiment.extra.get("bits", 8))
+    bits = system.weight_bits(job.settings.bits)
     return system, system.prepare(job.model, bits, get_device(job.cfg.device)), float(bits)
 
 
@@ -133,7 +133,7 @@ def _edgeflow_accuracy(job, dataset, requested: str) -> Iterator[dict]:
     artifact = load_artifact(art_dir)
     layout = str(job.cfg.packing.layout) if job.cfg.get("packing") is not None else "weightlet"
     packed = packed_file(job.model.name, art_dir, layout)
-    max_length = int(job.experiment.extra.get("max_length", 2048))
+    max_length = job.settings.max_length
     with NativeEngine.open(packed, threads=int(job.cfg.system.threads), ctx=max_length) as engine:
         reference = build_fakequant_model(artifact, model)
         lm = ScoredLM(engine.logprobs, tokenizer, max_length, reference=torch_logprobs(reference),
@@ -173,7 +173,7 @@ def fidelity(job) -> Iterator[dict]:
         return
     from harness.artifact import load_artifact
     from harness.data.streams import fidelity_tokens
-    from harness.eval.fidelity import HELD_OUT, fidelity as measure
+    from harness.eval.fidelity import fidelity as measure
     from harness.quant.cache import quantized_artifact
     from harness.quant.fakequant import build_fakequant_model
     from harness.runner.store import NOT_RUN
@@ -198,10 +198,9 @@ def fidelity(job) -> Iterator[dict]:
                   notes="safetensors artifact (codes stored one per byte)")
     for step, seconds in (manifest.get("timing_s") or {}).items():
         yield job.row(f"{step}_s", seconds, "s", notes=f"when the cached artifact {art_dir.name} was made")
-    extra = job.experiment.extra
-    text = str(extra.get("fidelity_text", HELD_OUT))
+    text = job.settings.fidelity_text
     ids = fidelity_tokens(tokenizer, text).ids
-    window, windows = int(extra.get("fidelity_window", 512)), int(extra.get("fidelity_windows", 8))
+    window, windows = job.settings.fidelity_window, job.settings.fidelity_windows
     # The fake-quant model as the runtime computes (static activation scales: kl_fp16), the two variants that locate
     # the error (per-token dynamic activations; float activations, i.e. weights only), and the runtime itself.
     variants = [("", "fake-quant, static activation scales", build_fakequant_model(artifact, model), "measured"),
@@ -253,8 +252,7 @@ def _engine_fidelity(job) -> Iterator[dict]:
 
     system, prepared, bits = _prepared_system(job)
     model, tokenizer = _fp_model(job)
-    extra = job.experiment.extra
-    window, windows = int(extra.get("fidelity_window", 512)), int(extra.get("fidelity_windows", 8))
+    window, windows = job.settings.fidelity_window, job.settings.fidelity_windows
     with system.open_scorer(prepared, ctx=window) as scorer:
         result = measure(model, LogitsModel(scorer.logits), local_ppl_tokens(tokenizer).ids, window=window,
                          windows=windows)
@@ -286,9 +284,7 @@ def pipeline_sim(job) -> Iterator[dict]:
     system = get_system(job.cfg.system)
     system.configure(job.cfg)
     prepared = system.prepare(job.model, system.weight_bits(8), get_device({"name": "local"}))
-    n = int(job.experiment.extra.get("prompt_tokens", 512))
-    threads = int(job.experiment.extra.get("threads", 2))
-    warm = int(job.experiment.extra.get("warm_prefills", 3))
+    n, threads, warm = job.settings.prompt_tokens, job.settings.threads, job.settings.warm_prefills
     chunk = int(system.pipeline.chunk)
     ids = list(fixed_length_prompts(AutoTokenizer.from_pretrained(checkpoint_dir(job.model)), n, 1)[0].ids)
     with tempfile.TemporaryDirectory() as tmp:
@@ -361,12 +357,10 @@ def _perplexity_rows(job, model, tokenizer, scored_by: str = "the torch model", 
     from harness.eval.sized_perplexity import Sizing, WindowCache, sized_windows
 
     yield from job.take_extra_rows()
-    source = job.experiment.extra.get("ppl_source", "local")
-    if source not in ("local", "wikitext2"):
-        raise ValueError(f"experiment.extra.ppl_source must be local or wikitext2, got {source!r}")
+    source = job.settings.ppl_source
     stream = wikitext2_test_tokens(tokenizer) if source == "wikitext2" else local_ppl_tokens(tokenizer)
     label = label or ("proxy" if source == "local" else "measured")
-    window = int(job.experiment.extra.get("ppl_window", 2048))
+    window = job.settings.ppl_window
     available = window_count(model, stream.ids, window, job.experiment.ppl_max_windows)
 
     def cached(m, scorer_id: str | None) -> tuple[WindowCache, Callable[[int], float]]:

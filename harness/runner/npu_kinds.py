@@ -103,7 +103,7 @@ def npu_oracle(job) -> Iterator[dict]:
     artifact, npu = _artifact(job, tokenizer)
     fq_model = build_fakequant_model(artifact, model)
     calibration, test = _oracle_tokens(tokenizer, npu)
-    layers = job.experiment.extra.get("oracle_layers")
+    layers = job.settings.oracle_layers
     sim = (f"HTP simulator on this host, {where(npu)}; {widths_text(artifact.linears, npu.activation_bits)}, "
            f"{len(test)} tokens of held-out text, {npu.output_text} from one calibration window")
     for r in layer_agreement(artifact, fq_model, calibration, test, npu, layers=None if layers is None else list(layers)):
@@ -164,7 +164,7 @@ def npu_profile(job) -> Iterator[dict]:
     artifact, npu = _artifact(job, tokenizer)
     with hold_device(job.cfg):
         device = get_device(job.cfg.device)
-        profiler = PhoneProfiler(device, npu, int(job.experiment.extra.get("inferences", 3)))
+        profiler = PhoneProfiler(device, npu, job.settings.inferences)
         notes = (f"qnn-net-run --profiling_level detailed on the phone's NPU, {where(npu)}, QAIRT SDK "
                  f"{profiler.sdk}; {npu.chunk_tokens}-token batch of held-out text")
         for layer in _prepared_layers(artifact, model, tokenizer, npu):

@@ -1,0 +1,123 @@
+"""Each experiment kind's settings (`experiment.extra` in conf/experiment/*.yaml), one typed dataclass per kind,
+validated when the job is prepared like every config group: an unknown key or a bad value is a ConfigError naming
+`experiment.extra.<key>` before any work starts. Kinds read `job.settings.<key>`, never the raw dict.
+
+A key that another kind takes is not unknown: a sweep over several kinds (experiment=accuracy,perplexity) may pass
+`++experiment.extra.ppl_window=128` to all of them, and the kinds that have no such setting leave it alone."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from harness.config import build, require
+from harness.engine.run import DEFAULT_THREADS
+
+WEIGHT_BITS = 8  # a baseline's weight bits (System.weight_bits): llama.cpp Q8_0, MNN INT8
+
+
+def _positive(key: str, value, allow_none: bool = False) -> None:
+    ok = (value is None and allow_none) or (value is not None and int(value) == value and int(value) >= 1)
+    require(ok, f"experiment.extra.{key}", f"must be a positive integer{' or null' if allow_none else ''}, got {value!r}")
+
+
+def _bits(value) -> None:
+    require(0 < float(value) <= 16, "experiment.extra.bits", f"must lie in (0, 16], got {value!r}")
+
+
+@dataclass(frozen=True)
+class NoSettings:
+    """smoke, npu_compile: no settings of their own."""
+
+
+@dataclass(frozen=True)
+class PerplexitySettings:
+    ppl_source: str = "local"  # local: the corpus's perplexity split (proxy); wikitext2: WikiText-2's test split
+    ppl_window: int = 2048  # tokens per window (GPTQ/AWQ protocol)
+
+    def __post_init__(self):
+        require(self.ppl_source in ("local", "wikitext2"), "experiment.extra.ppl_source",
+                f"must be local or wikitext2, got {self.ppl_source!r}")
+        require(int(self.ppl_window) == self.ppl_window and self.ppl_window >= 2, "experiment.extra.ppl_window",
+                f"must be an integer >= 2, got {self.ppl_window!r}")
+
+
+@dataclass(frozen=True)
+class AccuracySettings:
+    max_length: int = 2048  # an engine scorer's context: requests are cut to it from the left
+    bits: float = WEIGHT_BITS  # a baseline system's weight bits (its TTFT's)
+
+    def __post_init__(self):
+        _positive("max_length", self.max_length)
+        _bits(self.bits)
+
+
+@dataclass(frozen=True)
+class FidelitySettings:
+    fidelity_windows: int = 8
+    fidelity_window: int = 512  # tokens per window
+    fidelity_text: str = "ppl-local"  # harness/data/streams.py fidelity_tokens: ppl-local | python-docs
+    bits: float = WEIGHT_BITS  # a baseline system's weight bits (its TTFT's)
+
+    def __post_init__(self):
+        _positive("fidelity_windows", self.fidelity_windows)
+        _positive("fidelity_window", self.fidelity_window)
+        _bits(self.bits)
+
+
+@dataclass(frozen=True)
+class TtftSettings:
+    """The ttft kind (experiments ttft, preload, completion, coldstart, pipeline)."""
+    bits: float = WEIGHT_BITS  # weight bits handed to the system's prepare
+    prompt_tokens: int | None = None  # None: the dataset's prompt set; N: corpus prompts of exactly N tokens
+    n_prompts: int | None = None  # None: the dataset's count (1 for fixed lengths); N: the first N prompts
+    gen_tokens: int = 1  # tokens generated per cold run, the first included
+    ctx: int | None = None  # None: each request's context (harness/measure/workload.py); N: one size for all
+
+    def __post_init__(self):
+        _bits(self.bits)
+        for key in ("prompt_tokens", "n_prompts", "ctx"):
+            _positive(key, getattr(self, key), allow_none=True)
+        _positive("gen_tokens", self.gen_tokens)
+        require(self.gen_tokens <= 65536, "experiment.extra.gen_tokens", f"must be at most 65536, got {self.gen_tokens}")
+
+
+@dataclass(frozen=True)
+class PipelineSimSettings:
+    prompt_tokens: int = 512
+    threads: int = DEFAULT_THREADS
+    warm_prefills: int = 3  # warm prefills profiled after the cold one (their median costs feed the simulator)
+
+    def __post_init__(self):
+        for key in ("prompt_tokens", "threads", "warm_prefills"):
+            _positive(key, getattr(self, key))
+
+
+@dataclass(frozen=True)
+class NpuOracleSettings:
+    oracle_layers: list[int] | None = None  # the decoder layers to compare; None = all
+
+    def __post_init__(self):
+        require(self.oracle_layers is None or all(int(i) == i and i >= 0 for i in self.oracle_layers),
+                "experiment.extra.oracle_layers", f"must be null or a list of layer indices, got {self.oracle_layers!r}")
+
+
+@dataclass(frozen=True)
+class NpuProfileSettings:
+    inferences: int = 3  # qnn-net-run --num_inferences: the execute time is their mean
+
+    def __post_init__(self):
+        _positive("inferences", self.inferences)
+
+
+SETTINGS: dict[str, type] = {
+    "smoke": NoSettings, "perplexity": PerplexitySettings, "accuracy": AccuracySettings, "ttft": TtftSettings,
+    "fidelity": FidelitySettings, "pipeline_sim": PipelineSimSettings, "npu_compile": NoSettings,
+    "npu_oracle": NpuOracleSettings, "npu_profile": NpuProfileSettings,
+}
+
+
+def settings_of(kind: str, extra: dict):
+    """`extra` as `kind`'s settings; keys only other kinds take are dropped, keys no kind takes are an error."""
+    own = {f.name for f in fields(SETTINGS[kind])}
+    anyone = {f.name for schema in SETTINGS.values() for f in fields(schema)}
+    return build(SETTINGS[kind], {k: v for k, v in dict(extra).items() if k in own or k not in anyone},
+                 "experiment.extra")
