@@ -185,7 +185,7 @@ def render_for(name: str, title: str, model: str, rows: pd.DataFrame, paper: pd.
                 line[f"{DISPLAY[q]} (ours only)"] = est[q].text() if q in est else fmt(mine.get(q))
             line["windows"] = (", ".join(f"{DISPLAY.get(q, q)} {est[q].windows}" for q in SERIES if q in est)
                                if est else "no per-window rows: no intervals")
-            line["order within noise"] = "; ".join(unresolved) if paired else "–"
+            line["order within noise"] = ("; ".join(unresolved) or "none") if paired else "–"
             line["ordering"] = v
             line["before the cap"] = raw
             lines.append(line)

@@ -64,8 +64,15 @@ def accuracy(job) -> Iterator[dict]:
         dataset = load_dataset_config(LOCAL_PROXY[dataset.name])
     system = job.cfg.system.name if job.cfg.get("system") is not None else None
     if system is None:  # the FP16 model, or the fake-quant model of `quantizer` (a stand-in when drawn for an engine)
+        from harness.eval.scorer_lm import ScoredLM, torch_logprobs, torch_logprobs_after
+
         model, tokenizer, fields = _model_under_test(job)
-        yield from _accuracy_rows(job, model, tokenizer, dataset, row_dataset=requested, **fields)
+        # lm-eval's requests scored by the torch model with each context run once (HFLM's log-likelihoods, within
+        # float rounding: tests/eval/test_scorer_lm.py); HTP-computed linears take lm-eval's own HFLM, one request
+        # at a time as their graphs were compiled
+        lm = None if job.cfg.get("npu") is not None else ScoredLM(
+            torch_logprobs(model), tokenizer, job.settings.max_length, shared=torch_logprobs_after(model))
+        yield from _accuracy_rows(job, model, tokenizer, dataset, row_dataset=requested, lm=lm, **fields)
     elif system == "edgeflow":
         yield from _edgeflow_accuracy(job, dataset, requested)
     else:
