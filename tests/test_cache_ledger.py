@@ -73,3 +73,15 @@ def test_an_edit_to_one_quantizer_keeps_the_others_artifacts(tmp_path):
     with open(copy / "numerics.py", "a") as f:  # shared code: every quantizer's artifacts are made again
         f.write("\n# an edit\n")
     assert all(cache.code_digest(p, copy) != after[q] for q, p in own.items())
+
+
+def test_a_quantizer_without_a_module_file_depends_on_all_quantizer_code(tmp_path):
+    from harness.quant import cache
+
+    copy = tmp_path / "quant"
+    shutil.copytree(Path(cache.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    before = cache.code_digest(None, copy)
+    with open(copy / "methods" / "cmpq.py", "a") as f:
+        f.write("\n# an edit\n")
+    assert cache.code_digest(None, copy) != before
+    assert cache._own_module(type("Exec", (), {"__module__": "not_a_file"})) is None

@@ -34,21 +34,31 @@ def _check_whole_model_fits(name: str, checkpoint: Path) -> None:
                           f"this host has {available / 1e9:.0f} GB available")
 
 
-def code_digest(own: Path, package: Path = Path(__file__).parent) -> str:
+def code_digest(own: Path | None, package: Path = Path(__file__).parent) -> str:
     """The source an artifact depends on: harness/quant's shared modules and the quantizer's own module `own`
-    (methods/<name>.py). An algorithm change must not reuse artifacts made by the old code; an edit to one
-    quantizer's module re-quantizes that quantizer's artifacts only."""
+    (methods/<name>.py, or a plugin's file anywhere). An algorithm change must not reuse artifacts made by the old
+    code; an edit to one quantizer's module re-quantizes that quantizer's artifacts only. A quantizer whose module has
+    no file (defined in a notebook or exec'd) depends on every module under harness/quant."""
     h = hashlib.sha256()
     for path in sorted(package.rglob("*.py")):
-        if path.parent.name != "methods" or path.name == Path(own).name:
+        if path.parent.name != "methods" or own is None:
             h.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+    if own is not None:
+        h.update(b"own\0" + Path(own).read_bytes())
     return h.hexdigest()
+
+
+def _own_module(cls) -> Path | None:
+    try:
+        return Path(inspect.getfile(cls))
+    except (TypeError, OSError):  # a class of a module without a file
+        return None
 
 
 def artifact_path(model_name: str, config) -> Path:
     config = quantizer_config(config)
     params = config.params()
-    own = Path(inspect.getfile(make_quantizer(config).__class__))
+    own = _own_module(make_quantizer(config).__class__)
     identity = {"q": params, "calib": CALIBRATION, "code": code_digest(own)}
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]
     return cache_dir("artifacts", model_name) / f"{params['name']}-{params['budget_bits']:g}-{key}"

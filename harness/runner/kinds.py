@@ -386,14 +386,14 @@ def _perplexity_rows(job, model, tokenizer, scored_by: str = "the torch model", 
     else:
         nlls = [score(i) for i in tqdm(range(available), desc="perplexity", unit="window", leave=False)]
     result = summary(nlls, window)
-    common = dict(label=label, dataset=f"ppl-{source}", **fields)
-    yield job.row("perplexity", result["ppl"], "ppl", **common,
+    same = dict(label=label, dataset=f"ppl-{source}", **fields)  # every row of the job
+    yield job.row("perplexity", result["ppl"], "ppl", **same,
                   notes=f"{stream.protocol}; {result['windows']} windows x {window} tokens; scored by {scored_by}; "
                         f"{cache.note()}{how}")
     for i, nll in enumerate(nlls):
-        yield job.row("window_nll", nll, "nats", prompt_index=i, **common)
+        yield job.row("window_nll", nll, "nats", prompt_index=i, **same)
     for i, nll in enumerate(refs or []):
-        yield job.row("window_nll_ref", nll, "nats", prompt_index=i, **common,
+        yield job.row("window_nll_ref", nll, "nats", prompt_index=i, **same,
                       notes="the FP16 model's NLL on the same window (the pair of window_nll)")
 
 

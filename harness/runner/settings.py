@@ -25,7 +25,7 @@ def _bits(value) -> None:
 
 @dataclass(frozen=True)
 class NoSettings:
-    """smoke, npu_compile: no settings of their own."""
+    """npu_compile: no settings of its own."""
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,8 @@ class NpuProfileSettings:
 
 
 SETTINGS: dict[str, type] = {
-    "smoke": NoSettings, "perplexity": PerplexitySettings, "accuracy": AccuracySettings, "ttft": TtftSettings,
+    "smoke": PerplexitySettings,  # a perplexity, then a lambada-local accuracy through lm-eval's HFLM
+    "perplexity": PerplexitySettings, "accuracy": AccuracySettings, "ttft": TtftSettings,
     "fidelity": FidelitySettings, "pipeline_sim": PipelineSimSettings, "npu_compile": NoSettings,
     "npu_oracle": NpuOracleSettings, "npu_profile": NpuProfileSettings,
 }
