@@ -39,7 +39,7 @@ EF, NPU = DISPLAY["edgeflow"], DISPLAY["llmnpu"]
 
 
 def ef_series(bits: float) -> str:
-    return f"{EF} {bits:g}b"  # ef_series(5)
+    return f"{EF} {bits:g}b"  # "EF 5b"
 # Accuracy is computed by the engine a row names (harness/runner/kinds.py): EdgeFlow's runtime over its packed file;
 # an engine that cannot score here gives a "not run" row with the reason. Beside them, the fake-quant models of the
 # baselines' weight formats are drawn as their own series, "stand-in (fake-quant ...)", never under an engine's name:

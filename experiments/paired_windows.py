@@ -42,21 +42,24 @@ def windows(rows: pd.DataFrame, metric: str = "window_nll") -> dict[tuple, pd.Se
     return out
 
 
+def paired_difference(a: pd.Series, b: pd.Series) -> tuple[float, float, int]:
+    """(mean, 95% half-width, windows) of a's NLL minus b's on the windows both scored; (nan, inf, n) below two."""
+    both = a.index.intersection(b.index)
+    if len(both) < 2:
+        return math.nan, math.inf, len(both)
+    return (*mean_interval(list(a[both] - b[both])), len(both))
+
+
 def estimate(nll: pd.Series, ref: pd.Series, fp_mean: float) -> Estimate | None:
     """The method's perplexity from its windows `nll`, FP16's on the same windows `ref` and FP16's mean over all its
     windows; None without two shared windows."""
-    common_idx = nll.index.intersection(ref.index)
-    if len(common_idx) < 2:
+    mean, half, n = paired_difference(nll, ref)
+    if n < 2:
         return None
-    mean, half = mean_interval(list(nll[common_idx] - ref[common_idx]))
-    return Estimate(math.exp(fp_mean + mean), math.exp(fp_mean + mean - half), math.exp(fp_mean + mean + half),
-                    len(common_idx))
+    return Estimate(math.exp(fp_mean + mean), math.exp(fp_mean + mean - half), math.exp(fp_mean + mean + half), n)
 
 
 def order_resolved(a: pd.Series, b: pd.Series) -> tuple[bool, float, float]:
     """(resolved, mean, half-width) of a's NLL minus b's on the windows both scored."""
-    common_idx = a.index.intersection(b.index)
-    if len(common_idx) < 2:
-        return False, math.nan, math.inf
-    mean, half = mean_interval(list(a[common_idx] - b[common_idx]))
+    mean, half, _ = paired_difference(a, b)
     return abs(mean) > half, mean, half

@@ -170,9 +170,10 @@ def render_for(name: str, title: str, model: str, rows: pd.DataFrame, paper: pd.
                     if e is not None:
                         est[q] = e
             paired = bool(est) and set(est) == set(mine)
-            raw = ordering_verdict({q: est[q].ppl for q in est} if paired else mine, theirs)
-            unresolved = _unresolved(mine if not paired else {q: e.ppl for q, e in est.items()}, theirs, windows)
-            if paired and unresolved and raw in (common.REPRODUCED, common.SAME_DIRECTION, common.DIFFERS):
+            ranking = {q: e.ppl for q, e in est.items()} if paired else mine
+            raw = ordering_verdict(ranking, theirs)
+            unresolved = _unresolved(ranking, theirs, windows) if paired else []
+            if unresolved and raw in (common.REPRODUCED, common.SAME_DIRECTION, common.DIFFERS):
                 raw = common.INCONCLUSIVE
             v = common.cap(raw, caps)
             verdicts.append(v)

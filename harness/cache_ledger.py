@@ -1,5 +1,6 @@
 """Which prepared things a run took from the cache and which it made: calibration statistics, quantized artifacts,
-packed files, GGUF conversions and quantizations, MNN exports, FP16 checkpoints.
+packed files, GGUF conversions and quantizations, MNN exports, perplexity windows (made only: the windows a job
+reused are counted in its perplexity row's notes).
 
     cache_hit("quantized artifact", path)                 # found; one line on stderr
     with progress_note("quantizing ...", ledger=("quantized artifact", path)): ...   # made, and how long it took

@@ -20,6 +20,8 @@ import statistics
 import time
 
 from harness.bench.record import BenchRecorder, cpu_info
+from harness.engine.run import DEFAULT_THREADS
+from harness.runner.settings import AccuracySettings
 
 
 def _edgeflow(bits: int):
@@ -48,14 +50,14 @@ def main(argv=None) -> None:
     p.add_argument("--items", type=int, default=20, help="hellaswag-local documents (4 requests each)")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--bits", type=int, default=5)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=DEFAULT_THREADS)
     p.add_argument("--reference", action="store_true", help="also score every request with the fake-quant model")
     a = p.parse_args(argv)
 
     packed, artifact, model, tokenizer = _edgeflow(a.bits)
     dataset = load_dataset_config("hellaswag-local")
     reference = build_fakequant_model(artifact, model) if a.reference else None
-    max_length = 2048
+    max_length = AccuracySettings.max_length  # the accuracy kind's scorer context
     with NativeEngine.open(packed, threads=a.threads, ctx=max_length) as engine:
         every_row = lambda ids, last: engine.logprobs(ids)[-last:]  # noqa: E731
         ref = dict(reference=torch_logprobs(reference)) if reference is not None else {}

@@ -61,9 +61,9 @@ class Sizing:
             raise ValueError(f"bad perplexity sizing {self}: halfwidth > 0, 0 <= relative < 1, min_windows >= 2, "
                              f"batch >= 1")
 
-    def enough(self, diffs: list[float]) -> bool:
-        mean, half = mean_interval(diffs)
-        return len(diffs) >= self.min_windows and (half <= self.halfwidth or half <= self.relative * abs(mean))
+    def enough(self, windows: int, mean: float, half: float) -> bool:
+        """Whether `windows` paired differences of this mean and 95% half-width suffice."""
+        return windows >= self.min_windows and (half <= self.halfwidth or half <= self.relative * abs(mean))
 
 
 @dataclass
@@ -80,22 +80,23 @@ class SizedResult:
 def sized_windows(score: Callable[[int], float], reference: Callable[[int], float], available: int,
                   sizing: Sizing, progress: Callable[[str], None] | None = None) -> SizedResult:
     """Windows 0, 1, ... scored by both until `sizing` is satisfied or `available` run out."""
-    nlls: list[float] = []
-    refs: list[float] = []
-    while len(nlls) < available:
-        target = min(available, len(nlls) + sizing.batch if nlls else sizing.min_windows)
-        for i in range(len(nlls), target):
-            nlls.append(score(i))
-            refs.append(reference(i))
-        diffs = [a - b for a, b in zip(nlls, refs)]
-        mean, half = mean_interval(diffs)
+    if available < 1:
+        raise ValueError(f"no window to score (available={available})")
+    result = SizedResult([], [], "")
+    while len(result.nlls) < available:
+        n = len(result.nlls)
+        for i in range(n, min(available, n + sizing.batch if n else sizing.min_windows)):
+            result.nlls.append(score(i))
+            result.ref_nlls.append(reference(i))
+        mean, half = mean_interval(result.diffs)
         if progress:
-            progress(f"{len(nlls)} windows: NLL difference {mean:+.4f} ± {half:.4f} nats")
-        if sizing.enough(diffs):
-            return SizedResult(nlls, refs, f"the 95% interval of the NLL difference reached ±{half:.4f} nats "
-                                           f"(target ±{sizing.halfwidth:g}, or {sizing.relative:.0%} of |mean|)")
-    mean, half = mean_interval([a - b for a, b in zip(nlls, refs)])
-    return SizedResult(nlls, refs, f"every window of the stream used ({available}); interval ±{half:.4f} nats")
+            progress(f"{len(result.nlls)} windows: NLL difference {mean:+.4f} ± {half:.4f} nats")
+        if sizing.enough(len(result.nlls), mean, half):
+            result.reason = (f"the 95% interval of the NLL difference reached ±{half:.4f} nats "
+                             f"(target ±{sizing.halfwidth:g}, or {sizing.relative:.0%} of |mean|)")
+            return result
+    result.reason = f"every window of the stream used ({available}); interval ±{half:.4f} nats"
+    return result
 
 
 @dataclass

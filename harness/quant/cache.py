@@ -11,7 +11,7 @@ from pathlib import Path
 from harness.artifact import MANIFEST
 from harness.cache import cache_dir, progress_note
 from harness.cache_ledger import cache_hit
-from harness.quant.base import make_quantizer, quantizer_config
+from harness.quant.base import REGISTRY, make_quantizer, quantizer_config
 
 # Calibration set: 16 windows of 256 tokens (seeded): per-channel maxima settle on a few thousand tokens, and one
 # calibration costs ~4k tokens of FP forward passes (~30 s for the default model on 2 idle cores).
@@ -58,7 +58,7 @@ def _own_module(cls) -> Path | None:
 def artifact_path(model_name: str, config) -> Path:
     config = quantizer_config(config)
     params = config.params()
-    own = _own_module(make_quantizer(config).__class__)
+    own = _own_module(REGISTRY.lookup(config.name))  # the class, not an instance: nothing is built to name a path
     identity = {"q": params, "calib": CALIBRATION, "code": code_digest(own)}
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]
     return cache_dir("artifacts", model_name) / f"{params['name']}-{params['budget_bits']:g}-{key}"
