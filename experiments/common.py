@@ -237,11 +237,14 @@ CONDITIONS = ("model", "device", "flash", "source")
 
 
 def dataset_source(df: pd.DataFrame) -> pd.Series:
-    """'proxy' for rows on a local stand-in (label proxy: accuracy and perplexity on local tasks; TTFT prompts cut from
-    the local corpus, which their prompt_source names), else 'builtin' (the paper's dataset)."""
-    label = df["label"].fillna("") if "label" in df.columns else pd.Series("", index=df.index)
-    source = df["prompt_source"].fillna("") if "prompt_source" in df.columns else pd.Series("", index=df.index)
-    proxy = (label == "proxy") | (source == CORPUS_PROMPT_LABEL)
+    """'proxy' for rows on a local stand-in (label proxy; accuracy and perplexity on local tasks whatever computed
+    them, which their data_source names; TTFT prompts cut from the local corpus, which their prompt_source names), else
+    'builtin' (the paper's dataset)."""
+    def column(name: str) -> pd.Series:
+        return df[name].fillna("") if name in df.columns else pd.Series("", index=df.index)
+
+    proxy = ((column("label") == "proxy") | (column("data_source") == "proxy")
+             | (column("prompt_source") == CORPUS_PROMPT_LABEL))
     return pd.Series(np.where(proxy, "proxy", "builtin"), index=df.index)
 
 
@@ -405,6 +408,12 @@ def labels(df: pd.DataFrame) -> list[str]:
         which = ["the pipeline simulator over this host's operator costs"] * bool(pipeline.any())
         which += ["QNN's HTP simulator (the accelerator's numerics)"] * bool((~pipeline).any())
         out.append(f"simulated: {' and '.join(which)} (not measured on a device)")
+    stand_in = df[df["label"] == "stand-in"]
+    if len(stand_in):
+        sensors = stand_in["metric"].isin(SENSOR_METRICS)
+        which = ["the fake-quant torch model in place of an integer engine"] * bool((~sensors).any())
+        which += ["the loopback phone's scripted sensors"] * bool(sensors.any())
+        out.append(f"stand-in: {' and '.join(which)}")
     busy = df[(df["metric"] == "host_busy") & (df["value"] > 0)]
     if len(busy):
         loads = df.loc[df["metric"] == "load_avg_1m", "value"]

@@ -210,11 +210,11 @@ def fidelity(job) -> Iterator[dict]:
     window, windows = job.settings.fidelity_window, job.settings.fidelity_windows
     # The fake-quant model as the runtime computes (static activation scales: kl_fp16), the two variants that locate
     # the error (per-token dynamic activations; float activations, i.e. weights only), and the runtime itself.
-    variants = [("", "fake-quant, static activation scales", build_fakequant_model(artifact, model), "measured"),
+    variants = [("", "fake-quant, static activation scales", build_fakequant_model(artifact, model), "stand-in"),
                 ("_dynamic", "fake-quant, per-token dynamic activation scales",
-                 build_fakequant_model(artifact, model, "dynamic"), "measured"),
+                 build_fakequant_model(artifact, model, "dynamic"), "stand-in"),
                 ("_weight_only", "fake-quant, float activations (weights only)",
-                 build_fakequant_model(artifact, model, "float"), "measured")]
+                 build_fakequant_model(artifact, model, "float"), "stand-in")]
     if job.cfg.get("npu") is not None:
         variants.append(_htp_variant(job, artifact, model, tokenizer))
     engine = None
@@ -330,10 +330,16 @@ def _fp_model(job):
     return load_model(job.model)
 
 
+# What computes a quantizer's numbers where no engine does: float arithmetic on the quantizer's integer grid, standing
+# in for the integer engine that would run it (its rows are labelled stand-in)
+FAKE_QUANT = "the fake-quant torch model"
+
+
 def _model_under_test(job, fp=None):
     """(model, tokenizer, row fields): the FP model, or the fake-quant model of `quantizer` (quantized once, cached);
     with an npu group, the fake-quant model whose quantized linears QNN's HTP simulator computes (scored_by and the
-    label `simulated` among the fields). `fp`: the (FP model, tokenizer) if the caller has loaded it."""
+    label `simulated` among the fields; the fake-quant model's rows are labelled stand-in). `fp`: the (FP model,
+    tokenizer) if the caller has loaded it."""
     from harness.artifact import load_artifact
     from harness.quant.cache import quantized_artifact
     from harness.quant.fakequant import build_fakequant_model
@@ -348,7 +354,7 @@ def _model_under_test(job, fp=None):
     if job.cfg.get("npu") is not None:
         _, what, htp_model, label = _htp_variant(job, artifact, model, tokenizer)
         return htp_model, tokenizer, {"scored_by": what, "label": label}
-    return build_fakequant_model(artifact, model), tokenizer, {}
+    return build_fakequant_model(artifact, model), tokenizer, {"scored_by": FAKE_QUANT, "label": "stand-in"}
 
 
 def _perplexity_rows(job, model, tokenizer, scored_by: str = "the torch model", label: str | None = None,
@@ -366,7 +372,8 @@ def _perplexity_rows(job, model, tokenizer, scored_by: str = "the torch model", 
     yield from job.take_extra_rows()
     source = job.settings.ppl_source
     stream = wikitext2_test_tokens(tokenizer) if source == "wikitext2" else local_ppl_tokens(tokenizer)
-    label = label or ("proxy" if source == "local" else "measured")
+    data_source = "proxy" if source == "local" else "builtin"
+    as_measured = "proxy" if source == "local" else "measured"  # the FP16 reference's label, and an engine's
     window = job.settings.ppl_window
     available = window_count(model, stream.ids, window, job.experiment.ppl_max_windows)
 
@@ -386,14 +393,14 @@ def _perplexity_rows(job, model, tokenizer, scored_by: str = "the torch model", 
     else:
         nlls = [score(i) for i in tqdm(range(available), desc="perplexity", unit="window", leave=False)]
     result = summary(nlls, window)
-    same = dict(label=label, dataset=f"ppl-{source}", **fields)  # every row of the job
+    same = dict(label=label or as_measured, dataset=f"ppl-{source}", data_source=data_source, **fields)
     yield job.row("perplexity", result["ppl"], "ppl", **same,
                   notes=f"{stream.protocol}; {result['windows']} windows x {window} tokens; scored by {scored_by}; "
                         f"{cache.note()}{how}")
     for i, nll in enumerate(nlls):
         yield job.row("window_nll", nll, "nats", prompt_index=i, **same)
     for i, nll in enumerate(refs or []):
-        yield job.row("window_nll_ref", nll, "nats", prompt_index=i, **same,
+        yield job.row("window_nll_ref", nll, "nats", prompt_index=i, **{**same, "label": as_measured},
                       notes="the FP16 model's NLL on the same window (the pair of window_nll)")
 
 
@@ -418,5 +425,6 @@ def _accuracy_rows(job, model, tokenizer, dataset, row_dataset: str | None = Non
         proxy = r.protocol.startswith("proxy")
         yield job.row("accuracy" if r.metric == "acc" else r.metric, r.value, "fraction",
                       label=label or ("proxy" if proxy else "measured"), dataset=row_dataset or dataset.name,
+                      data_source="proxy" if proxy else "builtin",
                       notes=f"{r.protocol}; lm-eval task {r.task} metric {r.metric}, n={r.n}, shots={r.shots}, "
                             f"stderr={r.stderr}; scored by {scored_by}", items=r.n, **fields)

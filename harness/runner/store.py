@@ -33,6 +33,9 @@ COLUMNS: dict[str, pa.DataType] = {
     # interval), which prompt of the set a timing row timed (prompts pair across engines) and where it came from
     # (harness/data/prompts.py: the paper's dataset, or text cut from the local corpus)
     "items": pa.int64(), "prompt_index": pa.int64(), "prompt_source": pa.string(),
+    # where a quality number's data came from, whatever computed it: "proxy" (a local stand-in for the paper's dataset
+    # or text, harness/data/) or "builtin" (the paper's); null on rows without data (sizes, timings: prompt_source)
+    "data_source": pa.string(),
 }
 SCHEMA = pa.schema(list(COLUMNS.items()))
 OK, FAILED, NOT_RUN = "ok", "failed", "not run"
@@ -42,7 +45,9 @@ LABELS = {
     "simulated": "computed by a simulator, not measured on a device (the pipeline simulator, harness/pipeline_sim.py; "
                  "QNN's HTP simulator, harness/npu/)",
     "proxy": "measured on a local stand-in dataset (the paper's needs the hub)",
-    "stand-in": "computed by a model standing in for the one the row names (e.g. a fake-quant model)",
+    "stand-in": "computed by a model standing in for what the row names: the fake-quant torch model (a quantizer's "
+                "integer grid in float arithmetic) in place of an integer engine, or the loopback phone's scripted "
+                "sensors; the data_source column says whether its data was a local proxy",
     "not run": "no value: the row's error or notes say why",
 }
 
@@ -62,6 +67,11 @@ def check_labels(rows: list[dict]) -> None:
 
 # The pipeline simulator's rows (metrics sim_*), labelled "emulated" before the "simulated" label existed.
 SIMULATED_METRIC = "sim_"
+# Before data_source was a column, the label said "proxy"; the fake-quant model's quality rows (no system, a quantizer
+# other than fp16, not the HTP simulator's) were labelled measured or proxy before they were labelled stand-in.
+QUALITY_METRICS = ("accuracy", "acc_norm", "perplexity", "word_perplexity", "window_nll",
+                   "kl_fp16", "top1_agreement", "kl_fp16_dynamic", "top1_agreement_dynamic", "kl_fp16_weight_only",
+                   "top1_agreement_weight_only")
 # Before items / prompt_index / prompt_source were columns, the notes said them: "..., n=100, shots=0" on accuracy
 # rows (harness/runner/kinds.py) and "prompt 3 (corpus text (local, Shakespeare corpus)); ..." on timing rows.
 _OLD_ITEMS = r"\bn=(\d+)"
@@ -73,6 +83,13 @@ def migrate(df: pd.DataFrame) -> pd.DataFrame:
     old_sim = (df["label"] == "emulated") & df["metric"].fillna("").str.startswith(SIMULATED_METRIC)
     if old_sim.any():
         df.loc[old_sim, "label"] = "simulated"
+    unsourced = df["data_source"].isna() & (df["label"] == "proxy")
+    if unsourced.any():
+        df.loc[unsourced, "data_source"] = "proxy"
+    fake_quant = (df["system"].isna() & df["quantizer"].notna() & (df["quantizer"] != "fp16")
+                  & df["metric"].isin(QUALITY_METRICS) & df["label"].isin(["measured", "proxy"]))
+    if fake_quant.any():
+        df.loc[fake_quant, "label"] = "stand-in"
     notes = df["notes"].fillna("").astype(str)
     old = df["items"].isna() & (df["metric"] == "accuracy")
     if old.any():

@@ -79,7 +79,8 @@ def test_accuracy_through_htp_is_scored_by_the_simulator(tmp_path, tiny_checkpoi
     scored = acc[acc.metric == "accuracy"]
     htp, fake = (scored[scored.notes.str.contains("HTP simulator") == on] for on in (True, False))
     assert len(htp) == 1 and htp.label.iloc[0] == "simulated" and "soc_model 57" in htp.notes.iloc[0]
-    assert "n=3" in htp.notes.iloc[0] and len(fake) == 1 and fake.label.iloc[0] == "proxy"
+    assert "n=3" in htp.notes.iloc[0] and len(fake) == 1 and fake.label.iloc[0] == "stand-in"
+    assert set(scored.data_source) == {"proxy"}  # the label says what computed it, data_source what it was run on
     assert htp.config_hash.iloc[0] != fake.config_hash.iloc[0]
 
 

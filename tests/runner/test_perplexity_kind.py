@@ -33,6 +33,10 @@ def test_windows_are_rows_cached_and_paired_with_fp16(tmp_path, tiny_checkpoint)
         ref = rows[rows.metric == "window_nll_ref"].set_index("prompt_index")["value"]
         assert 8 <= len(mine) <= 24 and list(mine.index) == list(ref.index) == list(range(len(mine)))
         assert (ref == fp.loc[ref.index]).all()  # the FP16 job's windows, read from the cache, not rescored
+        # the fake-quant model stands in for an integer engine; FP16's NLLs beside it are measured; both on proxy text
+        labels = rows.groupby("metric")["label"].agg(set)
+        assert labels["window_nll"] == labels["perplexity"] == {"stand-in"} and labels["window_nll_ref"] == {"proxy"}
+        assert set(rows["data_source"]) == {"proxy"}
         notes = rows.loc[rows.metric == "perplexity", "notes"].iloc[0]
         assert f"FP16: {len(mine)} windows from the cache, 0 scored" in notes and "sized against FP16" in notes
         ppl = rows.loc[rows.metric == "perplexity", "value"].iloc[0]

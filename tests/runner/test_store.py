@@ -92,6 +92,28 @@ def test_older_simulator_rows_read_as_simulated(tmp_path):
     assert rows.loc["sim_latency_s", "label"] == "simulated" and rows.loc["ttft_s", "label"] == "emulated"
 
 
+def test_older_fake_quant_rows_read_as_stand_ins_on_proxy_data(tmp_path):
+    """Before data_source was a column, 'proxy' in the label was the only trace of a local dataset, and the fake-quant
+    model's quality rows were labelled measured or proxy: they read as stand-ins, their proxy data kept; FP16's rows,
+    an engine's and the FP16 reference windows of a quantized job keep their labels."""
+    from experiments.common import dataset_source, labels
+
+    store = ResultsStore(tmp_path)
+    old = dict(value=0.5, unit="fraction", status=OK, dataset="lambada")
+    store.append("accuracy", [
+        {**old, "metric": "accuracy", "quantizer": "cmpq", "label": "proxy", "config_hash": "fake"},
+        {**old, "metric": "accuracy", "quantizer": "fp16", "label": "proxy", "config_hash": "fp16"},
+        {**old, "metric": "accuracy", "system": "edgeflow", "quantizer": "edgeflow", "label": "proxy",
+         "config_hash": "engine"},
+        {**old, "metric": "effective_bits", "quantizer": "cmpq", "label": "measured", "config_hash": "fake"},
+        {**old, "metric": "window_nll_ref", "quantizer": "cmpq", "label": "measured", "config_hash": "ref"},
+        {**old, "metric": "kl_fp16", "quantizer": "cmpq", "label": "measured", "config_hash": "kl"}])
+    rows = store.read("accuracy")
+    assert rows["label"].tolist() == ["stand-in", "proxy", "proxy", "measured", "measured", "stand-in"]
+    assert "stand-in: the fake-quant torch model in place of an integer engine" in labels(rows.assign(device=None))
+    assert dataset_source(rows).tolist() == ["proxy"] * 3 + ["builtin"] * 3
+
+
 def test_the_report_header_says_simulated_not_flash_emulated():
     import pandas as pd
 
