@@ -147,6 +147,84 @@ def _share_key(q: QuantLinear) -> tuple:
     return float(q.act_scale), q.act_bits, q.in_scale.numpy().tobytes()
 
 
+class QdqGraph:
+    """An ONNX graph in QDQ form under construction: every tensor between operators is quantized (uint8 or uint16
+    around the zero point of its ActGrid) and dequantized again before the next float operator, which is how QNN's
+    HTP compiler takes quantized graphs. Names are the callers' (they key the compile cache: same names, same key)."""
+
+    def __init__(self):
+        self.nodes, self.inits, self.inputs, self.outputs = [], [], [], []
+        self.weight_bytes = 0  # the INT8 codes and float32 scales the graph embeds for its matmuls
+
+    def const(self, name: str, array: np.ndarray) -> str:
+        from onnx import numpy_helper
+
+        self.inits.append(numpy_helper.from_array(array, name))
+        return name
+
+    def node(self, op: str, inputs: list[str], output: str, **attrs) -> str:
+        from onnx import helper
+
+        self.nodes.append(helper.make_node(op, inputs, [output], **attrs))
+        return output
+
+    def dequantize(self, codes: str, grid: ActGrid, out: str) -> str:
+        return self.node("DequantizeLinear", [codes, self.const(f"{codes}_scale", np.array(grid.scale, np.float32)),
+                                              self.const(f"{codes}_zp", _zero_point(grid))], out)
+
+    def quantize(self, x: str, grid: ActGrid, out: str) -> str:
+        return self.node("QuantizeLinear", [x, self.const(f"{out}_scale", np.array(grid.scale, np.float32)),
+                                            self.const(f"{out}_zp", _zero_point(grid))], out)
+
+    def requantize(self, x: str, grid: ActGrid, out: str) -> str:
+        """x float -> codes on grid -> float again: a tensor between two float operators, as QDQ graphs spell it."""
+        return self.dequantize(self.quantize(x, grid, out), grid, f"{out}_f")
+
+    def input(self, name: str, grid: ActGrid, shape: list[int]) -> str:
+        """A graph input of codes on `grid`; returns its dequantized float tensor's name."""
+        from onnx import helper
+
+        self.inputs.append(helper.make_tensor_value_info(name, _elem(grid), shape))
+        return self.dequantize(name, grid, f"{name}_f")
+
+    def output(self, name: str, grid: ActGrid, shape: list[int]) -> None:
+        from onnx import helper
+
+        self.outputs.append(helper.make_tensor_value_info(name, _elem(grid), shape))
+
+    def linear(self, i: int, name: str, q: QuantLinear, x_f: str, out_step: float | torch.Tensor, grid: ActGrid) -> str:
+        """x_f float [T, D] @ the linear's INT8 weights [D, C], requantized to `grid`'s width at out_step (one step,
+        or one per output channel [C], folded into the weight scales; see layer_graph). Returns the output codes."""
+        c = q.codes.shape[0]
+        w_codes, w_scale = htp_weights(q)
+        steps = torch.as_tensor(out_step, dtype=torch.float64).expand(c)
+        s_y = float(steps.max())
+        w_scale = (w_scale.astype(np.float64) * (s_y / steps).numpy()).astype(np.float32)
+        self.weight_bytes += w_codes.nbytes + w_scale.nbytes
+        self.node("DequantizeLinear", [self.const(f"w{i}", w_codes), self.const(f"w{i}_scale", w_scale),
+                                       self.const(f"w{i}_zp", np.zeros(c, np.int8))], f"w{i}_f", axis=1)
+        self.node("MatMul", [x_f, f"w{i}_f"], f"y{i}_f", name=matmul_name(name))
+        return self.quantize(f"y{i}_f", ActGrid(s_y, grid.bits), f"y{i}")
+
+    def serialized(self, name: str, opset: int = OPSET) -> bytes:
+        from onnx import helper
+
+        graph = helper.make_graph(self.nodes, name, self.inputs, self.outputs, self.inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        model.ir_version = 10
+        return model.SerializeToString()
+
+
+def _elem(grid: ActGrid) -> int:
+    from onnx import TensorProto
+
+    return TensorProto.UINT8 if grid.bits == 8 else TensorProto.UINT16
+
+
+def _zero_point(grid: ActGrid) -> np.ndarray:
+    return np.array(grid.zero_point, np.uint8 if grid.bits == 8 else np.uint16)
+
+
 def layer_graph(linears: dict[str, QuantLinear], out_scales: dict[str, float | torch.Tensor], bits: int | None,
                 tokens: int) -> LayerGraph:
     """The QDQ graph of `linears` (one layer's accelerator matmuls) for `tokens`-row batches; activations at `bits`
@@ -156,48 +234,20 @@ def layer_graph(linears: dict[str, QuantLinear], out_scales: dict[str, float | t
     Per-channel steps ride on the weights: the graph's output grid is per tensor (s_y, the largest step) and channel
     c's weight scale is multiplied by s_y / step[c], so HTP's per-channel requantization (s_x * w[c] / s_y) lands
     each channel on its own step. With equal steps the gain is exactly 1 and the graph is the per-tensor one."""
-    from onnx import TensorProto, helper, numpy_helper
-
-    nodes, inits, graph_inputs, graph_outputs = [], [], [], []
+    g = QdqGraph()
     inputs: dict[str, list[str]] = {}
     by_key: dict[tuple, str] = {}
-    outputs, weight_bytes = {}, 0
-
-    def const(name: str, array: np.ndarray) -> str:
-        inits.append(numpy_helper.from_array(array, name))
-        return name
-
+    outputs = {}
     for i, (name, q) in enumerate(linears.items()):  # one dequantize-matmul-quantize chain per linear
         grid = act_grid(q, bits)
-        elem = TensorProto.UINT8 if grid.bits == 8 else TensorProto.UINT16
-        zp_dtype = np.uint8 if grid.bits == 8 else np.uint16
-        d, c = q.codes.shape[1], q.codes.shape[0]
         key = (*_share_key(q), grid.bits)
         if key not in by_key:  # a new input quantization: a new graph input and its dequantization
-            x = f"x{len(by_key)}"
-            by_key[key] = x
+            x = by_key[key] = f"x{len(by_key)}"
             inputs[x] = []
-            graph_inputs.append(helper.make_tensor_value_info(x, elem, [tokens, d]))
-            nodes.append(helper.make_node(
-                "DequantizeLinear", [x, const(f"{x}_scale", np.array(grid.scale, np.float32)),
-                                     const(f"{x}_zp", np.array(grid.zero_point, zp_dtype))], [f"{x}_f"]))
+            g.input(x, grid, [tokens, q.codes.shape[1]])
         x = by_key[key]
         inputs[x].append(name)
-        w_codes, w_scale = htp_weights(q)
-        steps = torch.as_tensor(out_scales[name], dtype=torch.float64).expand(c)
-        s_y = float(steps.max())
-        w_scale = (w_scale.astype(np.float64) * (s_y / steps).numpy()).astype(np.float32)
-        weight_bytes += w_codes.nbytes + w_scale.nbytes
-        nodes += [
-            helper.make_node("DequantizeLinear", [const(f"w{i}", w_codes), const(f"w{i}_scale", w_scale),
-                                                  const(f"w{i}_zp", np.zeros(c, np.int8))], [f"w{i}_f"], axis=1),
-            helper.make_node("MatMul", [f"{x}_f", f"w{i}_f"], [f"y{i}_f"], name=matmul_name(name)),
-            helper.make_node("QuantizeLinear", [f"y{i}_f", const(f"y{i}_scale", np.array(s_y, np.float32)),
-                                                const(f"y{i}_zp", np.array(grid.zero_point, zp_dtype))], [f"y{i}"]),
-        ]
-        graph_outputs.append(helper.make_tensor_value_info(f"y{i}", elem, [tokens, c]))
-        outputs[name] = f"y{i}"
-    graph = helper.make_graph(nodes, "edgeflow_layer", graph_inputs, graph_outputs, inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
-    model.ir_version = 10
-    return LayerGraph(model.SerializeToString(), inputs, outputs, weight_bytes)
+        y = g.linear(i, name, q, f"{x}_f", out_scales[name], grid)
+        g.output(y, grid, [tokens, q.codes.shape[0]])
+        outputs[name] = y
+    return LayerGraph(g.serialized("edgeflow_layer"), inputs, outputs, g.weight_bytes)
