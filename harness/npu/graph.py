@@ -157,9 +157,14 @@ class QdqGraph:
         self.weight_bytes = 0  # the INT8 codes and float32 scales the graph embeds for its matmuls
 
     def const(self, name: str, array: np.ndarray) -> str:
+        """An initializer; a quantize and the dequantize after it share their scale and zero point by name."""
         from onnx import numpy_helper
 
-        self.inits.append(numpy_helper.from_array(array, name))
+        known = next((t for t in self.inits if t.name == name), None)
+        if known is None:
+            self.inits.append(numpy_helper.from_array(array, name))
+        elif not np.array_equal(numpy_helper.to_array(known), array):
+            raise ValueError(f"graph constant {name!r} given two different values")
         return name
 
     def node(self, op: str, inputs: list[str], output: str, **attrs) -> str:

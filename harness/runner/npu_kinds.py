@@ -50,39 +50,60 @@ def npu_compile(job) -> Iterator[dict]:
     """Rows per layer (variant '<soc> layer i') and for the model ('<soc> all layers': the per-layer sums;
     '<soc> one graph': every layer's matmuls in one graph): qnn_compile_s (QDQ ONNX -> HTP context by QNN's
     compiler, always compiled afresh), qnn_load_s (a session on the written context binary), qnn_context_mb and
-    qnn_weights_mb. Measured on this host with QNN's x86 compiler (a phone compiles on the phone, slower)."""
+    qnn_weights_mb. Measured on this host with QNN's x86 compiler (a phone compiles on the phone, slower).
+
+    experiment.extra.split=llmnpu: llm.npu's coarse split of the same linears instead (harness/npu/coarse.py, two
+    graphs per layer, their times and bytes summed per layer), variants '<soc> llm.npu layer i' and
+    '<soc> llm.npu all layers'; llm.npu has no one-graph form (its CPU half sits between the graphs)."""
+    from harness.npu.coarse import coarse_graphs
     from harness.npu.compile import STEM
     from harness.npu.graph import bound_output_scale, layer_graph, layer_linears, widths_text
     from harness.npu.htp import compile_context, context_binary, open_session
 
     artifact, npu = _artifact(job)  # no FP model in memory: a paper-shaped one is GBs
     bits, tokens = npu.activation_bits, npu.chunk_tokens
-    notes = (f"{where(npu)}; {widths_text(artifact.linears, bits)}, {tokens}-token graphs; output scales bounded, "
-             "not calibrated (timing only); measured on this host")
+    coarse = job.settings.split == "llmnpu"
+    what = ("llm.npu's coarse split (qkv and o-to-ffn graphs: norms, SiLU, residual adds on the NPU; 16-bit grids "
+            "between operators)" if coarse else "EdgeFlow's split (the seven matmuls of a layer)")
+    notes = (f"{where(npu)}; {what}; {widths_text(artifact.linears, None if coarse else bits)}, {tokens}-token "
+             "graphs; output scales bounded, not calibrated (timing only); measured on this host")
     n_layers = int(artifact.config["num_hidden_layers"])
+    prefix = f"{npu.name} llm.npu" if coarse else npu.name
 
-    def measure(linears: dict, variant: str, folder: Path) -> Iterator[dict]:
-        graph = layer_graph(linears, {n: bound_output_scale(q, bits) for n, q in linears.items()}, bits, tokens)
-        wrapper, compile_s = compile_context(graph.model, npu, folder, STEM)
-        t0 = time.perf_counter()
-        open_session(wrapper, npu)
-        values = {"qnn_compile_s": (compile_s, "s"), "qnn_load_s": (time.perf_counter() - t0, "s"),
-                  "qnn_context_mb": (context_binary(wrapper).stat().st_size / 1e6, "MB"),
-                  "qnn_weights_mb": (graph.weight_bytes / 1e6, "MB")}
+    def matmuls(linears: dict):  # EdgeFlow's accelerator graph of these linears
+        return layer_graph(linears, {n: bound_output_scale(q, bits) for n, q in linears.items()}, bits, tokens)
+
+    def graphs(layer: int) -> list:
+        if coarse:
+            return list(coarse_graphs(artifact, layer, tokens).values())
+        return [matmuls(layer_linears(artifact, layer))]
+
+    def measure(parts: list, variant: str, folder: Path) -> Iterator[dict]:
+        values = {"qnn_compile_s": [0.0, "s"], "qnn_load_s": [0.0, "s"], "qnn_context_mb": [0.0, "MB"],
+                  "qnn_weights_mb": [0.0, "MB"]}
+        for i, graph in enumerate(parts):
+            wrapper, compile_s = compile_context(graph.model, npu, folder / str(i), STEM)
+            t0 = time.perf_counter()
+            open_session(wrapper, npu)
+            for metric, value in (("qnn_load_s", time.perf_counter() - t0), ("qnn_compile_s", compile_s),
+                                  ("qnn_context_mb", context_binary(wrapper).stat().st_size / 1e6),
+                                  ("qnn_weights_mb", graph.weight_bytes / 1e6)):
+                values[metric][0] += value
         for metric, (value, unit) in values.items():
             yield job.row(metric, value, unit, variant=variant, notes=notes)
 
     totals: dict[str, list] = {}
     with tempfile.TemporaryDirectory(prefix="qnn-compile-") as tmp:
         for layer in range(n_layers):
-            for row in measure(layer_linears(artifact, layer), f"{npu.name} layer {layer}", Path(tmp) / str(layer)):
+            for row in measure(graphs(layer), f"{prefix} layer {layer}", Path(tmp) / str(layer)):
                 totals.setdefault(row["metric"], [0.0, row["unit"]])[0] += row["value"]
                 yield row
             print(f"[edgeflow-bench] npu_compile: layer {layer + 1}/{n_layers} compiled", file=sys.stderr, flush=True)
     for metric, (value, unit) in totals.items():
-        yield job.row(metric, value, unit, variant=f"{npu.name} all layers", notes=f"sum over layers; {notes}")
-    with tempfile.TemporaryDirectory(prefix="qnn-compile-") as tmp:
-        yield from measure(dict(artifact.linears), f"{npu.name} one graph", Path(tmp))
+        yield job.row(metric, value, unit, variant=f"{prefix} all layers", notes=f"sum over layers; {notes}")
+    if not coarse:
+        with tempfile.TemporaryDirectory(prefix="qnn-compile-") as tmp:
+            yield from measure([matmuls(dict(artifact.linears))], f"{npu.name} one graph", Path(tmp))
 
 
 def npu_oracle(job) -> Iterator[dict]:

@@ -23,9 +23,15 @@ def _bits(value) -> None:
     require(0 < float(value) <= 16, "experiment.extra.bits", f"must lie in (0, 16], got {value!r}")
 
 
+SPLITS = ("edgeflow", "llmnpu")  # what of a layer the NPU runs: EdgeFlow's seven matmuls, llm.npu's coarse split
+
+
 @dataclass(frozen=True)
-class NoSettings:
-    """npu_compile: no settings of its own."""
+class NpuCompileSettings:
+    split: str = "edgeflow"  # EdgeFlow's placement (harness/npu/graph.py) or llm.npu's (harness/npu/coarse.py)
+
+    def __post_init__(self):
+        require(self.split in SPLITS, "experiment.extra.split", f"must be one of {', '.join(SPLITS)}, got {self.split!r}")
 
 
 @dataclass(frozen=True)
@@ -111,7 +117,7 @@ class NpuProfileSettings:
 SETTINGS: dict[str, type] = {
     "smoke": PerplexitySettings,  # a perplexity, then a lambada-local accuracy through lm-eval's HFLM
     "perplexity": PerplexitySettings, "accuracy": AccuracySettings, "ttft": TtftSettings,
-    "fidelity": FidelitySettings, "pipeline_sim": PipelineSimSettings, "npu_compile": NoSettings,
+    "fidelity": FidelitySettings, "pipeline_sim": PipelineSimSettings, "npu_compile": NpuCompileSettings,
     "npu_oracle": NpuOracleSettings, "npu_profile": NpuProfileSettings,
 }
 

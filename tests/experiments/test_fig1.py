@@ -58,6 +58,8 @@ def test_sweep_is_figure_2s_cold_step_and_qnns_graph_preparation():
     graphs = [p for p in pts if "experiment=npu_compile" in p]
     assert {o for p in graphs for o in p if o.startswith("model=")} == {"model=smollm2-135m",
                                                                        "model=shape-qwen1.5-1.8b"}
+    assert sorted(o for p in graphs for o in p if o.startswith("experiment.extra.split=")) == \
+        ["experiment.extra.split=edgeflow"] * 2 + ["experiment.extra.split=llmnpu"] * 2
     only = fig1.sweep(models=("mine",), rounds=1)  # a user's models: theirs only
     assert {o for p in only for o in p if o.startswith("model=")} == {"model=mine"}
 
@@ -65,11 +67,13 @@ def test_sweep_is_figure_2s_cold_step_and_qnns_graph_preparation():
 def test_qnns_graph_preparation_is_tabled_beside_the_breakdown(store, tmp_path):
     rows = []
     for variant, values in (("sm8750 one graph", (36.1, 1.85, 1219.0, 1216.3)),
-                            ("sm8750 all layers", (19.1, 2.14, 1220.1, 1216.3))):
+                            ("sm8750 all layers", (19.1, 2.14, 1220.1, 1216.3)),
+                            ("sm8750 llm.npu all layers", (25.2, 2.5, 1224.0, 1216.3))):
         for metric, v in zip(("qnn_compile_s", "qnn_load_s", "qnn_context_mb", "qnn_weights_mb"), values):
             rows.append({"experiment": "npu_compile", "model": "shape-qwen1.5-1.8b", "metric": metric, "value": v,
                          "status": "ok", "label": "measured", "variant": variant, "config_hash": "q", "repetition": 0})
     store.append("npu_compile", rows)
     body = run.render("fig1", store, tmp_path / "out").body
     assert "QNN graph preparation" in body
-    assert "| shape-qwen1.5-1.8b | sm8750 | 36.1 | 1.85 | 19.1 | 2.14 | 1219 | 1216 |" in body
+    assert "| shape-qwen1.5-1.8b | sm8750 | EdgeFlow: 7 matmuls | 36.1 | 1.85 | 19.1 | 2.14 | 1219 | 1216 |" in body
+    assert "| shape-qwen1.5-1.8b | sm8750 | llm.npu: coarse, 2 graphs | – | – | 25.2 | 2.5 | 1224 | 1216 |" in body

@@ -54,6 +54,25 @@ def test_npu_compile_times_each_layer_and_the_whole_model(tmp_path, tiny_checkpo
     assert (rows["label"] == "measured").all() and "timing only" in rows["notes"].iloc[0]
 
 
+def test_npu_compile_of_llmnpus_coarse_split_puts_more_of_each_layer_on_the_npu(tmp_path, tiny_checkpoint):
+    """llm.npu's split compiles two graphs per layer from the same linears (so the same weight bytes) with its norms,
+    SiLU and residual adds on HTP too; no graph falls back to the CPU (htp.py disables the fallback)."""
+    store = ResultsStore(tmp_path / "runs")
+    for split in ("edgeflow", "llmnpu"):
+        cfg = compose_config(["experiment=npu_compile", *tiny(tiny_checkpoint), f"experiment.extra.split={split}"])
+        assert run_job(cfg, store) == "ok"
+    rows = store.read("npu_compile")
+    values = rows.set_index(["metric", "variant"])["value"]
+    for layer in (0, 1):
+        ours, theirs = f"sm8750 layer {layer}", f"sm8750 llm.npu layer {layer}"
+        assert values[("qnn_weights_mb", theirs)] == pytest.approx(values[("qnn_weights_mb", ours)])
+        assert values[("qnn_context_mb", theirs)] > values[("qnn_weights_mb", theirs)]
+        assert values[("qnn_compile_s", theirs)] > 0 and values[("qnn_load_s", theirs)] > 0
+    assert ("qnn_compile_s", "sm8750 llm.npu all layers") in values.index
+    assert not any(v.startswith("sm8750 llm.npu one graph") for v in rows["variant"])
+    assert rows.loc[rows.variant.str.contains("llm.npu"), "notes"].str.contains("coarse split").all()
+
+
 def test_fidelity_through_htp_is_simulated_and_close_to_the_reference(tmp_path, tiny_checkpoint):
     store = ResultsStore(tmp_path / "runs")
     cfg = compose_config(["experiment=fidelity", "npu=sm8750", *tiny(tiny_checkpoint, 8),

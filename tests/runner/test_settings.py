@@ -34,6 +34,7 @@ def test_values_reach_the_kind_typed():
     (["experiment=npu_oracle", "experiment.extra.oracle_layers=[0,-1]"], "oracle_layers must be null or a list"),
     (["experiment=smoke", "+experiment.extra.anything=1"], r"unknown key\(s\) \['anything'\]"),
     (["experiment=npu_compile", "+experiment.extra.ppl_windw=1"], r"unknown key\(s\) \['ppl_windw'\]"),
+    (["experiment=npu_compile", "experiment.extra.split=mllm"], "split must be one of edgeflow, llmnpu"),
 ])
 def test_a_bad_setting_names_its_key_before_any_work(overrides, message):
     with pytest.raises(ConfigError, match=message):
