@@ -10,7 +10,8 @@ distribution of the token after position T - last + j (engines that score one po
 the context's rows). Tokenization and the context/continuation split are lm-eval's own (TemplateLM, as HFLM does),
 so the same requests reach every engine. With a `reference` scorer (the fake-quant torch model) each request is also
 scored by it, and the two are compared: top-1 agreement on the scored tokens and |difference| of the requests'
-log-likelihoods.
+log-likelihoods; `reference_groups` bounds the check to the first N contexts (items), since the float reference
+costs more than the engine it checks.
 
 Multiple-choice tasks send one request per answer, all with the same context (HellaSwag: 4 endings after a context
 of ~100-900 tokens). A shared scorer maps (prefix, tails) to one [1 + len(tail), V] tensor per tail: the distribution
@@ -75,10 +76,13 @@ class ScoringStats:
 
 class ScoredLM(TemplateLM):
     def __init__(self, scorer: Scorer, tokenizer, max_length: int, reference: Scorer | None = None, *,
-                 shared: SharedScorer | None = None, reference_shared: SharedScorer | None = None):
+                 shared: SharedScorer | None = None, reference_shared: SharedScorer | None = None,
+                 reference_groups: int | None = None):
         super().__init__()
         self.scorer, self.reference, self.tokenizer, self.max_length = scorer, reference, tokenizer, max_length
         self.shared, self.reference_shared = shared, reference_shared
+        self.reference_groups = reference_groups  # contexts the reference also scores: the first N; None = all
+        self.checked_groups = 0
         self.top1_same = self.top1_total = 0  # scored tokens whose argmax agrees with the reference's
         self.loglik_diffs: list[float] = []  # |engine - reference| log-likelihood per request
         self.stats = ScoringStats()
@@ -97,32 +101,36 @@ class ScoredLM(TemplateLM):
             groups.setdefault(tuple(context), []).append(i)
         out: list[tuple[float, bool]] = [(0.0, False)] * len(requests)
         for context, members in groups.items():
-            scored = self._score_group(list(context), [list(requests[i][2]) for i in members])
+            check = self.reference is not None and (self.reference_groups is None
+                                                    or self.checked_groups < self.reference_groups)
+            self.checked_groups += check
+            scored = self._score_group(list(context), [list(requests[i][2]) for i in members], check)
             for i, result in zip(members, scored):
                 out[i] = result
         return out
 
-    def _score_group(self, context: list[int], continuations: list[list[int]]) -> list[tuple[float, bool]]:
+    def _score_group(self, context: list[int], continuations: list[list[int]],
+                     check: bool) -> list[tuple[float, bool]]:
         # Each request's engine input is context + continuation minus its last token, cut to max_length from the
         # left; the last len(continuation) rows predict the continuation. When no request of the group is cut, the
         # context is a common prefix and a shared scorer runs it once.
         fits = all(len(context) + len(c) <= self.max_length + 1 for c in continuations)
         if self.shared is None or len(continuations) < 2 or not fits:
             self.stats.alone += len(continuations)
-            return [self._score(context, c) for c in continuations]
+            return [self._score(context, c, check) for c in continuations]
         self.stats.shared += len(continuations)
         self.stats.groups += 1
         self.stats.context_tokens_saved += (len(continuations) - 1) * len(context)
         tails = [c[:-1] for c in continuations]
         rows = self.shared(context, tails)
-        refs = (self.reference_shared(context, tails) if self.reference_shared is not None
-                else [None if self.reference is None else self.reference(context + t, len(t) + 1) for t in tails])
+        refs = ([None] * len(tails) if not check else self.reference_shared(context, tails)
+                if self.reference_shared is not None else [self.reference(context + t, len(t) + 1) for t in tails])
         return [self._judge(r, torch.tensor(c), ref) for r, c, ref in zip(rows, continuations, refs)]
 
-    def _score(self, context: list[int], continuation: list[int]) -> tuple[float, bool]:
+    def _score(self, context: list[int], continuation: list[int], check: bool) -> tuple[float, bool]:
         ids = (context + continuation)[-(self.max_length + 1):]
         n = len(continuation)
-        ref = None if self.reference is None else self.reference(ids[:-1], n)
+        ref = self.reference(ids[:-1], n) if check else None
         return self._judge(self.scorer(ids[:-1], n), torch.tensor(ids[-n:]), ref)
 
     def _judge(self, rows: torch.Tensor, target: torch.Tensor, ref: torch.Tensor | None) -> tuple[float, bool]:

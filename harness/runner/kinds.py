@@ -144,15 +144,17 @@ def _edgeflow_accuracy(job, dataset, requested: str) -> Iterator[dict]:
     with NativeEngine.open(packed, threads=int(job.cfg.system.threads), ctx=max_length) as engine:
         reference = build_fakequant_model(artifact, model)
         lm = ScoredLM(engine.logprobs, tokenizer, max_length, reference=torch_logprobs(reference),
-                      shared=engine.logprobs_after, reference_shared=torch_logprobs_after(reference))
+                      shared=engine.logprobs_after, reference_shared=torch_logprobs_after(reference),
+                      reference_groups=job.settings.agreement_items)
         yield from _accuracy_rows(job, None, tokenizer, dataset, row_dataset=requested, lm=lm,
                                   scored_by=f"edgeflow runtime over {packed.name}")
     _log_sharing(lm)
     for metric, value in lm.agreement().items():
         unit = "fraction" if metric == "agreement_top1" else "nats"
         yield job.row(metric, value, unit, dataset=requested,
-                      notes=f"runtime vs fake-quant reference over the same requests ({lm.top1_total} scored tokens, "
-                            f"{len(lm.loglik_diffs)} requests)")
+                      notes=f"runtime vs fake-quant reference over the same requests of the first "
+                            f"{lm.checked_groups} items ({lm.top1_total} scored tokens, {len(lm.loglik_diffs)} "
+                            "requests)")
 
 
 def ttft(job) -> Iterator[dict]:

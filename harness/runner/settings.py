@@ -50,9 +50,13 @@ class PerplexitySettings:
 class AccuracySettings:
     max_length: int = 2048  # an engine scorer's context: requests are cut to it from the left
     bits: float = WEIGHT_BITS  # a baseline system's weight bits (its TTFT's)
+    # EdgeFlow's runtime is checked against its fake-quant reference on the first N items (null: every item); the
+    # float reference costs about twice the runtime it checks, and a few hundred scored tokens settle the agreement
+    agreement_items: int | None = 25
 
     def __post_init__(self):
         _positive("max_length", self.max_length)
+        _positive("agreement_items", self.agreement_items, allow_none=True)
         _bits(self.bits)
 
 
