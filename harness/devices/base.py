@@ -149,7 +149,16 @@ class Device(ABC):
 
     @abstractmethod
     def load_average(self) -> float:
-        """One-minute load average (the busy-host gate)."""
+        """One-minute load average (the busy-host gate's lagging signal)."""
+
+    def cpu_busy(self, window_s: float) -> float:
+        """Share of all the device's CPU time spent off idle (steal included) over the next `window_s` seconds: the
+        busy-host gate's signal of what runs now. Two reads of /proc/stat's first line, on the device."""
+        res = self.run(["sh", "-c", f"head -n 1 /proc/stat; sleep {float(window_s):g}; head -n 1 /proc/stat"])
+        lines = res.stdout.splitlines()
+        if res.returncode != 0 or len(lines) != 2:
+            raise RuntimeError(f"cannot read /proc/stat on device {self.name}: {res.stdout.strip()[:200]}")
+        return cpu_busy_share(*lines)
 
     @abstractmethod
     def power_source(self) -> tuple[Callable[[], float] | None, str | None]:
@@ -161,6 +170,20 @@ class Device(ABC):
 
     def close(self) -> None:
         """Release what the device holds (throttle groups, connections)."""
+
+
+def cpu_busy_share(before: str, after: str) -> float:
+    """Busy share of CPU time between two /proc/stat "cpu" lines: 1 - (idle + iowait) / total over user, nice,
+    system, idle, iowait, irq, softirq, steal (guest time is already in user)."""
+    def fields(line: str) -> list[int]:
+        parts = line.split()
+        if not parts or parts[0] != "cpu" or len(parts) < 9:
+            raise ValueError(f"not /proc/stat's cpu line: {line[:80]!r}")
+        return [int(x) for x in parts[1:9]]
+
+    delta = [b - a for a, b in zip(fields(before), fields(after))]
+    total = sum(delta)
+    return 0.0 if total <= 0 else min(1.0, max(0.0, 1 - (delta[3] + delta[4]) / total))
 
 
 def parse_proc_status(text: str) -> dict:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from harness.cache import cache_dir
 from harness.devices import pagecache
-from harness.devices.base import Completed, Device, parse_proc_status, register_device
+from harness.devices.base import Completed, Device, cpu_busy_share, parse_proc_status, register_device
 from harness.devices.throttle import BlkioThrottle
 
 POWERCAP = Path("/sys/class/powercap")
@@ -161,6 +161,11 @@ class LocalDevice(Device):
 
     def load_average(self) -> float:
         return os.getloadavg()[0]
+
+    def cpu_busy(self, window_s: float) -> float:
+        before = Path("/proc/stat").read_text().split("\n", 1)[0]
+        time.sleep(window_s)
+        return cpu_busy_share(before, Path("/proc/stat").read_text().split("\n", 1)[0])
 
     def power_source(self):
         return rapl_energy()  # the CPU packages' energy (RAPL), not the whole machine's

@@ -1,7 +1,11 @@
 """The cold-start protocol, shared by every system under test (llama.cpp, MNN, llm.npu, EdgeFlow).
 
 One repetition:
-  1. load gate: the device's 1-minute load average against `protocol.max_load` (refuse, wait, or flag the row);
+  1. load gate: is the device busy with other work now? `protocol.busy_signal` cpu (default): the share of all CPUs'
+     time spent off idle (steal included) over the `protocol.busy_window_s` just before the run, against
+     `protocol.max_cpu_busy`; loadavg: the 1-minute load average against `protocol.max_load`, which lags: after a
+     job of the harness's own ends it stays high for a minute while the CPUs are already idle (the gate then waited
+     out the previous point's load before every timed point). Refuse, wait, or flag the row; both readings are rows;
      thermal gate: wait until the hottest CPU zone is at most `device.max_temp_c` (up to `device.thermal_wait_s`,
      then refuse), where the device reads temperatures (a phone: 40 C by default; this host: off);
   2. evict every model file from the page cache and verify residency (<= `protocol.max_resident_fraction`); with
@@ -31,13 +35,19 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 
+BUSY_SIGNALS = ("cpu", "loadavg")
+
+
 @dataclass
 class ProtocolConfig:
     """conf/protocol/cold.yaml."""
 
     repetitions: int = 3
     warmup_runs: int = 1  # discarded cold runs before the measured ones (see module docstring)
-    max_load: float = 1.5  # 1-minute load average above which the host is busy
+    busy_signal: str = "cpu"  # cpu: CPU time used by anything over busy_window_s; loadavg: the 1-min load average
+    max_cpu_busy: float = 0.25  # share of all CPUs busy (0..1) above which the device counts as busy
+    busy_window_s: float = 0.5
+    max_load: float = 1.5  # 1-minute load average above which the host is busy (busy_signal=loadavg)
     busy_policy: str = "wait"  # refuse | wait (up to busy_wait_s, then refuse) | flag (run, mark rows host_busy=1)
     busy_wait_s: float = 120.0
     max_resident_fraction: float = 0.01  # of the model files' pages, after eviction
@@ -48,6 +58,9 @@ class ProtocolConfig:
         checks = [
             ("repetitions", 1 <= self.repetitions <= 1000, "an integer in [1, 1000]"),
             ("warmup_runs", 0 <= self.warmup_runs <= 100, "an integer in [0, 100]"),
+            ("busy_signal", self.busy_signal in BUSY_SIGNALS, f"one of {', '.join(BUSY_SIGNALS)}"),
+            ("max_cpu_busy", 0 < self.max_cpu_busy <= 1, "within (0, 1]"),
+            ("busy_window_s", 0.05 <= self.busy_window_s <= 10, "within [0.05, 10] s"),
             ("max_load", self.max_load > 0, "> 0"),
             ("busy_policy", self.busy_policy in ("refuse", "wait", "flag"), "one of refuse, wait, flag"),
             ("busy_wait_s", self.busy_wait_s >= 0, ">= 0"),
@@ -70,7 +83,7 @@ class EngineError(RuntimeError):
 
 
 class HostBusy(RuntimeError):
-    """The load average stayed above protocol.max_load."""
+    """The device stayed busy (protocol.busy_signal above its threshold)."""
 
 
 class DeviceHot(RuntimeError):
@@ -102,24 +115,44 @@ class ColdRun:
     sample_rate_hz: float | None = None  # of the device's sampler
     thermal_reason: str | None = None
     preloaded_bytes: int | None = None  # with protocol.preload_fraction > 0: model bytes in the cache at spawn
+    cpu_busy: float | None = None  # share of the device's CPUs busy just before the run (busy_signal=cpu)
 
 
-def gate_load(device, protocol: ProtocolConfig) -> tuple[float, bool]:
-    """(load average, busy flag) after applying the busy policy; raises HostBusy when the run is refused."""
+@dataclass(frozen=True)
+class LoadReading:
+    load_avg: float  # 1-minute load average
+    cpu_busy: float | None  # share of all CPUs busy over protocol.busy_window_s (busy_signal=cpu), else None
+    busy: bool  # above the protocol's threshold (the rows' host_busy when busy_policy=flag)
+
+    def describe(self, protocol: "ProtocolConfig") -> str:
+        if self.cpu_busy is None:
+            return f"1-minute load average {self.load_avg:.2f} > protocol.max_load={protocol.max_load}"
+        return (f"{self.cpu_busy:.0%} of the CPUs busy over {protocol.busy_window_s:g} s > "
+                f"protocol.max_cpu_busy={protocol.max_cpu_busy:g}")
+
+
+def read_load(device, protocol: ProtocolConfig) -> LoadReading:
     load = device.load_average()
-    if load <= protocol.max_load:
-        return load, False
-    if protocol.busy_policy == "flag":
-        return load, True
+    if protocol.busy_signal == "loadavg":
+        return LoadReading(load, None, load > protocol.max_load)
+    share = device.cpu_busy(protocol.busy_window_s)
+    return LoadReading(load, share, share > protocol.max_cpu_busy)
+
+
+def gate_load(device, protocol: ProtocolConfig) -> LoadReading:
+    """The device's load after applying the busy policy; raises HostBusy when the run is refused."""
+    reading = read_load(device, protocol)
+    if not reading.busy or protocol.busy_policy == "flag":
+        return reading
     if protocol.busy_policy == "wait":
         deadline = time.monotonic() + protocol.busy_wait_s
         while time.monotonic() < deadline:
-            time.sleep(min(5.0, protocol.busy_wait_s))
-            load = device.load_average()
-            if load <= protocol.max_load:
-                return load, False
-    raise HostBusy(f"host busy: 1-minute load average {load:.2f} > protocol.max_load={protocol.max_load} "
-                   f"(busy_policy={protocol.busy_policy}); retry when the machine is idle or raise the threshold")
+            time.sleep(min(1.0, protocol.busy_wait_s))
+            reading = read_load(device, protocol)
+            if not reading.busy:
+                return reading
+    raise HostBusy(f"host busy: {reading.describe(protocol)} (busy_policy={protocol.busy_policy}); retry when the "
+                   "machine is idle or raise the threshold")
 
 
 def gate_thermal(device, poll_s: float = 1.0) -> tuple[float | None, str | None]:
@@ -168,7 +201,7 @@ def preload_verified(device, files: list[str], fraction: float, slack: float = 0
 def run_once(device, cmd: list[str], files: list[str], first_token: Callable[[bytes], bool], timeout_s: float,
              protocol: ProtocolConfig, env: dict | None = None, cwd: str | None = None) -> ColdRun:
     """One cold repetition of `cmd` (see the module docstring)."""
-    load, busy = gate_load(device, protocol)
+    load = gate_load(device, protocol)
     temp_before, thermal_reason = gate_thermal(device)
     resident = evict_verified(device, files, protocol)
     preloaded = None
@@ -235,8 +268,8 @@ def run_once(device, cmd: list[str], files: list[str], first_token: Callable[[by
                   # The sampled VmHWM first: wait4's ru_maxrss also counts the pages of the (v)forking parent
                   # before exec, i.e. this Python process (seen: 1.5 GB for a 176 MB engine after quantizing).
                   peak_rss_kb=hwm["kb"] or proc.peak_rss_kb() or max((r for _, r in timeline), default=None),
-                  rss_timeline=timeline, bytes_read=proc.bytes_read(), resident_before=resident, load_avg=load,
-                  host_busy=busy, energy_j=energy, energy_reason=energy_reason, temp_before_c=temp_before,
+                  rss_timeline=timeline, bytes_read=proc.bytes_read(), resident_before=resident,
+                  load_avg=load.load_avg, cpu_busy=load.cpu_busy, host_busy=load.busy, energy_j=energy, energy_reason=energy_reason, temp_before_c=temp_before,
                   thermal_reason=thermal_reason, preloaded_bytes=preloaded)
     if energy is not None and run.ttft_s > 0:
         run.avg_power_w = energy / run.ttft_s

@@ -80,7 +80,7 @@ def print_comparison(entries: list[Entry], reference: str | None = None, extra: 
           f"1-min load average {min(loads):.2f}..{max(loads):.2f}")
     busy = [v for e in entries for v in e.values("host_busy")]
     if any(busy):
-        print(f"  WARNING: the host was busy (1-min load > protocol.max_load) during {sum(map(bool, busy))} of "
+        print(f"  WARNING: the host was busy (protocol.busy_signal above its threshold) during {sum(map(bool, busy))} of "
               f"{len(busy)} runs: engines degrade unequally under contention (llama.cpp's OpenMP threads spin), so "
               f"medians and ratios mostly measure the other load; the minima are the least disturbed runs")
     ref = next((e for e in entries if e.label == reference), None)

@@ -172,6 +172,8 @@ def cold_metrics(run: ColdRun, device) -> list[Metric]:
                "temperature is sampled during the run only by an on-device sampler"),
         Metric("resident_before", run.resident_before, "fraction"),
         Metric("load_avg_1m", run.load_avg, "load"),
+        Metric("cpu_busy_before", run.cpu_busy, "fraction",
+               None if run.cpu_busy is not None else "protocol.busy_signal=loadavg: not sampled"),
         Metric("host_busy", float(run.host_busy), "bool"),
         Metric("flash_emulated_mbps", device.flash_read_mbps, "MB/s",
                None if device.flash_read_mbps is not None else "native storage speed"),

@@ -4,7 +4,9 @@ import sys
 import pytest
 
 from harness.devices import get_device
-from harness.measure.cold import (EngineError, HostBusy, ProtocolConfig, gate_load, repeat, run_once, summarize)
+from harness.devices.base import Device, cpu_busy_share
+from harness.measure.cold import (EngineError, HostBusy, LoadReading, ProtocolConfig, gate_load, repeat, run_once,
+                                  summarize)
 
 QUIET = ProtocolConfig(repetitions=2, warmup_runs=1, busy_policy="flag")
 
@@ -65,19 +67,46 @@ def test_engine_failures_raise_with_the_stderr_tail(device, weights, code, messa
 
 
 class BusyHost:
-    def __init__(self, loads):
-        self.loads = list(loads)
+    """A device whose load readings (1-minute average and CPU-busy share alike) come from a script."""
+
+    def __init__(self, loads, cpu=(0.0,)):
+        self.loads, self.cpu = list(loads), list(cpu)
 
     def load_average(self):
         return self.loads.pop(0) if len(self.loads) > 1 else self.loads[0]
 
+    def cpu_busy(self, window_s):
+        return self.cpu.pop(0) if len(self.cpu) > 1 else self.cpu[0]
 
-def test_busy_host_is_refused_flagged_or_waited_for():
+
+def test_busy_host_is_refused_flagged_or_waited_for_by_its_load_average():
+    lagging = dict(busy_signal="loadavg")
     with pytest.raises(HostBusy, match="load average 4.00 > protocol.max_load=1.5"):
-        gate_load(BusyHost([4.0]), ProtocolConfig(busy_policy="refuse"))
-    assert gate_load(BusyHost([4.0]), ProtocolConfig(busy_policy="flag")) == (4.0, True)
-    assert gate_load(BusyHost([4.0, 0.5]), ProtocolConfig(busy_policy="wait", busy_wait_s=0.01)) == (0.5, False)
-    assert gate_load(BusyHost([0.2]), ProtocolConfig(busy_policy="refuse")) == (0.2, False)
+        gate_load(BusyHost([4.0]), ProtocolConfig(busy_policy="refuse", **lagging))
+    assert gate_load(BusyHost([4.0]), ProtocolConfig(busy_policy="flag", **lagging)) == LoadReading(4.0, None, True)
+    waited = gate_load(BusyHost([4.0, 0.5]), ProtocolConfig(busy_policy="wait", busy_wait_s=0.01, **lagging))
+    assert waited == LoadReading(0.5, None, False)
+    assert gate_load(BusyHost([0.2]), ProtocolConfig(busy_policy="refuse", **lagging)) == LoadReading(0.2, None, False)
+
+
+def test_the_default_gate_asks_what_runs_now_not_the_minutes_average():
+    """A load average still high from work that has ended does not hold a run back; CPUs busy now do."""
+    assert gate_load(BusyHost([1.9], cpu=[0.03]), ProtocolConfig(busy_policy="refuse")) == LoadReading(1.9, 0.03, False)
+    with pytest.raises(HostBusy, match="80% of the CPUs busy over 0.5 s > protocol.max_cpu_busy=0.25"):
+        gate_load(BusyHost([0.1], cpu=[0.8]), ProtocolConfig(busy_policy="refuse"))
+    waited = gate_load(BusyHost([1.2], cpu=[0.9, 0.6, 0.1]), ProtocolConfig(busy_policy="wait", busy_wait_s=3))
+    assert waited == LoadReading(1.2, 0.1, False)
+
+
+def test_cpu_busy_share_reads_proc_stat(device):
+    before = "cpu  100 0 50 800 50 0 0 0 0 0"
+    after = "cpu  160 0 70 900 50 0 0 20 0 0"  # +200 jiffies: 60 user, 20 system, 100 idle, 20 steal
+    assert cpu_busy_share(before, after) == pytest.approx(0.5)
+    assert cpu_busy_share(before, before) == 0.0
+    with pytest.raises(ValueError, match="not /proc/stat's cpu line"):
+        cpu_busy_share("cpu0 1 2 3", after)
+    assert 0.0 <= device.cpu_busy(0.1) <= 1.0
+    assert 0.0 <= Device.cpu_busy(device, 0.1) <= 1.0  # through the device's shell, as a phone reads it
 
 
 def test_config_errors_name_the_key():
