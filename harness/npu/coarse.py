@@ -90,6 +90,7 @@ def _ffn_graph(artifact: Artifact, layer: int, linears: dict, tokens: int) -> La
 
 
 def _codes(x: np.ndarray, grid: ActGrid) -> np.ndarray:
+    """uint8 codes of a constant (the norm's weight) on an 8-bit grid around its zero point."""
     return (np.clip(np.rint(x / grid.scale), -grid.qmax, grid.qmax) + grid.zero_point).astype(np.uint8)
 
 
