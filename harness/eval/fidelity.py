@@ -20,6 +20,13 @@ PROTOCOL = "{windows} windows x {window} tokens, evenly spaced over the stream; 
 
 def fidelity(fp_model, q_model, token_ids: torch.Tensor, window: int = 512, windows: int = 8) -> dict:
     """{kl: [windows], top1: [windows], protocol} of q_model against fp_model (both called as model(ids).logits)."""
+    return fidelity_of_each(fp_model, {"q": q_model}, token_ids, window, windows)["q"]
+
+
+def fidelity_of_each(fp_model, q_models: dict, token_ids: torch.Tensor, window: int = 512,
+                     windows: int = 8) -> dict[str, dict]:
+    """fidelity() of every model in q_models (name -> model) against fp_model, with the FP model run once per window
+    for all of them (the FP pass is as costly as a quantized one)."""
     token_ids = torch.as_tensor(token_ids).long()
     if token_ids.dim() != 1:
         raise ValueError(f"token_ids must be 1-D, got shape {tuple(token_ids.shape)}")
@@ -30,15 +37,19 @@ def fidelity(fp_model, q_model, token_ids: torch.Tensor, window: int = 512, wind
         raise ValueError(f"the stream has {token_ids.numel()} tokens: room for {fit} windows of {window}, "
                          f"not {windows}")
     starts = [(i * fit // windows) * window for i in range(windows)]  # spread over the whole stream
-    kl, top1 = [], []
+    kl = {name: [] for name in q_models}
+    top1 = {name: [] for name in q_models}
     with torch.inference_mode():
         for s in starts:
             ids = token_ids[s:s + window][None]
             p_log = F.log_softmax(fp_model(input_ids=ids).logits[0].float(), -1)  # [window, V]
-            q_log = F.log_softmax(q_model(input_ids=ids).logits[0].float(), -1)
-            kl.append(float((p_log.exp() * (p_log - q_log)).sum(-1).mean()))
-            top1.append(float((p_log.argmax(-1) == q_log.argmax(-1)).float().mean()))
-    return {"kl": kl, "top1": top1, "protocol": PROTOCOL.format(windows=windows, window=window)}
+            p, p_top = p_log.exp(), p_log.argmax(-1)
+            for name, q_model in q_models.items():
+                q_log = F.log_softmax(q_model(input_ids=ids).logits[0].float(), -1)
+                kl[name].append(float((p * (p_log - q_log)).sum(-1).mean()))
+                top1[name].append(float((p_top == q_log.argmax(-1)).float().mean()))
+    protocol = PROTOCOL.format(windows=windows, window=window)
+    return {name: {"kl": kl[name], "top1": top1[name], "protocol": protocol} for name in q_models}
 
 
 class LogitsModel:

@@ -182,7 +182,7 @@ def fidelity(job) -> Iterator[dict]:
         return
     from harness.artifact import load_artifact
     from harness.data.streams import fidelity_tokens
-    from harness.eval.fidelity import fidelity as measure
+    from harness.eval.fidelity import fidelity_of_each as measure_each
     from harness.quant.cache import quantized_artifact
     from harness.quant.fakequant import build_fakequant_model
     from harness.runner.store import NOT_RUN
@@ -226,9 +226,10 @@ def fidelity(job) -> Iterator[dict]:
 
         engine = NativeEngine.open(packed, ctx=window)  # the default thread budget (engine/run.py)
         variants.append(("_runtime", f"the runtime over {packed.name}", LogitsModel(engine.logits), "measured"))
-    try:
-        for suffix, what, q_model, label in variants:
-            result = measure(model, q_model, ids, window=window, windows=windows)
+    try:  # the FP model runs once per window for every variant
+        results = measure_each(model, {suffix: q_model for suffix, _, q_model, _ in variants}, ids, window, windows)
+        for suffix, what, _, label in variants:
+            result = results[suffix]
             for metric, unit in (("kl_fp16", "nats/token"), ("top1_agreement", "fraction")):
                 key = "kl" if metric == "kl_fp16" else "top1"
                 for i, v in enumerate(result[key]):
