@@ -50,8 +50,10 @@ class PerplexitySettings:
 class AccuracySettings:
     max_length: int = 2048  # an engine scorer's context: requests are cut to it from the left
     bits: float = WEIGHT_BITS  # a baseline system's weight bits (its TTFT's)
-    # EdgeFlow's runtime is checked against its fake-quant reference on the first N items (null: every item); the
-    # float reference costs about twice the runtime it checks, and a few hundred scored tokens settle the agreement
+    # EdgeFlow's runtime is checked against its fake-quant reference on the first N items (null: every item): a check
+    # that the runtime computes what its reference does, not a verdict's statistic, and the float reference costs
+    # about what the runtime does (EF 5 bits, lambada-local, 100 items: 90 s with every item checked, 52 s with 25).
+    # 25 items are ~30 scored tokens on lambada-local, ~1500 on hellaswag-local
     agreement_items: int | None = 25
 
     def __post_init__(self):
