@@ -30,6 +30,7 @@ import pandas as pd
 from experiments import common, fig2, fig15
 from experiments.base import SweepArtifact, register_artifact
 from experiments.common import Section, fmt, md_table
+from harness.runner.npu_kinds import variant_prefix
 from harness.runner.settings import SPLITS
 from harness.systems.base import TTFT_PHASES
 
@@ -42,6 +43,7 @@ SYSTEMS = ("llamacpp", "mnn", "edgeflow")
 PAPER_MODELS = fig2.PAPER_MODELS
 PARTS = TTFT_PHASES
 COLORS = dict(zip(PARTS, ("#bbbbbb", "#8172b3", "#dd8452", "#937860", "#4c72b0", "#c44e52")))
+SPLIT_LABELS = {"edgeflow": "EdgeFlow: 7 matmuls", "llmnpu": "llm.npu: coarse, 2 graphs"}  # npu_compile's splits
 NOT_PREFILL = ("process start", "setup", "load", "weight preparation", "bubble")
 
 
@@ -163,12 +165,13 @@ def graph_preparation(rows: pd.DataFrame) -> pd.DataFrame:
     for model, g in rows.groupby("model"):
         v = g.set_index("variant").groupby(["variant", "metric"])["value"].last()
         for soc in sorted({x.split()[0] for x in g["variant"]}):
-            for split, prefix in (("EdgeFlow: 7 matmuls", soc), ("llm.npu: coarse, 2 graphs", f"{soc} llm.npu")):
+            for split in SPLITS:
+                prefix = variant_prefix(soc, split)
                 one, per = f"{prefix} one graph", f"{prefix} all layers"
                 if (per, "qnn_compile_s") not in v:
                     continue
                 whole = one if (one, "qnn_compile_s") in v else per  # bytes are the same either way
-                lines.append({"model": model, "SoC": soc, "split per layer": split,
+                lines.append({"model": model, "SoC": soc, "split per layer": SPLIT_LABELS[split],
                               "online compile, one graph s": fmt(v.get((one, "qnn_compile_s"))),
                               "context load, one graph s": fmt(v.get((one, "qnn_load_s"))),
                               "online compile, per layer (sum) s": fmt(v[(per, "qnn_compile_s")]),

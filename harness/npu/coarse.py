@@ -43,9 +43,9 @@ def coarse_graphs(artifact: Artifact, layer: int, tokens: int) -> dict[str, Laye
 def _matmul(g: QdqGraph, i: int, linear: tuple, x_f: str) -> str:
     """The linear on x_f, requantized at its bound output step and dequantized: its float output's name."""
     name, q = linear
-    grid = act_grid(q)
-    y = g.linear(i, name, q, x_f, bound_output_scale(q), grid)
-    return g.dequantize(y, ActGrid(bound_output_scale(q), grid.bits), f"{y}_dq")
+    grid, step = act_grid(q), bound_output_scale(q)
+    y = g.linear(i, name, q, x_f, step, grid)
+    return g.dequantize(y, ActGrid(step, grid.bits), f"{y}_dq")
 
 
 def _qkv_graph(linears: dict, tokens: int) -> LayerGraph:

@@ -46,6 +46,11 @@ def where(npu) -> str:
     return f"QNN HTP {npu.htp_arch} ({npu.chipset}, soc_model {npu.soc_model}), {versions()}"
 
 
+def variant_prefix(soc: str, split: str) -> str:
+    """How npu_compile's rows name a split's variants: 'sm8750 layer 3' (EdgeFlow's), 'sm8750 llm.npu layer 3'."""
+    return soc if split == "edgeflow" else f"{soc} llm.npu"
+
+
 def npu_compile(job) -> Iterator[dict]:
     """Rows per layer (variant '<soc> layer i') and for the model ('<soc> all layers': the per-layer sums;
     '<soc> one graph': every layer's matmuls in one graph): qnn_compile_s (QDQ ONNX -> HTP context by QNN's
@@ -68,7 +73,7 @@ def npu_compile(job) -> Iterator[dict]:
     notes = (f"{where(npu)}; {what}; {widths_text(artifact.linears, None if coarse else bits)}, {tokens}-token "
              "graphs; output scales bounded, not calibrated (timing only); measured on this host")
     n_layers = int(artifact.config["num_hidden_layers"])
-    prefix = f"{npu.name} llm.npu" if coarse else npu.name
+    prefix = variant_prefix(npu.name, job.settings.split)
 
     def matmuls(linears: dict):  # EdgeFlow's accelerator graph of these linears
         return layer_graph(linears, {n: bound_output_scale(q, bits) for n, q in linears.items()}, bits, tokens)
