@@ -123,8 +123,12 @@ class ScoredLM(TemplateLM):
         self.stats.context_tokens_saved += (len(continuations) - 1) * len(context)
         tails = [c[:-1] for c in continuations]
         rows = self.shared(context, tails)
-        refs = ([None] * len(tails) if not check else self.reference_shared(context, tails)
-                if self.reference_shared is not None else [self.reference(context + t, len(t) + 1) for t in tails])
+        if not check:
+            refs = [None] * len(tails)
+        elif self.reference_shared is not None:
+            refs = self.reference_shared(context, tails)
+        else:
+            refs = [self.reference(context + t, len(t) + 1) for t in tails]
         return [self._judge(r, torch.tensor(c), ref) for r, c, ref in zip(rows, continuations, refs)]
 
     def _score(self, context: list[int], continuation: list[int], check: bool) -> tuple[float, bool]:
