@@ -47,11 +47,16 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --no-deps aimet-onnx==2.42.0  # (its declared deps replace torch; pyproject's `aimet`)
 	touch $@
 
+# TEST_JOBS pytest-xdist workers (default: one per logical CPU; TEST_JOBS=0 runs in this process). Tests share the
+# caches safely (harness/cache.py: atomic entries, build locks); a group of tests that must share one worker is
+# marked xdist_group.
+TEST_JOBS ?= logical
+
 test: setup system-deps
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadgroup
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not real_model and not slow and not slurm"
+	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadgroup -m "not real_model and not slow and not slurm"
 
 # --- runtime (the native engine, edgeflow_runtime/src/engine) ---
 .PHONY: runtime test-runtime test-sanitize bench-runtime bench-pipeline bench-scoring

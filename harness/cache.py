@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import sys
@@ -34,6 +35,19 @@ def progress_note(what: str, ledger: tuple[str, str | os.PathLike] | None = None
     print(f"[edgeflow-bench] {what}: done in {seconds:.1f} s", file=sys.stderr, flush=True)
     if ledger is not None:
         cache_made(*ledger, seconds)
+
+
+@contextlib.contextmanager
+def exclusive(lock: Path):
+    """Hold an exclusive lock on the file `lock` (created if missing) for the block: processes that would build the
+    same cache entry (a parallel sweep's points, the test suite's workers) take turns, and the later ones find it
+    built. One lock file per step: a process that nests two steps must not take the same file twice (flock locks
+    belong to an open file, so the second open would wait for the first forever)."""
+    lock = Path(lock)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        yield
 
 
 @contextlib.contextmanager

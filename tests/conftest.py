@@ -1,6 +1,19 @@
+import os
+
 import pytest
 
 from harness.models.zoo import DEFAULT_MODEL, ModelSpec, load_model_spec
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (`make test` runs `-n auto`), each worker's torch and the processes its tests start get
+    the worker's share of the cores, so that N workers do not run N x cores threads (torch's spinning threads slow
+    each other down when oversubscribed). Set before anything imports torch; a test may still ask for more."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        share = str(max(1, (os.cpu_count() or 1) // workers))
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(var, share)
 
 
 @pytest.fixture(scope="session")

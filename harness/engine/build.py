@@ -7,9 +7,10 @@ last build, serialised across processes by a file lock.
 """
 from __future__ import annotations
 
-import fcntl
 import subprocess
 from pathlib import Path
+
+from harness.cache import exclusive
 
 RUNTIME = Path(__file__).resolve().parents[2] / "edgeflow_runtime"
 
@@ -45,8 +46,7 @@ def build(name: str = "host", target: str | None = None) -> Path:
     build_dir, args = BUILDS[name]
     build_dir.mkdir(parents=True, exist_ok=True)
     stamp = build_dir / f".built-{target or 'all'}"
-    with open(build_dir / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with exclusive(build_dir / ".build.lock"):
         sources = [RUNTIME / "CMakeLists.txt", *RUNTIME.glob("cmake/*"),
                    *(p for d in ("include", "src", "tests", "bench", "fuzz") for p in RUNTIME.glob(f"{d}/**/*"))]
         newest = max(p.stat().st_mtime for p in sources if p.is_file())

@@ -17,6 +17,8 @@ import sys
 import unicodedata
 from pathlib import Path
 
+from harness.cache import atomic_file
+
 MAGIC, VERSION = b"EFTK", 1
 LETTER, NUMBER, SPACE = 1, 2, 3
 # Unicode White_Space above ASCII (what the tokenizers library's regex means by \s; str.isspace also has U+001C-1F).
@@ -86,9 +88,8 @@ def write_tokenizer_file(tokenizer_json: str | os.PathLike, out: str | os.PathLi
     parts += [struct.pack("<I", len(merges)), b"".join(struct.pack("<III", *m) for m in merges)]
     parts += [struct.pack("<I", len(ranges)), b"".join(struct.pack("<IIB", *r) for r in ranges)]
     parts += [struct.pack("<I", len(added)), b"".join(struct.pack("<I", i) for i in sorted(added.values()))]
-    partial = out.with_name(out.name + ".partial")
-    partial.write_bytes(b"".join(parts))
-    os.replace(partial, out)
+    with atomic_file(out) as partial:
+        partial.write_bytes(b"".join(parts))
     return out
 
 

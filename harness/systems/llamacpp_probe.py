@@ -28,6 +28,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.cache import atomic_file
 from harness.measure.cold import EngineError
 
 
@@ -118,10 +119,8 @@ def probe_completion(binary: str | Path, gguf: str | Path, threads: int, cache: 
             result = ProbeResult(path, tried)
             if len(tried) > 1:
                 print(f"[edgeflow-bench] {result.note()}", file=sys.stderr, flush=True)
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(".partial")
-            tmp.write_text(json.dumps({"key": key, "path": path.name, "tried": tried}, indent=1))
-            tmp.replace(cache)
+            with atomic_file(cache) as tmp:
+                tmp.write_text(json.dumps({"key": key, "path": path.name, "tried": tried}, indent=1))
             return result
     raise EngineError(f"llama.cpp ({binary}) fails on this host in every kernel path: "
                       + "; ".join(f"{t['path']}: {t['what']}" for t in tried),

@@ -59,12 +59,15 @@ def test_slurm_launchers_compose(name, gpus):
 
 
 @pytest.mark.real_model
-@pytest.mark.slow  # two fresh processes import torch and load the model: ~50 s on a busy 2-core host
+@pytest.mark.slow  # two fresh processes import torch and load the model
 def test_two_point_multirun_through_joblib(tmp_path):
-    """Two smoke configurations (differing only in repetitions) through the joblib pool, rows in one store."""
+    """Two smoke configurations (differing only in repetitions) through the joblib pool, rows in one store. The
+    smoke work is cut to one perplexity window and a few items: the launcher is under test, not the numbers (the
+    full smoke config made this the suite's slowest test, 173-216 s)."""
     env = {**os.environ, "EDGEFLOW_JOBS": "2", "PYTHONPATH": str(multirun.common.REPO)}
     cmd = [sys.executable, "-m", "harness", "--multirun", "hydra/launcher=local_parallel", "experiment=smoke",
-           "experiment.repetitions=1,2", f"run.results_dir={tmp_path}", f"hydra.sweep.dir={tmp_path / 'hydra'}"]
+           "experiment.repetitions=1,2", "experiment.ppl_max_windows=1", "experiment.eval_limit=5",
+           f"run.results_dir={tmp_path}", f"hydra.sweep.dir={tmp_path / 'hydra'}"]
     subprocess.run(cmd, cwd=multirun.common.REPO, env=env, check=True, capture_output=True, timeout=600)
     rows = ResultsStore(tmp_path).read("smoke")
     assert set(rows["status"]) == {"ok"}

@@ -15,7 +15,8 @@ import pytest
 from harness.runner.store import ResultsStore
 from tests.runner.slurm_cluster import die_with_parent
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+# one worker of `make test`'s (--dist loadgroup) runs them all: one cluster per module, not one per worker
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 REPO = Path(__file__).resolve().parents[2]
 SUBMIT_TIMEOUT_S = 900  # a whole sweep, submission to the last task, on a busy 2-core host
 
