@@ -37,6 +37,31 @@ def test_ttft_lines_never_run_in_parallel():
         assert launcher == ("hydra/launcher=basic" if "experiment=ttft" in cmd else "hydra/launcher=local_parallel")
 
 
+@pytest.mark.parametrize("environ,cpus,jobs,share", [
+    ({}, 2, "2", "1"),                      # default: one job per CPU, one thread each
+    ({}, 8, "8", "1"),
+    ({"EDGEFLOW_JOBS": "2"}, 8, "2", "4"),  # fewer jobs (memory): each gets more threads
+    ({"EDGEFLOW_JOBS": "4"}, 2, "4", "1"),
+])
+def test_pool_jobs_split_the_cpus(environ, cpus, jobs, share):
+    env = multirun.parallel_env(environ, cpus=cpus)
+    assert (env["EDGEFLOW_JOBS"], env["OMP_NUM_THREADS"], env["EDGEFLOW_THREADS"]) == (jobs, share, share)
+
+
+def test_what_the_caller_set_is_kept():
+    env = multirun.parallel_env({"EDGEFLOW_JOBS": "2", "OMP_NUM_THREADS": "3", "EDGEFLOW_THREADS": "2"}, cpus=2)
+    assert (env["OMP_NUM_THREADS"], env["EDGEFLOW_THREADS"]) == ("3", "2")
+
+
+def test_engines_take_their_thread_budget_from_edgeflow_threads(monkeypatch):
+    from harness.runner.sweep import compose_config
+
+    for system in ("edgeflow", "llamacpp", "mnn"):
+        assert compose_config(["experiment=ttft", f"system={system}"]).system.threads == 2
+    monkeypatch.setenv("EDGEFLOW_THREADS", "1")
+    assert compose_config(["experiment=accuracy", "system=llamacpp"]).system.threads == 1
+
+
 def _launcher(name: str):
     from hydra import compose, initialize_config_dir
 
