@@ -58,13 +58,19 @@ def commands(points: list[list[str]], launcher: str, results_dir) -> list[list[s
     return out
 
 
-def parallel_env(environ=os.environ, cpus: int | None = None) -> dict[str, str]:
-    """The environment of a line that runs in a local process pool: EDGEFLOW_JOBS jobs (default: one per CPU this
-    process may use), each with its share of those CPUs for torch (OMP_NUM_THREADS) and for the engines'
-    system.threads (EDGEFLOW_THREADS, conf/system/*.yaml): N jobs x 2 threads on N cores would oversubscribe them.
-    What the caller set is kept."""
+def line_points(line: list[str]) -> int:
+    """How many configurations a --multirun line sweeps (the product of its comma lists)."""
+    return math.prod(len(o.partition("=")[2].split(",")) for o in line if "=" in o)
+
+
+def parallel_env(points: int, environ=os.environ, cpus: int | None = None) -> dict[str, str]:
+    """The environment of a line of `points` configurations that runs in a local process pool: EDGEFLOW_JOBS jobs
+    (default: one per CPU this process may use, at most one per point), each with its share of those CPUs for torch
+    (OMP_NUM_THREADS) and for the engines' system.threads (EDGEFLOW_THREADS, conf/system/*.yaml): N jobs x 2
+    threads on N cores would oversubscribe them, and a line of one point keeps every core. What the caller set is
+    kept."""
     cpus = cpus or len(os.sched_getaffinity(0))
-    jobs = int(environ.get("EDGEFLOW_JOBS") or cpus)
+    jobs = max(1, min(int(environ.get("EDGEFLOW_JOBS") or cpus), points))
     share = str(max(1, cpus // jobs))
     return {**environ, "EDGEFLOW_JOBS": str(jobs), "OMP_NUM_THREADS": environ.get("OMP_NUM_THREADS") or share,
             "EDGEFLOW_THREADS": environ.get("EDGEFLOW_THREADS") or share}
@@ -74,5 +80,5 @@ def launch(points: list[list[str]], launcher: str, results_dir) -> None:
     """Run every multirun line; a failing configuration is a row in the store, a failing launcher an exception."""
     for cmd in commands(points, launcher, results_dir):
         print("[experiments] " + " ".join(cmd[1:]), file=sys.stderr)
-        env = parallel_env() if "hydra/launcher=local_parallel" in cmd else None
+        env = parallel_env(line_points(cmd[4:])) if "hydra/launcher=local_parallel" in cmd else None
         subprocess.run(cmd, cwd=common.REPO, check=True, env=env)

@@ -37,20 +37,28 @@ def test_ttft_lines_never_run_in_parallel():
         assert launcher == ("hydra/launcher=basic" if "experiment=ttft" in cmd else "hydra/launcher=local_parallel")
 
 
-@pytest.mark.parametrize("environ,cpus,jobs,share", [
-    ({}, 2, "2", "1"),                      # default: one job per CPU, one thread each
-    ({}, 8, "8", "1"),
-    ({"EDGEFLOW_JOBS": "2"}, 8, "2", "4"),  # fewer jobs (memory): each gets more threads
-    ({"EDGEFLOW_JOBS": "4"}, 2, "4", "1"),
+@pytest.mark.parametrize("environ,cpus,points,jobs,share", [
+    ({}, 2, 4, "2", "1"),                      # default: one job per CPU, one thread each
+    ({}, 8, 16, "8", "1"),
+    ({}, 8, 2, "2", "4"),                      # no more jobs than points: a line of two keeps every core busy
+    ({}, 2, 1, "1", "2"),                      # a line of one point runs as it would alone
+    ({"EDGEFLOW_JOBS": "2"}, 8, 16, "2", "4"),  # fewer jobs (memory): each gets more threads
+    ({"EDGEFLOW_JOBS": "4"}, 2, 16, "4", "1"),
 ])
-def test_pool_jobs_split_the_cpus(environ, cpus, jobs, share):
-    env = multirun.parallel_env(environ, cpus=cpus)
+def test_pool_jobs_split_the_cpus(environ, cpus, points, jobs, share):
+    env = multirun.parallel_env(points, environ, cpus=cpus)
     assert (env["EDGEFLOW_JOBS"], env["OMP_NUM_THREADS"], env["EDGEFLOW_THREADS"]) == (jobs, share, share)
 
 
 def test_what_the_caller_set_is_kept():
-    env = multirun.parallel_env({"EDGEFLOW_JOBS": "2", "OMP_NUM_THREADS": "3", "EDGEFLOW_THREADS": "2"}, cpus=2)
+    env = multirun.parallel_env(4, {"EDGEFLOW_JOBS": "2", "OMP_NUM_THREADS": "3", "EDGEFLOW_THREADS": "2"}, cpus=2)
     assert (env["OMP_NUM_THREADS"], env["EDGEFLOW_THREADS"]) == ("3", "2")
+
+
+def test_a_line_counts_its_points():
+    cmd = multirun.commands(fig10.sweep(systems=("edgeflow",), datasets=("lambada",)), "local_parallel", "/tmp/x")
+    accuracy = next(c for c in cmd if "experiment=accuracy" in c and "system=edgeflow" in c)
+    assert multirun.line_points(accuracy[4:]) == 4  # quantizer.budget_bits=4.0,5.0,6.0,7.0
 
 
 def test_engines_take_their_thread_budget_from_edgeflow_threads(monkeypatch):
