@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.cache import cache_dir, progress_note
+from harness.cache import cache_dir, exclusive, progress_note
 from harness.cache_ledger import cache_hit
 from harness.host import memory_shortfall
 
@@ -79,6 +79,13 @@ def export(checkpoint: Path, model_name: str, bits: int = 8, quant_block: int = 
     if (out / COMPLETE).is_file():
         cache_hit("MNN export", out)
         return out
+    with exclusive(out.with_name(out.name + ".lock")):  # parallel jobs: one exports, the others wait and read it
+        if not (out / COMPLETE).is_file():
+            _export(checkpoint, model_name, bits, quant_block, timeout_s, out)
+    return out
+
+
+def _export(checkpoint: Path, model_name: str, bits: int, quant_block: int, timeout_s: float, out: Path) -> None:
     check_memory(checkpoint)
     pkg = llmexport_dir()
     with tempfile.TemporaryDirectory(prefix="mnn-export-") as tmp, progress_note(f"llmexport {model_name} -> MNN INT{bits}",
@@ -100,4 +107,3 @@ def export(checkpoint: Path, model_name: str, bits: int = 8, quant_block: int = 
         shutil.rmtree(out, ignore_errors=True)
         shutil.copytree(dst, out)
     (out / COMPLETE).write_text(f"llmexport --quant_bit {bits} --quant_block {quant_block} from {checkpoint}\n")
-    return out
