@@ -227,14 +227,15 @@ def fidelity(job) -> Iterator[dict]:
         engine = NativeEngine.open(packed, ctx=window)  # the default thread budget (engine/run.py)
         variants.append(("_runtime", f"the runtime over {packed.name}", LogitsModel(engine.logits), "measured"))
     try:  # the FP model runs once per window for every variant
-        results = measure_each(model, {suffix: q_model for suffix, _, q_model, _ in variants}, ids, window, windows)
+        results = measure_each(model, {suffix: q_model for suffix, _, q_model, _ in variants}, ids, window, windows,
+                               reference=_fp_reference(job, model))
         for suffix, what, _, label in variants:
             result = results[suffix]
             for metric, unit in (("kl_fp16", "nats/token"), ("top1_agreement", "fraction")):
                 key = "kl" if metric == "kl_fp16" else "top1"
                 for i, v in enumerate(result[key]):
                     yield job.row(metric + suffix, v, unit, repetition=i, dataset=text, label=label,
-                                  notes=f"{what}; {result['protocol']}")
+                                  notes=f"{what}; {result['protocol']}; {result['reference']}")
     finally:
         if engine is not None:
             engine.close()
@@ -265,11 +266,11 @@ def _engine_fidelity(job) -> Iterator[dict]:
     window, windows = job.settings.fidelity_window, job.settings.fidelity_windows
     with system.open_scorer(prepared, ctx=window) as scorer:
         result = measure(model, LogitsModel(scorer.logits), local_ppl_tokens(tokenizer).ids, window=window,
-                         windows=windows)
+                         windows=windows, reference=_fp_reference(job, model))
     for metric, key, unit in (("kl_fp16_runtime", "kl", "nats/token"), ("top1_agreement_runtime", "top1", "fraction")):
         for i, v in enumerate(result[key]):
             yield job.row(metric, v, unit, repetition=i, bits=bits, dataset=HELD_OUT,
-                          notes=f"{_scored_by(system, prepared)}; {result['protocol']}")
+                          notes=f"{_scored_by(system, prepared)}; {result['protocol']}; {result['reference']}")
 
 
 def pipeline_sim(job) -> Iterator[dict]:
@@ -331,6 +332,13 @@ def _fp_model(job):
     from harness.models.zoo import load_model
 
     return load_model(job.model)
+
+
+def _fp_reference(job, model) -> str:
+    """What names the FP model for fidelity's per-process reference cache: its checkpoint and dtype."""
+    from harness.models.zoo import checkpoint_dir
+
+    return f"{checkpoint_dir(job.model)} ({model.dtype})"
 
 
 # What computes a quantizer's numbers where no engine does: float arithmetic on the quantizer's integer grid, standing
