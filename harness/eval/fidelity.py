@@ -86,8 +86,8 @@ class _ReferenceCache:
         return self.log_probs
 
     def collector(self, reference: str | None, batches) -> "_Collector":
-        """Where a call that computes the FP pass puts each window's log-probabilities; complete, they replace the
-        entry (a call that raises midway leaves the old one)."""
+        """Where a call that computes the FP pass puts each window's log-probabilities: the old entry goes at once,
+        the new one is kept when its last window arrives (a call that raises midway leaves none)."""
         if reference is None:
             return _Collector(self, None, len(batches))
         self.key, self.log_probs = None, None  # a new model or new windows: free the old entry first
