@@ -175,7 +175,8 @@ def fidelity(job) -> Iterator[dict]:
     window), so a reader can put an interval on the mean. With a baseline system (system=llamacpp|mnn|...) and no
     quantizer: that engine's own forward pass over the weights its TTFT loads, as kl_fp16_runtime rows. With an npu
     group (npu=sm8750, npu.activation_bits=16): the quantized linears computed by QNN's HTP simulator for that SoC
-    (harness/npu/model.py), as kl_fp16_htp / top1_agreement_htp rows labelled simulated."""
+    (harness/npu/model.py), as kl_fp16_htp / top1_agreement_htp rows labelled simulated. The FP model's pass over
+    the windows is shared with the process's previous fidelity point over the same checkpoint and windows."""
     _needs_trained_weights(job, "fidelity")
     if job.cfg.get("quantizer") is None and job.cfg.get("system") is not None and job.cfg.system.name != "edgeflow":
         yield from _engine_fidelity(job)
