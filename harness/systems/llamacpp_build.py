@@ -90,6 +90,8 @@ def build_scorer(version: str) -> Path:
     build = src.parent / "build"
     digest = hashlib.sha256(SCORER_SOURCE.read_bytes()).hexdigest()[:12]
     binary = build / "bin" / f"edgeflow-llama-scorer-{digest}"
+    if binary.is_file():  # the usual case: no lock, no look at the tools
+        return binary
     build_tools(version, ("llama-completion",))  # the libraries come with any tool
     with exclusive(src.parent / ".scorer.lock"):
         if not binary.is_file():
