@@ -43,8 +43,9 @@ def fidelity_of_each(fp_model, q_models: dict, token_ids: torch.Tensor, window: 
                          f"not {windows}")
     starts = [(i * fit // windows) * window for i in range(windows)]  # spread over the whole stream
     batches = [token_ids[s:s + window][None] for s in starts]
-    reused = _REFERENCES.lookup(reference, batches)
-    computed = _REFERENCES.collector(reference, batches) if reused is None else None
+    key = None if reference is None else _ReferenceCache.key_of(reference, batches)
+    reused = _REFERENCES.lookup(key)
+    computed = _REFERENCES.collector(key, len(batches)) if reused is None else None
     kl = {name: [] for name in q_models}
     top1 = {name: [] for name in q_models}
     with torch.inference_mode():
@@ -74,24 +75,23 @@ class _ReferenceCache:
         self.key, self.log_probs = None, None
 
     @staticmethod
-    def _key(reference: str, batches: list[torch.Tensor]) -> tuple[str, str]:
+    def key_of(reference: str, batches: list[torch.Tensor]) -> tuple[str, str]:
+        """(the FP model's name, a digest of the windows' token ids)."""
         digest = hashlib.sha256()
         for ids in batches:
             digest.update(ids.numpy().tobytes())
         return reference, digest.hexdigest()
 
-    def lookup(self, reference: str | None, batches) -> list[torch.Tensor] | None:
-        if reference is None or self.key != self._key(reference, batches):
-            return None
-        return self.log_probs
+    def lookup(self, key: tuple[str, str] | None) -> list[torch.Tensor] | None:
+        return self.log_probs if key is not None and key == self.key else None
 
-    def collector(self, reference: str | None, batches) -> "_Collector":
+    def collector(self, key: tuple[str, str] | None, windows: int) -> "_Collector":
         """Where a call that computes the FP pass puts each window's log-probabilities: the old entry goes at once,
-        the new one is kept when its last window arrives (a call that raises midway leaves none)."""
-        if reference is None:
-            return _Collector(self, None, len(batches))
-        self.key, self.log_probs = None, None  # a new model or new windows: free the old entry first
-        return _Collector(self, self._key(reference, batches), len(batches))
+        the new one is kept when its last window arrives (a call that raises midway leaves none). key None: kept
+        nowhere."""
+        if key is not None:
+            self.key, self.log_probs = None, None  # a new model or new windows: free the old entry first
+        return _Collector(self, key, windows)
 
 
 class _Collector:
