@@ -6,7 +6,7 @@ from harness.models.zoo import DEFAULT_MODEL, ModelSpec, load_model_spec
 
 
 def pytest_configure(config):
-    """Under pytest-xdist (`make test` runs `-n auto`), each worker's torch and the processes its tests start get
+    """Under pytest-xdist (`make test` runs `-n logical`), each worker's torch and the processes its tests start get
     the worker's share of the cores, so that N workers do not run N x cores threads (torch's spinning threads slow
     each other down when oversubscribed). Set before anything imports torch; a test may still ask for more."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
