@@ -154,3 +154,20 @@ def _check(cmd: list[str], what: str, env: dict | None = None) -> None:
     if res.returncode != 0:
         tail = (res.stdout + res.stderr)[-3000:]
         raise BuildError(f"{what} failed (exit {res.returncode}): {' '.join(cmd)}\n{tail}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """python harness/systems/llamacpp_build.py VERSION: the five tools and the scorer, built ahead of their first
+    use. Needs only the standard library, so `make` starts it on a fresh machine while the venv is still installing
+    (the Makefile's `llamacpp-early`); whoever needs llama.cpp meanwhile waits on the build's lock."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__.split(":")[0])
+    parser.add_argument("version", help="the llama-cpp-python sdist whose vendor/llama.cpp is built, e.g. 0.3.36")
+    args = parser.parse_args(argv)
+    build_tools(args.version)
+    print(f"llama.cpp {args.version}: scorer {build_scorer(args.version)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
