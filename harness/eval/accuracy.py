@@ -31,9 +31,13 @@ class AccuracyResult:
     n: int  # documents evaluated
     shots: int
     protocol: str  # PROXY_LABEL for local tasks; BUILTIN_PROTOCOL otherwise
+    # the metric per document, by lm-eval's doc_id, for metrics that are a share of documents (acc: 0 or 1 each):
+    # what pairs two models' results item by item (experiments/fig12.py); None for others (lambada's perplexity,
+    # whose per-document value is a log-likelihood) and for groups
+    per_item: dict[int, float] | None = None
 
     def row(self) -> dict:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "per_item"}
 
 
 def evaluate_accuracy(model, tokenizer, dataset: DatasetConfig, limit: int | None = None,
@@ -59,7 +63,7 @@ def evaluate_accuracy(model, tokenizer, dataset: DatasetConfig, limit: int | Non
     # and forking a process that runs torch's threads is unsafe anyway. In process, 1000 draws take well under 1 s.
     os.environ["DISABLE_MULTIPROC"] = "1"
     out = lm_eval.simple_evaluate(model=lm, tasks=[task], num_fewshot=dataset.shots, limit=limit,
-                                  task_manager=manager, log_samples=False, bootstrap_iters=1000,
+                                  task_manager=manager, log_samples=True, bootstrap_iters=1000,
                                   random_seed=dataset.seed, fewshot_random_seed=dataset.seed)
     return tidy_results(out, task, dataset, protocol)
 
@@ -71,6 +75,7 @@ def tidy_results(out: dict, task: str, dataset: DatasetConfig, protocol: str) ->
     members = out.get("group_subtasks", {}).get(task) or [task]
     n = sum(int(out["n-samples"][t]["effective"]) for t in members if t in out["n-samples"])
     shots = int(out["n-shot"].get(task, dataset.shots))
+    samples = out.get("samples", {}).get(task) if members == [task] else None
     rows = []
     for key, value in metrics.items():
         name, _, filter_name = key.partition(",")
@@ -78,8 +83,20 @@ def tidy_results(out: dict, task: str, dataset: DatasetConfig, protocol: str) ->
             continue  # "alias" and other strings; stderrs are attached to their metric below
         stderr = metrics.get(f"{name}_stderr,{filter_name}")
         stderr = float(stderr) if isinstance(stderr, (int, float)) else None  # lm-eval writes "N/A" when absent
-        rows.append(AccuracyResult(dataset.name, task, name, float(value), stderr, n, shots, protocol))
+        rows.append(AccuracyResult(dataset.name, task, name, float(value), stderr, n, shots, protocol,
+                                   _per_item(samples, name, filter_name)))
     return rows
+
+
+def _per_item(samples: list[dict] | None, metric: str, filter_name: str) -> dict[int, float] | None:
+    """{doc_id: 0 or 1} of `metric` from lm-eval's logged samples (one dict per document, the metric's value under
+    its name), or None unless every document's value is 0 or 1 (a share-of-documents metric such as acc)."""
+    if not samples:
+        return None
+    picked = [s for s in samples if s.get("filter", filter_name) == filter_name]
+    if not picked or not all(isinstance(s.get(metric), (int, float)) and s[metric] in (0, 1) for s in picked):
+        return None
+    return {int(s["doc_id"]): float(s[metric]) for s in picked}
 
 
 def _loaded_builtin(task: str):

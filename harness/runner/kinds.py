@@ -342,6 +342,8 @@ def _fp_reference(job, model) -> str:
     return f"{checkpoint_dir(job.model)} ({model.dtype})"
 
 
+ITEM_ACCURACY = "item_accuracy"  # one row per document: 1 if the model got it right (prompt_index = lm-eval's doc_id)
+
 # What computes a quantizer's numbers where no engine does: float arithmetic on the quantizer's integer grid, standing
 # in for the integer engine that would run it (its rows are labelled stand-in)
 FAKE_QUANT = "the fake-quant torch model"
@@ -435,8 +437,11 @@ def _accuracy_rows(job, model, tokenizer, dataset, row_dataset: str | None = Non
     yield from job.take_extra_rows()
     for r in evaluate_accuracy(model, tokenizer, dataset, limit=job.experiment.eval_limit, lm=lm):
         proxy = r.protocol.startswith("proxy")
+        same = dict(label=label or ("proxy" if proxy else "measured"), dataset=row_dataset or dataset.name,
+                    data_source="proxy" if proxy else "builtin", **fields)
         yield job.row("accuracy" if r.metric == "acc" else r.metric, r.value, "fraction",
-                      label=label or ("proxy" if proxy else "measured"), dataset=row_dataset or dataset.name,
-                      data_source="proxy" if proxy else "builtin",
                       notes=f"{r.protocol}; lm-eval task {r.task} metric {r.metric}, n={r.n}, shots={r.shots}, "
-                            f"stderr={r.stderr}; scored by {scored_by}", items=r.n, **fields)
+                            f"stderr={r.stderr}; scored by {scored_by}", items=r.n, **same)
+        if r.metric == "acc" and r.per_item:  # what pairs two methods item by item (experiments/fig12.py)
+            for doc_id, value in sorted(r.per_item.items()):
+                yield job.row(ITEM_ACCURACY, value, "fraction", prompt_index=doc_id, **same)

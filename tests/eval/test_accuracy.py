@@ -29,8 +29,13 @@ def _check_rows(rows, task, metrics, n):
 
 
 def test_local_tasks_run_through_lm_eval_on_a_tiny_random_model(corpus, tokenizer, tiny_model):
-    _check_rows(evaluate_accuracy(tiny_model, tokenizer, _local("lambada-local"), limit=6), "lambada-local",
-                ("acc", "perplexity"), 6)
+    rows = evaluate_accuracy(tiny_model, tokenizer, _local("lambada-local"), limit=6)
+    _check_rows(rows, "lambada-local", ("acc", "perplexity"), 6)
+    by_metric = {r.metric: r for r in rows}
+    acc = by_metric["acc"]  # one 0/1 per document, by lm-eval's doc_id: what pairs two models item by item
+    assert sorted(acc.per_item) == list(range(6)) and set(acc.per_item.values()) <= {0.0, 1.0}
+    assert sum(acc.per_item.values()) / 6 == pytest.approx(acc.value)
+    assert by_metric["perplexity"].per_item is None  # a document's log-likelihood is not a value of this metric
     _check_rows(evaluate_accuracy(tiny_model, tokenizer, _local("hellaswag-local")), "hellaswag-local",
                 ("acc", "acc_norm"), 12)
 

@@ -75,6 +75,8 @@ def test_edgeflow_accuracy_comes_from_its_runtime_with_agreement_rows(tmp_path):
     assert "requests of the first 3 items (" in rows.loc["agreement_top1", "notes"]  # checked on 3 of the 8
     assert rows.loc["agreement_top1", "notes"].endswith(", 3 requests)")
     assert rows.loc["agreement_max_abs_loglik", "value"] >= rows.loc["agreement_mean_abs_loglik", "value"] >= 0
+    items = rows.loc["item_accuracy"]  # each document's result, for pairing (experiments/fig12.py)
+    assert sorted(items["prompt_index"]) == list(range(8)) and items["value"].mean() == pytest.approx(accuracy)
 
 
 def test_fig10_shows_the_runtimes_agreement_with_its_reference():
