@@ -450,21 +450,41 @@ def wilson(k: float, n: int, z: float = Z95) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def combination_interval(terms: list[tuple[float, float, int | None]]) -> tuple[float, float, float]:
+def combination_interval(terms: list[tuple[float, float, int | None]],
+                         correlations: dict[tuple[int, int], float] | None = None) -> tuple[float, float, float]:
     """(value, lo, hi) of sum(coef * p) over terms (coef, p, n), each p a proportion over n items: the Wilson
-    interval of each p combined by MOVER (Zou & Donner 2008; for one difference it is Newcombe's method 10). The
-    proportions are treated as independent; on the same items they are positively correlated, so the interval is
-    conservative. lo/hi are NaN when any n is unknown."""
+    interval of each p combined by MOVER (Zou & Donner 2008; for one difference it is Newcombe's method 10).
+    `correlations` {(i, j): phi} gives the correlation of the proportions of terms i and j where they were measured on
+    the same items (paired_phi); other pairs are treated as independent, which is conservative for proportions on the
+    same items (positively correlated). lo/hi are NaN when any n is unknown."""
     value = float(sum(c * p for c, p, _ in terms))
     if not terms or any(n is None or not n > 0 for _, _, n in terms):
         return value, math.nan, math.nan
-    down = up = 0.0
+    below, above = [], []  # per term: how far c * p lies above its lower limit, below its upper one
     for c, p, n in terms:
         lo, hi = wilson(p * n, int(n))
         a, b = sorted((c * lo, c * hi))
-        down += (c * p - a) ** 2
-        up += (b - c * p) ** 2
-    return value, value - math.sqrt(down), value + math.sqrt(up)
+        below.append(c * p - a)
+        above.append(b - c * p)
+    down, up = sum(d * d for d in below), sum(u * u for u in above)
+    for (i, j), phi in (correlations or {}).items():
+        r = phi * math.copysign(1.0, terms[i][0] * terms[j][0])  # the correlation of c_i p_i with c_j p_j
+        down += 2 * r * below[i] * below[j]
+        up += 2 * r * above[i] * above[j]
+    return value, value - math.sqrt(max(down, 0.0)), value + math.sqrt(max(up, 0.0))
+
+
+def paired_phi(x: list[float], y: list[float]) -> float:
+    """The phi coefficient of two 0/1 outcomes on the same items (Newcombe 1998, method 10); 0 where a margin is
+    empty (every item right, or every item wrong, for one of them)."""
+    if len(x) != len(y):
+        raise ValueError(f"paired outcomes need the same items: {len(x)} and {len(y)}")
+    a = sum(1 for u, v in zip(x, y) if u and v)
+    b = sum(1 for u, v in zip(x, y) if u and not v)
+    c = sum(1 for u, v in zip(x, y) if v and not u)
+    d = len(x) - a - b - c
+    margins = (a + b) * (c + d) * (a + c) * (b + d)
+    return (a * d - b * c) / math.sqrt(margins) if margins else 0.0
 
 
 def prompt_ids(df: pd.DataFrame) -> pd.Series:

@@ -4,11 +4,15 @@ with its gain in a table of its own, outside every verdict.
 
 Ours: `accuracy` rows (a fraction over their `items`) per model, dataset source (builtin or local
 proxy: never pooled), quantizer, bits and dataset; a gain is EdgeFlow's accuracy minus the baseline's in percentage
-points, averaged over the datasets both ran, with a 95% interval from the accuracies' Wilson intervals (MOVER). The paper gives per-bit gains vs CMPQ and a
-4..7-bit range vs SmoothQuant and SO (results/paper/fig12.csv); both are compared under the accuracy rule.
+points, averaged over the datasets both ran, with a 95% interval from the accuracies' Wilson intervals (MOVER), paired
+by document where both runs kept their per-document results (`item_accuracy` rows): two quantizers of one model that
+get mostly the same documents right differ by less than two independent accuracies would (docs/experiments.md has
+the numbers). The paper gives per-bit gains vs CMPQ and a 4..7-bit range vs SmoothQuant and SO
+(results/paper/fig12.csv); both are compared under the accuracy rule.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +20,7 @@ import pandas as pd
 from experiments import common, fig10, table4
 from experiments.base import SweepArtifact, register_artifact
 from experiments.common import Section, md_table
+from harness.runner.kinds import ITEM_ACCURACY
 
 NAME = "fig12"
 TITLE = "Figure 12 - accuracy of quantization schemes across bit-widths"
@@ -30,10 +35,14 @@ def sweep(models=("smollm2-135m",), datasets=fig10.DATASETS, quantizers=table4.S
             for m in models for d in datasets for q in quantizers for b in bits if common.quantizer_accepts(q, b)]
 
 
-def gains(acc: pd.DataFrame) -> pd.DataFrame:
+def gains(acc: pd.DataFrame, per_item: dict | None = None) -> pd.DataFrame:
     """EdgeFlow minus each baseline, in percentage points, averaged over datasets, per model and dataset source (when
-    `acc` has a source column): (model, source, quantizer, bits, gain_pp, lo, hi, datasets). The 95% interval combines
-    the Wilson intervals of the accuracies (their `items` column; NaN without it)."""
+    `acc` has a source column): (model, source, quantizer, bits, gain_pp, lo, hi, datasets, paired_items). The 95%
+    interval combines the accuracies' Wilson intervals by MOVER. Where `per_item` ({(model, source, quantizer, bits,
+    dataset): {doc_id: 0 or 1}}) has both methods' documents, the two are compared on the documents both scored,
+    with their correlation (Newcombe's paired method 10): methods that get mostly the same items right differ by
+    much less than two independent samples would, so the same interval needs fewer items. paired_items: the fewest
+    documents a paired dataset had (NaN when none was paired)."""
     keys = ["model", "source", "bits"] if "source" in acc.columns else ["model", "bits"]
     out = []
     for values, g in acc.groupby(keys):
@@ -49,12 +58,53 @@ def gains(acc: pd.DataFrame) -> pd.DataFrame:
             both = [d for d in wide.index if pd.notna(wide.loc[d, "edgeflow"]) and pd.notna(wide.loc[d, q])]
             if not both:
                 continue
-            terms = [(c / len(both), float(wide.loc[d, col]), _items(items, d, col))
-                     for d in both for c, col in ((1, "edgeflow"), (-1, q))]
-            v, lo, hi = common.combination_interval(terms)
+            terms, correlations, paired = [], {}, []
+            for d in both:
+                ours, theirs = (_documents(per_item, cond, col, d) for col in ("edgeflow", q))
+                common_ids = sorted(set(ours) & set(theirs))
+                if common_ids:
+                    x, y = [ours[i] for i in common_ids], [theirs[i] for i in common_ids]
+                    n = len(common_ids)
+                    correlations[(len(terms), len(terms) + 1)] = common.paired_phi(x, y)
+                    terms += [(1 / len(both), sum(x) / n, n), (-1 / len(both), sum(y) / n, n)]
+                    paired.append(n)
+                else:
+                    terms += [(c / len(both), float(wide.loc[d, col]), _items(items, d, col))
+                              for c, col in ((1, "edgeflow"), (-1, q))]
+            v, lo, hi = common.combination_interval(terms, correlations)
             out.append({**cond, "quantizer": q, "gain_pp": 100 * v, "lo": 100 * lo, "hi": 100 * hi,
-                        "datasets": len(both)})
-    return pd.DataFrame(out, columns=["model", "source", "quantizer", "bits", "gain_pp", "lo", "hi", "datasets"])
+                        "datasets": len(both), "paired_items": min(paired) if paired else math.nan})
+    return pd.DataFrame(out, columns=["model", "source", "quantizer", "bits", "gain_pp", "lo", "hi", "datasets",
+                                      "paired_items"])
+
+
+def _documents(per_item: dict | None, cond: dict, quantizer: str, dataset: str) -> dict:
+    key = (cond["model"], cond.get("source"), quantizer, float(cond["bits"]), dataset)
+    return (per_item or {}).get(key, {})
+
+
+def item_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The current item_accuracy rows (one per document an accuracy job scored)."""
+    items = common.ok_rows(common.with_conditions(common.current(rows)), ITEM_ACCURACY)
+    return items[items["prompt_index"].notna()]
+
+
+def per_item_results(items: pd.DataFrame, kept: pd.DataFrame) -> dict:
+    """{(model, source, quantizer, bits, dataset): {doc_id: value}} from the item rows of the jobs whose accuracy rows
+    were `kept` (the same configuration hashes)."""
+    items = items[items["config_hash"].isin(set(kept["config_hash"]))]
+    out: dict = {}
+    for key, g in items.groupby(["model", "source", "quantizer", "bits", "dataset"]):
+        out[(key[0], key[1], key[2], float(key[3]), key[4])] = dict(zip(g["prompt_index"].astype(int), g["value"]))
+    return out
+
+
+def one_run_per_point(ok: pd.DataFrame, itemized: set) -> pd.DataFrame:
+    """Runs over different item counts are different measurements, never pooled: per model, source, quantizer, bits
+    and dataset, the runs with per-document results (`itemized` config hashes: they pair), over the most items."""
+    keys = ["model", "source", "quantizer", "bits", "dataset"]
+    rank = ok["config_hash"].isin(itemized).astype(float) * 1e9 + ok["items"].fillna(0)
+    return ok[rank == rank.groupby([ok[k] for k in keys], dropna=False).transform("max")]
 
 
 def _items(items: pd.DataFrame, dataset: str, column: str):
@@ -78,7 +128,7 @@ def compare(ours: pd.DataFrame, paper: pd.DataFrame, model: str, source: str | N
         args = dict(interval=(lo, hi) if hit is not None else None)
         return {"condition": where, "paper model": ref_model, "vs": table4.DISPLAY[vs], "bits": bits,
                 "ours (pp) [95%]": common.interval_text(ours_pp, lo, hi, 4) if hit is not None else "–",
-                "paper (%)": f"{paper_value:.2f}",
+                "interval": _pairing(hit), "paper (%)": f"{paper_value:.2f}",
                 "verdict": common.points_verdict(ours_pp, paper_value, caps=caps, **args),
                 "before the cap": common.points_verdict(ours_pp, paper_value, **args)}
 
@@ -137,13 +187,15 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         return common.not_run_section(NAME, TITLE, "no accuracy rows of these quantizers in the store")
     # EdgeFlow scored by our runtime (Figure 10's points) and by the fake-quant model are different measurements
     ok, left_out = common.one_condition(ok.assign(scorer=common.scoring_path(ok)), ("scorer",))
+    items_rows = item_rows(rows)
+    ok = one_run_per_point(ok, set(items_rows["config_hash"]))
     keys = ["model", "source", "quantizer", "bits", "dataset"]
     acc = common.summarize(ok, keys)
     items = ok.groupby(keys, dropna=False)["items"].min()
     acc["items"] = [items.get(tuple(k)) for k in acc[keys].itertuples(index=False)]
     fp16 = acc[acc["quantizer"].isin(table4.FP16_NAMES)]
     acc = acc[acc["quantizer"].isin(table4.SERIES)]
-    ours = gains(acc)
+    ours = gains(acc, per_item_results(items_rows, ok))
     figures, lines, tables, capped = [], [], [], []
     groups = sorted({(m, s) for m, s in zip(acc["model"], acc["source"])})
     for model, source in groups:
@@ -170,7 +222,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     if capped:
         body += "Agreement can only be *qualitative* (the cap) here because:\n\n" + "\n".join(capped) + "\n\n"
     body += ("**EdgeFlow's accuracy gain** over each baseline (ours: percentage points, mean over datasets, with the "
-             "95% interval combining the accuracies' Wilson intervals; the paper's: percent as it states them).\n\n")
+             "95% interval combining the accuracies' Wilson intervals, paired by document where both runs kept their "
+             "documents' results (Newcombe's method 10); the paper's: percent as it states them).\n\n")
     body += md_table(pd.DataFrame(lines)) + "\n" + _extra_gains(ours) + "\n".join(tables)
     return Section(NAME, TITLE, verdict, count, body, figures)
 
@@ -185,6 +238,13 @@ def _extra_gains(ours: pd.DataFrame) -> str:
              for r in extra.itertuples()]
     return ("\n**EdgeFlow's gain over methods the paper does not compare** (measured here only; no verdict):\n\n"
             + md_table(pd.DataFrame(lines)) + "\n")
+
+
+def _pairing(hit) -> str:
+    if hit is None:
+        return "–"
+    n = hit.get("paired_items")
+    return "unpaired (Wilson, MOVER)" if n is None or pd.isna(n) else f"paired over {int(n)} documents"
 
 
 def _acc_cell(value: float, items) -> str:

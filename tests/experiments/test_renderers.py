@@ -109,6 +109,25 @@ def test_fig12_gains_against_the_paper(quant_store, tmp_path):
     assert section.verdict == "qualitative"  # smollm2-135m on proxy tasks
 
 
+def test_fig12_pairs_the_documents_both_methods_scored():
+    acc = pd.DataFrame({"model": "m", "source": "proxy", "quantizer": ["edgeflow", "cmpq"], "bits": 5.0,
+                        "dataset": "lambada", "median": [0.68, 0.63], "items": 100})
+    ours = [1] * 68 + [0] * 32  # EdgeFlow right on 68 documents, CMPQ on 63 of them (and none else)
+    theirs = [1] * 63 + [0] * 37
+    per_item = {("m", "proxy", "edgeflow", 5.0, "lambada"): dict(enumerate(ours)),
+                ("m", "proxy", "cmpq", 5.0, "lambada"): dict(enumerate(theirs))}
+    paired = fig12.gains(acc, per_item).iloc[0]
+    unpaired = fig12.gains(acc).iloc[0]
+    assert paired["gain_pp"] == pytest.approx(5.0) == unpaired["gain_pp"]
+    assert paired["paired_items"] == 100 and pd.isna(unpaired["paired_items"])
+    assert unpaired["lo"] < paired["lo"] < paired["hi"] < unpaired["hi"]
+    assert paired["lo"] > 0  # 5 of 100 documents, every one in EdgeFlow's favour: a gain, where unpaired says maybe
+    # only the documents both scored pair: CMPQ over the first 50 of them
+    per_item[("m", "proxy", "cmpq", 5.0, "lambada")] = dict(enumerate(theirs[:50]))
+    half = fig12.gains(acc, per_item).iloc[0]
+    assert half["paired_items"] == 50 and half["gain_pp"] == pytest.approx(0.0)
+
+
 @pytest.mark.parametrize("module", [fig13, fig4])
 def test_packing_artifacts_without_the_benchmark_are_not_run(module, tmp_path):
     section = module.render(module.load_rows(ResultsStore(tmp_path)), common.load_paper(module.NAME), tmp_path)

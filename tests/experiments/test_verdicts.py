@@ -125,6 +125,30 @@ def test_wilson_and_newcombe_match_published_values():
     assert math.isnan(common.combination_interval([(1, 0.5, None)])[1])  # items unknown: no interval
 
 
+def _table(a: int, b: int, c: int, d: int) -> tuple[list[int], list[int]]:
+    """Two methods' 0/1 results on the same a + b + c + d documents: a both right, b only the first, c only the
+    second, d neither."""
+    return [1] * a + [1] * b + [0] * c + [0] * d, [1] * a + [0] * b + [1] * c + [0] * d
+
+
+def test_paired_interval_is_newcombes_method_10_and_tighter_than_unpaired():
+    x, y = _table(60, 8, 3, 29)  # 100 documents: the methods agree on 89
+    n, p1, p2 = 100, 0.68, 0.63
+    phi = common.paired_phi(x, y)
+    assert phi == pytest.approx((60 * 29 - 8 * 3) / math.sqrt(68 * 32 * 63 * 37))
+    v, lo, hi = common.combination_interval([(1, p1, n), (-1, p2, n)], {(0, 1): phi})
+    (l1, u1), (l2, u2) = common.wilson(68, n), common.wilson(63, n)  # Newcombe (1998, paired), method 10, written out
+    delta = math.sqrt((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2)
+    eps = math.sqrt((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2)
+    assert (v, lo, hi) == pytest.approx((0.05, 0.05 - delta, 0.05 + eps))
+    _, ulo, uhi = common.combination_interval([(1, p1, n), (-1, p2, n)])  # as if independent samples
+    assert ulo < lo < v < hi < uhi and (hi - lo) < 0.6 * (uhi - ulo)
+    assert common.combination_interval([(1, p1, n), (-1, p2, n)], {(0, 1): 0.0}) == (v, ulo, uhi)
+    assert common.paired_phi(*_table(70, 0, 0, 0)) == 0.0  # an empty margin: no correlation to estimate
+    with pytest.raises(ValueError, match="same items"):
+        common.paired_phi([1, 0], [1])
+
+
 def test_noise_alone_passed_the_old_accuracy_rule_but_not_the_new():
     """100 items per task: baselines 50/100, EdgeFlow 46/100 on one dataset: a 4 pp drop, within 5 pp of the paper's
     6.36 (old rule: reproduced). The difference's 95% interval spans about +-14 pp and holds 0: inconclusive."""
