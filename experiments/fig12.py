@@ -40,9 +40,9 @@ def gains(acc: pd.DataFrame, per_item: dict | None = None) -> pd.DataFrame:
     `acc` has a source column): (model, source, quantizer, bits, gain_pp, lo, hi, datasets, paired_items). The 95%
     interval combines the accuracies' Wilson intervals by MOVER. Where `per_item` ({(model, source, quantizer, bits,
     dataset): {doc_id: 0 or 1}}) has both methods' documents, the two are compared on the documents both scored,
-    with their correlation (Newcombe's paired method 10): methods that get mostly the same items right differ by
-    much less than two independent samples would, so the same interval needs fewer items. paired_items: the fewest
-    documents a paired dataset had (NaN when none was paired)."""
+    with their correlation (Newcombe's paired method 10): methods that get mostly the same items right are known to
+    differ by less than two independent samples would say. paired_items: the fewest documents a paired dataset had
+    (NaN when none was paired)."""
     keys = ["model", "source", "bits"] if "source" in acc.columns else ["model", "bits"]
     out = []
     for values, g in acc.groupby(keys):
