@@ -22,7 +22,7 @@ One repetition:
   6. a timeout, a non-zero exit or a missing first token raises EngineError carrying the stderr tail.
 Warm-up: `protocol.warmup_runs` extra cold runs first whose results are discarded. They warm what is not a model file
 (the engine's binary, shared libraries, the Python interpreter) identically for every system; model files are evicted
-again before every measured run.
+again before every measured run. The warm-ups skip the load gate (step 1): nothing they measure is kept.
 """
 from __future__ import annotations
 
@@ -31,11 +31,11 @@ import statistics
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 
-BUSY_SIGNALS = ("cpu", "loadavg")
+BUSY_SIGNALS = ("cpu", "loadavg", "none")  # none: no gate (what the discarded warm-up runs get)
 
 
 @dataclass
@@ -133,6 +133,8 @@ class LoadReading:
 
 def read_load(device, protocol: ProtocolConfig) -> LoadReading:
     load = device.load_average()
+    if protocol.busy_signal == "none":
+        return LoadReading(load, None, False)
     if protocol.busy_signal == "loadavg":
         return LoadReading(load, None, load > protocol.max_load)
     share = device.cpu_busy(protocol.busy_window_s)
@@ -314,11 +316,13 @@ def on_device_samples(run: ColdRun, samples, device) -> None:
     run.temp_peak_c = max(temps) if temps else None
 
 
-def repeat(run: Callable[[], ColdRun], protocol: ProtocolConfig) -> list[ColdRun]:
-    """Warm-up runs (discarded) then `protocol.repetitions` measured runs of the same cold repetition."""
+def repeat(run: Callable[[ProtocolConfig], ColdRun], protocol: ProtocolConfig) -> list[ColdRun]:
+    """Warm-up runs (discarded) then `protocol.repetitions` measured runs of the same cold repetition; `run` takes
+    the protocol of its run. The warm-ups skip the busy gate (busy_signal none): what they measure is thrown away, and
+    the gate before every measured run still samples the CPUs."""
     for _ in range(protocol.warmup_runs):
-        run()
-    return [run() for _ in range(protocol.repetitions)]
+        run(replace(protocol, busy_signal="none"))
+    return [run(protocol) for _ in range(protocol.repetitions)]
 
 
 def summarize(values: list[float]) -> dict:

@@ -178,8 +178,8 @@ class EdgeFlowSystem(System):
     def run_cold(self, prepared, work, device, protocol) -> Measurement:
         self.check_workload(work)
         cmd = self.command(prepared, work)
-        runs = repeat(lambda: run_once(device, cmd, prepared.files, first_token_seen,
-                                       self.cfg.timeout_s, protocol), protocol)
+        runs = repeat(lambda p: run_once(device, cmd, prepared.files, first_token_seen, self.cfg.timeout_s, p),
+                      protocol)
         reps = [cold_metrics(run, device) + engine_metrics(run) for run in runs]  # parses (or rejects) the reports
         report = parse_report(runs[0].stdout).raw
         notes = []

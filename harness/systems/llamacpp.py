@@ -119,8 +119,8 @@ class LlamaCppSystem(System):
         cmd = self.command(prepared, str(prompt_file(work, ".txt", prompt_file_text(text))), work)
         engine_ids = tokenize(prepared.artifacts.get("llama-tokenize"), prepared.artifacts["gguf"], text,
                               self.cfg.timeout_s)
-        runs = repeat(lambda: run_once(device, cmd, prepared.files, lambda out: len(out) > 0, self.cfg.timeout_s,
-                                       protocol), protocol)
+        runs = repeat(lambda p: run_once(device, cmd, prepared.files, lambda out: len(out) > 0, self.cfg.timeout_s, p),
+                      protocol)
         engine = {**engine_settings(runs[0].stderr), "kernel_path": kernel_path(prepared).name}
         for r in runs:
             check_engine_settings(engine_settings(r.stderr), work)

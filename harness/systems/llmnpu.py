@@ -65,8 +65,8 @@ class LlmNpuSystem(System):
         # measurement carries no workload and no comparison can take it as doing the same work.
         device.run(["chmod", "755", prepared.artifacts["binary"]])
         cmd = [prepared.artifacts["binary"], *self.cfg.extra_args]
-        runs = repeat(lambda: run_once(device, cmd, prepared.files, first_token_seen, self.cfg.timeout_s, protocol,
-                                       cwd=prepared.artifacts["cwd"]), protocol)
+        runs = repeat(lambda p: run_once(device, cmd, prepared.files, first_token_seen, self.cfg.timeout_s, p,
+                                         cwd=prepared.artifacts["cwd"]), protocol)
         reps = [cold_metrics(r, device) + demo_metrics(r.stdout + r.stderr) for r in runs]
         return Measurement(self.name, reps, [f"command: {shlex.join(cmd)}",
                                              "the demo's built-in prompt, not the sweep's prompt ids"],

@@ -77,7 +77,7 @@ class MNNSystem(System):
         text_file = prompt_file(work, ".prompt.txt", prompt_text(work, prepared.artifacts["checkpoint"]))
         cmd = [sys.executable, "-I", str(DRIVER), prepared.artifacts["config"], str(work.threads), str(text_file),
                str(work.new_tokens)]
-        runs = repeat(lambda: run_once(device, cmd, prepared.files, first_token_line, self.cfg.timeout_s, protocol),
+        runs = repeat(lambda p: run_once(device, cmd, prepared.files, first_token_line, self.cfg.timeout_s, p),
                       protocol)
         reps = [cold_metrics(r, device) + engine_metrics(r.stdout, r.stderr, prompt_ids, work.new_tokens)
                 for r in runs]

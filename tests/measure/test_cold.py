@@ -5,8 +5,8 @@ import pytest
 
 from harness.devices import get_device
 from harness.devices.base import Device, cpu_busy_share
-from harness.measure.cold import (EngineError, HostBusy, LoadReading, ProtocolConfig, gate_load, repeat, run_once,
-                                  summarize)
+from harness.measure.cold import (EngineError, HostBusy, LoadReading, ProtocolConfig, gate_load, read_load, repeat,
+                                  run_once, summarize)
 
 QUIET = ProtocolConfig(repetitions=2, warmup_runs=1, busy_policy="flag")
 
@@ -49,10 +49,12 @@ def test_preloading_caches_the_prefix_before_the_spawn(device, tmp_path):
         ProtocolConfig(preload_fraction=1.5)
 
 
-def test_warmup_runs_are_discarded(device, weights):
+def test_warmup_runs_are_discarded_and_not_gated(device, weights):
     calls = []
-    runs = repeat(lambda: calls.append(1) or len(calls), ProtocolConfig(repetitions=3, warmup_runs=2))
-    assert runs == [3, 4, 5] and len(calls) == 5
+    runs = repeat(lambda p: calls.append(p.busy_signal) or len(calls), ProtocolConfig(repetitions=3, warmup_runs=2))
+    assert runs == [3, 4, 5] and calls == ["none", "none", "cpu", "cpu", "cpu"]
+    reading = read_load(device, ProtocolConfig(busy_signal="none"))  # no sampling: the load average, never busy
+    assert reading.cpu_busy is None and not reading.busy and reading.load_avg >= 0
 
 
 @pytest.mark.parametrize("code,message", [
