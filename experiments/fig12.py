@@ -72,6 +72,7 @@ def gains(acc: pd.DataFrame, per_item: dict | None = None) -> pd.DataFrame:
                     terms += [(c / len(both), float(wide.loc[d, col]), _items(items, d, col))
                               for c, col in ((1, "edgeflow"), (-1, q))]
             v, lo, hi = common.combination_interval(terms, correlations)
+            v = round(v, 12) + 0.0  # equal accuracies give 0, not the residue of their weighted sum (-2.8e-17) or -0
             out.append({**cond, "quantizer": q, "gain_pp": 100 * v, "lo": 100 * lo, "hi": 100 * hi,
                         "datasets": len(both), "paired_items": min(paired) if paired else math.nan})
     return pd.DataFrame(out, columns=["model", "source", "quantizer", "bits", "gain_pp", "lo", "hi", "datasets",
