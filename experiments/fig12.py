@@ -28,6 +28,7 @@ EXPERIMENTS = ("accuracy",)
 QUANTIZERS = table4.QUANTIZERS
 BASELINES = ("smoothquant", "shadow_outlier", "cmpq")
 PAPER_MODELS = ("llama3-8b", "phi3-3.8b")
+POINT = ["model", "source", "quantizer", "bits", "dataset"]  # what one accuracy point of the figure is
 
 
 def sweep(models=("smollm2-135m",), datasets=fig10.DATASETS, quantizers=table4.SERIES, bits=table4.BITS):
@@ -84,9 +85,10 @@ def _documents(per_item: dict | None, cond: dict, quantizer: str, dataset: str) 
     return (per_item or {}).get(key, {})
 
 
-def item_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """The current item_accuracy rows (one per document an accuracy job scored)."""
-    items = common.ok_rows(common.with_conditions(common.current(rows)), ITEM_ACCURACY)
+def item_rows(current: pd.DataFrame) -> pd.DataFrame:
+    """The item_accuracy rows (one per document an accuracy job scored) of `current` rows (common.current, with
+    their conditions)."""
+    items = common.ok_rows(current, ITEM_ACCURACY)
     return items[items["prompt_index"].notna()]
 
 
@@ -95,7 +97,7 @@ def per_item_results(items: pd.DataFrame, kept: pd.DataFrame) -> dict:
     were `kept` (the same configuration hashes)."""
     items = items[items["config_hash"].isin(set(kept["config_hash"]))]
     out: dict = {}
-    for key, g in items.groupby(["model", "source", "quantizer", "bits", "dataset"]):
+    for key, g in items.groupby(POINT):
         out[(key[0], key[1], key[2], float(key[3]), key[4])] = dict(zip(g["prompt_index"].astype(int), g["value"]))
     return out
 
@@ -103,9 +105,8 @@ def per_item_results(items: pd.DataFrame, kept: pd.DataFrame) -> dict:
 def one_run_per_point(ok: pd.DataFrame, itemized: set) -> pd.DataFrame:
     """Runs over different item counts are different measurements, never pooled: per model, source, quantizer, bits
     and dataset, the runs with per-document results (`itemized` config hashes: they pair), over the most items."""
-    keys = ["model", "source", "quantizer", "bits", "dataset"]
     rank = ok["config_hash"].isin(itemized).astype(float) * 1e9 + ok["items"].fillna(0)
-    return ok[rank == rank.groupby([ok[k] for k in keys], dropna=False).transform("max")]
+    return ok[rank == rank.groupby([ok[k] for k in POINT], dropna=False).transform("max")]
 
 
 def _items(items: pd.DataFrame, dataset: str, column: str):
@@ -179,7 +180,8 @@ def _draw(acc: pd.DataFrame, fp16: pd.DataFrame, model: str, name: str, figures_
 
 
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
-    ok = common.ok_rows(common.with_conditions(common.current(rows)), "accuracy")
+    current = common.with_conditions(common.current(rows))
+    ok = common.ok_rows(current, "accuracy")
     # Figure 10's baseline accuracy points share the folder (e.g. shadow outliers at INT8 for llm.npu+): keep the
     # quantizer sweep's rows only.
     ok = ok[ok["quantizer"].isin([*table4.SERIES, *table4.FP16_NAMES]) & ~ok["system"].isin(fig10.BASELINES)
@@ -188,12 +190,11 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         return common.not_run_section(NAME, TITLE, "no accuracy rows of these quantizers in the store")
     # EdgeFlow scored by our runtime (Figure 10's points) and by the fake-quant model are different measurements
     ok, left_out = common.one_condition(ok.assign(scorer=common.scoring_path(ok)), ("scorer",))
-    items_rows = item_rows(rows)
+    items_rows = item_rows(current)
     ok = one_run_per_point(ok, set(items_rows["config_hash"]))
-    keys = ["model", "source", "quantizer", "bits", "dataset"]
-    acc = common.summarize(ok, keys)
-    items = ok.groupby(keys, dropna=False)["items"].min()
-    acc["items"] = [items.get(tuple(k)) for k in acc[keys].itertuples(index=False)]
+    acc = common.summarize(ok, POINT)
+    items = ok.groupby(POINT, dropna=False)["items"].min()
+    acc["items"] = [items.get(tuple(k)) for k in acc[POINT].itertuples(index=False)]
     fp16 = acc[acc["quantizer"].isin(table4.FP16_NAMES)]
     acc = acc[acc["quantizer"].isin(table4.SERIES)]
     ours = gains(acc, per_item_results(items_rows, ok))

@@ -159,7 +159,7 @@ def _check(cmd: list[str], what: str, env: dict | None = None) -> None:
 def main(argv: list[str] | None = None) -> None:
     """python harness/systems/llamacpp_build.py VERSION: the five tools and the scorer, built ahead of their first
     use. Needs only the standard library, so `make` starts it on a fresh machine while the venv is still installing
-    (the Makefile's `llamacpp-early`); whoever needs llama.cpp meanwhile waits on the build's lock."""
+    (the Makefile's LLAMACPP_EARLY); whoever needs llama.cpp meanwhile waits on the build's lock."""
     import argparse
 
     parser = argparse.ArgumentParser(description=main.__doc__.split(":")[0])
