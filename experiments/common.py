@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from harness.data.prompts import CORPUS_PROMPT_LABEL
+from harness.runner.store import RUNTIME_EVALUATED
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER_DIR = REPO / "results" / "paper"
@@ -300,32 +301,39 @@ def sensor_source(df: pd.DataFrame) -> pd.Series:
 
 
 def scoring_path(df: pd.DataFrame) -> pd.Series:
-    """Per row, what computed a quality number: an engine's own forward pass (its system: 'edgeflow' is our runtime),
-    QNN's HTP simulator (label simulated) or the fake-quant torch model."""
-    system = df["system"] if "system" in df.columns else pd.Series(None, index=df.index, dtype=object)
-    label = df["label"] if "label" in df.columns else pd.Series(None, index=df.index, dtype=object)
-    return pd.Series([s if isinstance(s, str) and s else "HTP simulator" if lab == "simulated" else "fake-quant model"
-                      for s, lab in zip(system, label)], index=df.index, dtype=object)
+    """Per row, what computed a quality number: an engine's own forward pass (its system: 'edgeflow' is our runtime,
+    also for a quantizer's rows with the variant RUNTIME_EVALUATED), QNN's HTP simulator (label simulated) or the
+    fake-quant torch model."""
+    none = pd.Series(None, index=df.index, dtype=object)
+    system, label, variant = (df[c] if c in df.columns else none for c in ("system", "label", "variant"))
+    return pd.Series([s if isinstance(s, str) and s else "edgeflow" if v == RUNTIME_EVALUATED
+                      else "HTP simulator" if lab == "simulated" else "fake-quant model"
+                      for s, lab, v in zip(system, label, variant)], index=df.index, dtype=object)
 
 
 TIMED = ("device", "flash", "source")  # what a timing depends on beyond the model (CONDITIONS)
 
 
-def one_condition(rows: pd.DataFrame, keys: tuple[str, ...] = TIMED) -> tuple[pd.DataFrame, str]:
+def one_condition(rows: pd.DataFrame, keys: tuple[str, ...] = TIMED,
+                  preferred: pd.Series | None = None) -> tuple[pd.DataFrame, str]:
     """(rows, note): per model, only the rows of one measurement condition (their values in `keys`, columns of
-    with_conditions(rows) or of rows), the one with the most rows, ties to the first in sorted order; the note names
-    each condition left out ('' when none was). For figures that draw one value per model and series: they never
-    pool two conditions. The returned rows carry the condition columns."""
+    with_conditions(rows) or of rows): a condition of `preferred` rows (a boolean Series on rows' index) if any,
+    then the one with the most rows, ties to the first in sorted order; the note names each condition left out ('' when
+    none was). For figures that draw one value per model and series: they never pool two conditions. The returned
+    rows carry the condition columns."""
     df = with_conditions(rows)
     if df.empty:
         return df, ""
     cond = pd.Series(list(df[list(keys)].fillna("").astype(str).itertuples(index=False, name=None)), index=df.index)
+    first = (pd.Series(False, index=df.index) if preferred is None
+             else preferred.reindex(rows.index).fillna(False).astype(bool).set_axis(df.index))
     keep = df["model"].isna()
     left = []
     for model in sorted(df["model"].dropna().unique()):
         mine = df["model"] == model
         counts = cond[mine].value_counts()
-        best = sorted(counts.index, key=lambda c: (-counts[c], c))[0]
+        chosen = set(cond[mine & first])
+        best = sorted(counts.index, key=lambda c: (c not in chosen, -counts[c], c))[0]
         keep |= mine & cond.apply(lambda c: c == best)  # (a tuple compared as one value, not element-wise)
         for other in sorted(c for c in counts.index if c != best):
             values = dict(zip(keys, other))

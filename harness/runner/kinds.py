@@ -17,6 +17,7 @@ import time
 from typing import Callable, Iterator
 
 from harness.runner.npu_kinds import npu_compile, npu_oracle, npu_profile
+from harness.runner.store import RUNTIME_EVALUATED
 from harness.systems.base import NotRun  # the runner records it as a 'not run' row
 
 # Online datasets whose offline stand-in is a local proxy task (harness/data/tasks.py).
@@ -63,7 +64,10 @@ def accuracy(job) -> Iterator[dict]:
                               f"({reason}) and has no local proxy task")
         dataset = load_dataset_config(LOCAL_PROXY[dataset.name])
     system = job.cfg.system.name if job.cfg.get("system") is not None else None
-    if system is None:  # the FP16 model, or the fake-quant model of `quantizer` (a stand-in when drawn for an engine)
+    runtime_evaluated = job.settings.evaluator == "runtime" and job.cfg.get("npu") is None
+    if system is None and runtime_evaluated and job.cfg.get("quantizer") is not None:
+        yield from _runtime_evaluated_accuracy(job, dataset, requested)
+    elif system is None:  # the FP16 model, or the fake-quant model of `quantizer` (a stand-in when drawn for an engine)
         from harness.eval.scorer_lm import ScoredLM, torch_logprobs, torch_logprobs_after
 
         model, tokenizer, fields = _model_under_test(job)
@@ -128,7 +132,6 @@ def _edgeflow_accuracy(job, dataset, requested: str) -> Iterator[dict]:
     request also scored by the fake-quant reference: agreement rows say how close the two are."""
     from harness.artifact import load_artifact
     from harness.engine.capi import NativeEngine
-    from harness.eval.scorer_lm import ScoredLM, torch_logprobs, torch_logprobs_after
     from harness.quant.cache import quantized_artifact
     from harness.quant.fakequant import build_fakequant_model
     from harness.systems.edgeflow import packed_file
@@ -140,18 +143,53 @@ def _edgeflow_accuracy(job, dataset, requested: str) -> Iterator[dict]:
     artifact = load_artifact(art_dir)
     layout = str(job.cfg.packing.layout) if job.cfg.get("packing") is not None else "weightlet"
     packed = packed_file(job.model.name, art_dir, layout)
-    max_length = job.settings.max_length
-    with NativeEngine.open(packed, threads=int(job.cfg.system.threads), ctx=max_length) as engine:
-        reference = build_fakequant_model(artifact, model)
-        lm = ScoredLM(engine.logprobs, tokenizer, max_length, reference=torch_logprobs(reference),
-                      shared=engine.logprobs_after, reference_shared=torch_logprobs_after(reference),
-                      reference_groups=job.settings.agreement_items)
-        yield from _accuracy_rows(job, None, tokenizer, dataset, row_dataset=requested, lm=lm,
-                                  scored_by=f"edgeflow runtime over {packed.name}")
+    with NativeEngine.open(packed, threads=int(job.cfg.system.threads), ctx=job.settings.max_length) as engine:
+        yield from _checked_runtime_rows(job, engine, build_fakequant_model(artifact, model), tokenizer, dataset,
+                                         requested, scored_by=f"edgeflow runtime over {packed.name}")
+
+
+def _runtime_evaluated_accuracy(job, dataset, requested: str) -> Iterator[dict]:
+    """A quantizer's accuracy (no system named) scored by our runtime's INT8 forward pass over its artifact
+    (experiment.extra.evaluator=runtime), or by the fake-quant model where the runtime cannot run the method; the
+    rows' notes say which, and the runtime's carry variant RUNTIME_EVALUATED."""
+    from harness.engine.capi import NativeEngine, gemm_kernel
+    from harness.engine.run import DEFAULT_THREADS
+    from harness.eval.scorer_lm import ScoredLM, torch_logprobs, torch_logprobs_after
+    from harness.quant.fakequant import build_fakequant_model
+
+    fp, tokenizer = _fp_model(job)
+    artifact = _job_artifact(job, tokenizer)
+    reference = build_fakequant_model(artifact, fp)
+    if artifact.manifest.get("runtime_compatible") is False:
+        why = artifact.manifest.get("runtime_incompatible_reason", "no reason given")
+        lm = ScoredLM(torch_logprobs(reference), tokenizer, job.settings.max_length,
+                      shared=torch_logprobs_after(reference))
+        yield from _accuracy_rows(job, reference, tokenizer, dataset, row_dataset=requested, lm=lm,
+                                  scored_by=f"{FAKE_QUANT} (our runtime cannot run this method: {why})",
+                                  label="stand-in")
+        return
+    with NativeEngine.from_artifact(artifact, threads=DEFAULT_THREADS, ctx=job.settings.max_length) as engine:
+        yield from _checked_runtime_rows(job, engine, reference, tokenizer, dataset, requested,
+                                         scored_by=f"our runtime's INT8 forward pass over the artifact ("
+                                                   f"{gemm_kernel()} GEMM, {DEFAULT_THREADS} threads)",
+                                         variant=RUNTIME_EVALUATED)
+
+
+def _checked_runtime_rows(job, engine, reference, tokenizer, dataset, requested: str, scored_by: str,
+                          **fields) -> Iterator[dict]:
+    """Accuracy rows of our runtime (`engine`, a NativeEngine), each request of the first agreement_items items
+    also scored by the fake-quant `reference`, and rows of how close the two were."""
+    from harness.eval.scorer_lm import ScoredLM, torch_logprobs, torch_logprobs_after
+
+    lm = ScoredLM(engine.logprobs, tokenizer, job.settings.max_length, reference=torch_logprobs(reference),
+                  shared=engine.logprobs_after, reference_shared=torch_logprobs_after(reference),
+                  reference_groups=job.settings.agreement_items)
+    yield from _accuracy_rows(job, None, tokenizer, dataset, row_dataset=requested, lm=lm, scored_by=scored_by,
+                              **fields)
     _log_sharing(lm)
     for metric, value in lm.agreement().items():
         unit = "fraction" if metric == "agreement_top1" else "nats"
-        yield job.row(metric, value, unit, dataset=requested,
+        yield job.row(metric, value, unit, dataset=requested, **fields,
                       notes=f"runtime vs fake-quant reference over the same requests of the first "
                             f"{lm.checked_groups} items ({lm.top1_total} scored tokens, {len(lm.loglik_diffs)} "
                             "requests)")
@@ -354,21 +392,28 @@ def _model_under_test(job, fp=None):
     with an npu group, the fake-quant model whose quantized linears QNN's HTP simulator computes (scored_by and the
     label `simulated` among the fields; the fake-quant model's rows are labelled stand-in). `fp`: the (FP model,
     tokenizer) if the caller has loaded it."""
-    from harness.artifact import load_artifact
-    from harness.quant.cache import quantized_artifact
     from harness.quant.fakequant import build_fakequant_model
 
     model, tokenizer = fp or _fp_model(job)
     if job.cfg.get("quantizer") is None:
         return model, tokenizer, {"quantizer": "fp16", "bits": 16.0}
-    t0 = time.perf_counter()
-    artifact = load_artifact(quantized_artifact(job.model, job.cfg.quantizer, tokenizer))
-    job.extra_rows.append(job.row("effective_bits", artifact.manifest["effective_bits_per_weight"], "bits/weight",
-                                  notes=f"artifact ready in {time.perf_counter() - t0:.1f} s (cached after the first)"))
+    artifact = _job_artifact(job, tokenizer)
     if job.cfg.get("npu") is not None:
         _, what, htp_model, label = _htp_variant(job, artifact, model, tokenizer)
         return htp_model, tokenizer, {"scored_by": what, "label": label}
     return build_fakequant_model(artifact, model), tokenizer, {"scored_by": FAKE_QUANT, "label": "stand-in"}
+
+
+def _job_artifact(job, tokenizer):
+    """The job's quantized artifact (quantized once, cached), its effective bits queued as an extra row."""
+    from harness.artifact import load_artifact
+    from harness.quant.cache import quantized_artifact
+
+    t0 = time.perf_counter()
+    artifact = load_artifact(quantized_artifact(job.model, job.cfg.quantizer, tokenizer))
+    job.extra_rows.append(job.row("effective_bits", artifact.manifest["effective_bits_per_weight"], "bits/weight",
+                                  notes=f"artifact ready in {time.perf_counter() - t0:.1f} s (cached after the first)"))
+    return artifact
 
 
 def _perplexity_rows(job, model, tokenizer, scored_by: str = "the torch model", label: str | None = None,

@@ -23,6 +23,7 @@ def _bits(value) -> None:
     require(0 < float(value) <= 16, "experiment.extra.bits", f"must lie in (0, 16], got {value!r}")
 
 
+EVALUATORS = ("fake-quant", "runtime")  # AccuracySettings.evaluator
 SPLITS = ("edgeflow", "llmnpu")  # what of a layer the NPU runs: EdgeFlow's seven matmuls, llm.npu's coarse split
 
 
@@ -55,11 +56,17 @@ class AccuracySettings:
     # about what the runtime does (EF 5 bits, lambada-local, 100 items: 90 s with every item checked, 52 s with 25).
     # 25 items are ~30 scored tokens on lambada-local, ~1500 on hellaswag-local
     agreement_items: int | None = 25
+    # What scores a quantizer's model when no system is named: the fake-quant torch model, or our runtime's INT8
+    # forward pass over the artifact wherever the runtime can run the method (2-3.5x faster per document here; checked
+    # against the fake-quant model on agreement_items items), the fake-quant model elsewhere (said in every row)
+    evaluator: str = "fake-quant"
 
     def __post_init__(self):
         _positive("max_length", self.max_length)
         _positive("agreement_items", self.agreement_items, allow_none=True)
         _bits(self.bits)
+        require(self.evaluator in EVALUATORS, "experiment.extra.evaluator",
+                f"must be one of {', '.join(EVALUATORS)}, got {self.evaluator!r}")
 
 
 @dataclass(frozen=True)

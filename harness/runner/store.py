@@ -67,6 +67,9 @@ def check_labels(rows: list[dict]) -> None:
 
 # The pipeline simulator's rows (metrics sim_*), labelled "emulated" before the "simulated" label existed.
 SIMULATED_METRIC = "sim_"
+# The `variant` of quality rows that our runtime computed for a quantizer with no system named
+# (experiment.extra.evaluator=runtime, harness/runner/kinds.py): experiments tell them from the fake-quant model's by it
+RUNTIME_EVALUATED = "scored by our runtime"
 # Before data_source was a column, the label said "proxy"; the fake-quant model's quality rows (no system, a quantizer
 # other than fp16, not the HTP simulator's) were labelled measured or proxy before they were labelled stand-in.
 QUALITY_METRICS = ("accuracy", "acc_norm", "perplexity", "word_perplexity", "window_nll",
@@ -87,7 +90,8 @@ def migrate(df: pd.DataFrame) -> pd.DataFrame:
     if unsourced.any():
         df.loc[unsourced, "data_source"] = "proxy"
     fake_quant = (df["system"].isna() & df["quantizer"].notna() & (df["quantizer"] != "fp16")
-                  & df["metric"].isin(QUALITY_METRICS) & df["label"].isin(["measured", "proxy"]))
+                  & df["metric"].isin(QUALITY_METRICS) & df["label"].isin(["measured", "proxy"])
+                  & (df["variant"] != RUNTIME_EVALUATED))
     if fake_quant.any():
         df.loc[fake_quant, "label"] = "stand-in"
     notes = df["notes"].fillna("").astype(str)

@@ -264,3 +264,21 @@ def test_perplexity_orderings_carry_paired_intervals(tmp_path):
     text, section = line({"edgeflow": 0.050, "cmpq": 0.051, "smoothquant": 1.5, "shadow_outlier": 3.0})
     assert "| inconclusive |" in text and "EdgeFlow ~ CMPQ" in text
     assert "reproduced" not in text.split("|")[-3]  # the before-the-cap column
+
+
+def test_fig12_takes_each_method_from_one_scorer_and_names_them():
+    """EdgeFlow through our runtime and shadow outliers through the fake-quant model both stay (one scorer each);
+    an older fake-quant run of EdgeFlow is a second measurement of one method: left out, with a note."""
+    from harness.runner.store import RUNTIME_EVALUATED
+
+    base = {"model": "m", "bits": 5.0, "dataset": "lambada", "metric": "accuracy", "status": "ok", "label": "proxy",
+            "system": None, "device": "local"}
+    rows = pd.DataFrame([{**base, "quantizer": "edgeflow", "variant": RUNTIME_EVALUATED, "value": 0.6},
+                         {**base, "quantizer": "shadow_outlier", "variant": None, "label": "stand-in", "value": 0.1}])
+    kept, note = fig12.one_scorer_per_method(rows)
+    assert sorted(kept["quantizer"]) == ["edgeflow", "shadow_outlier"] and note == ""
+    assert fig12.scorers_note(kept).startswith("Scored by: EdgeFlow by our runtime's INT8 forward pass; SO by the "
+                                               "fake-quant torch model.")
+    older = pd.DataFrame([{**base, "quantizer": "edgeflow", "variant": None, "label": "stand-in", "value": 0.5}])
+    kept, note = fig12.one_scorer_per_method(pd.concat([rows, rows.iloc[:1], older]))
+    assert list(kept.loc[kept["quantizer"] == "edgeflow", "value"]) == [0.6, 0.6] and "fake-quant model" in note

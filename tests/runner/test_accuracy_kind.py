@@ -90,3 +90,40 @@ def test_fig10_shows_the_runtimes_agreement_with_its_reference():
     table = fig10.agreement_table(rows)
     assert table.iloc[0]["top-1 agreement (scored tokens)"] == "0.9"
     assert table.iloc[0]["max abs. difference of log-likelihoods (nats)"] == "0.54"
+
+
+@pytest.mark.real_model
+def test_a_quantizers_accuracy_through_our_runtime_where_it_can_run_the_method(tmp_path, tiny_checkpoint):
+    """experiment.extra.evaluator=runtime: a runtime-compatible method is scored by the INT8 runtime over its artifact
+    (variant says so, agreement rows bound the difference from the fake-quant model); shadow outliers, which the
+    runtime cannot run, by the fake-quant model, labelled stand-in and saying why."""
+    from harness.runner.store import RUNTIME_EVALUATED
+
+    store = ResultsStore(tmp_path / "runs")
+    model = ["model.name=tiny-fig10-test", f"model.path={tiny_checkpoint}", "model.source=hf"]
+    for q in ("edgeflow", "shadow_outlier"):
+        cfg = compose_config(["experiment=accuracy", *model, f"quantizer={q}", "quantizer.budget_bits=5.0",
+                              "dataset=lambada-local", "experiment.eval_limit=4", "experiment.extra.agreement_items=2",
+                              "experiment.extra.evaluator=runtime"])
+        assert run_job(cfg, store) == "ok"
+    rows = store.read("accuracy")
+    ef = rows[rows["quantizer"] == "edgeflow"].set_index("metric")
+    assert ef.loc["accuracy", "variant"] == RUNTIME_EVALUATED and ef.loc["accuracy", "label"] == "proxy"
+    assert "scored by our runtime's INT8 forward pass over the artifact" in ef.loc["accuracy", "notes"]
+    assert ef.loc["agreement_top1", "variant"] == RUNTIME_EVALUATED
+    assert "first 2 items" in ef.loc["agreement_top1", "notes"]
+    assert len(ef.loc["item_accuracy"]) == 4 and (ef.loc["item_accuracy", "variant"] == RUNTIME_EVALUATED).all()
+    so = rows[rows["quantizer"] == "shadow_outlier"].set_index("metric")
+    assert so.loc["accuracy", "label"] == "stand-in" and pd_isnull(so.loc["accuracy", "variant"])
+    assert "our runtime cannot run this method: shadow outliers" in so.loc["accuracy", "notes"]
+    assert "agreement_top1" not in so.index
+
+
+def test_an_unknown_evaluator_is_a_config_error():
+    from harness.config import ConfigError
+    from harness.runner.job import prepare_job
+
+    cfg = compose_config(["experiment=accuracy", "quantizer=edgeflow", "dataset=lambada-local",
+                          "experiment.extra.evaluator=npu"])
+    with pytest.raises(ConfigError, match=r"experiment.extra.evaluator must be one of fake-quant, runtime, got 'npu'"):
+        prepare_job(cfg)
