@@ -1,6 +1,8 @@
-"""What this host has free, for refusing work that cannot fit before it starts (and is OOM-killed minutes later)."""
+"""What this host is and has free: its CPU's feature flags (for picking kernels), and memory for refusing work
+that cannot fit before it starts (and is OOM-killed minutes later)."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 
@@ -21,3 +23,16 @@ def memory_shortfall(checkpoint: Path, bytes_per_param: float) -> tuple[float, f
     params = sum(f.stat().st_size for f in Path(checkpoint).glob("*.safetensors")) / 2  # FP16 checkpoints
     need, available = params * bytes_per_param, mem_available()
     return (need, params, available) if available is not None and need > available else None
+
+
+@functools.cache
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (/proc/cpuinfo's `flags` on x86, `Features` on Arm); empty where unknown."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("flags", "Features"):
+                return frozenset(value.split())
+    except OSError:
+        pass
+    return frozenset()

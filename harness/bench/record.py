@@ -9,6 +9,7 @@ import os
 import re
 from pathlib import Path
 
+from harness.host import cpu_flags
 from harness.runner import provenance
 from harness.runner.store import ResultsStore
 
@@ -19,9 +20,8 @@ def cpu_info() -> dict:
     """The host's CPU model, cores and the SIMD flags our kernels dispatch on."""
     text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     model = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
-    flags = set(re.findall(r"\w+", (re.search(r"^(?:flags|Features)\s*:\s*(.+)$", text, re.M) or [None, ""])[1]))
     return {"cpu": model.group(1) if model else "unknown", "cores": os.cpu_count(),
-            "simd": [f for f in SIMD_FLAGS if f in flags]}
+            "simd": [f for f in SIMD_FLAGS if f in cpu_flags()]}
 
 
 class BenchRecorder:

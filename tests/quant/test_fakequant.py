@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from harness.artifact import load_artifact, save_artifact
@@ -19,7 +20,9 @@ def runtime_reference(x, q):
     return acc.float() * (q.act_scale * q.w_scale)
 
 
-def test_fake_quant_linear_equals_integer_arithmetic(model, calibration):
+@pytest.mark.parametrize("int8_matmul", ["0", "1"])  # float32 sums, or torch._int_mm's int32 ones
+def test_fake_quant_linear_equals_integer_arithmetic(model, calibration, int8_matmul, monkeypatch):
+    monkeypatch.setenv("EDGEFLOW_INT8_MATMUL", int8_matmul)
     art = artifact_for(model, calibration, name="edgeflow", budget_bits=4.5, alpha_grid=[0.5])
     for name in ("model.layers.0.self_attn.k_proj", "model.layers.1.mlp.down_proj"):
         q = art.linears[name]

@@ -2,8 +2,8 @@ import pytest
 import torch
 
 from harness.quant.metric import relative_error_closed, relative_error_exact
-from harness.quant.numerics import (act_scale_for, code_range, quantize_activations, quantize_per_channel,
-                                    quantize_per_tensor)
+from harness.quant.numerics import (act_scale_for, code_range, integer_matmul, quantize_activations,
+                                    quantize_per_channel, quantize_per_tensor)
 
 
 @pytest.mark.parametrize("bits", range(1, 9))
@@ -63,3 +63,22 @@ def test_every_grid_has_an_htp_form_with_positive_scales(bits):
     flipped = torch.where(scale[:, None] < 0, -codes.to(torch.int32), codes.to(torch.int32))
     assert int(flipped.min()) >= -128 and int(flipped.max()) <= 127
     assert torch.allclose(flipped.float() * scale.abs()[:, None], codes.float() * scale[:, None])
+
+
+def test_integer_matmul_sums_exactly_where_float32_rounds(monkeypatch):
+    """Past 2^24 a float32 sum of int8 products drops its last bits; the int8 path keeps the runtime's int32 sum.
+    Below it both paths give the same numbers; A16 activations (beyond int8) always take the float path."""
+    gen = torch.Generator().manual_seed(3)
+    codes = torch.randint(-127, 128, (5, 4096), generator=gen, dtype=torch.int8)
+    codes[0] = 127  # row 0: 127 * 127 * 4096 = 66,064,384 > 2^24
+    xq = torch.randint(-127, 128, (3, 4096), generator=gen).float()
+    xq[0] = 127
+    exact = (xq.to(torch.int64) @ codes.to(torch.int64).t()).float()
+    monkeypatch.setenv("EDGEFLOW_INT8_MATMUL", "1")
+    assert torch.equal(integer_matmul(xq, codes), exact)
+    assert integer_matmul(xq[None], codes).shape == (1, 3, 5)  # leading dimensions kept
+    wide = xq * 200  # A16 codes: the float path, whatever the CPU
+    assert torch.allclose(integer_matmul(wide, codes, xq_fits_int8=False), wide @ codes.float().t())
+    monkeypatch.setenv("EDGEFLOW_INT8_MATMUL", "0")
+    small = xq[1:, :512] @ codes[1:, :512].float().t()  # sums below 2^24: float32 is exact too
+    assert torch.equal(integer_matmul(xq[1:, :512], codes[1:, :512]), small)
