@@ -200,6 +200,9 @@ class AndroidProcess:
         hwm = [v for v in (self._samples.hwm_kb if self._samples else []) if v is not None]
         return max(hwm) if hwm else None
 
+    def cpu_seconds(self):
+        return None  # not attributed on a phone: the cold protocol gates before each run there
+
     def bytes_read(self):
         return None
 

@@ -72,6 +72,7 @@ class Spawned(Protocol):
     def wait(self, timeout: float | None = None) -> int: ...
     def kill(self) -> None: ...
     def peak_rss_kb(self) -> int | None: ...  # kernel-reported peak (wait4 ru_maxrss) after exit, None if unknown
+    def cpu_seconds(self) -> float | None: ...  # its CPU time (user + system, threads and reaped children), None if unknown
     def bytes_read(self) -> int | None: ...  # bytes read from storage during the run, None if unknown
     def samples(self): ...  # harness.devices.sampling.Samples taken on the device, or None (host-side polling)
 
@@ -160,6 +161,12 @@ class Device(ABC):
             raise RuntimeError(f"cannot read /proc/stat on device {self.name}: {res.stdout.strip()[:200]}")
         return cpu_busy_share(*lines)
 
+    def cpu_jiffies(self) -> CpuJiffies | None:
+        """All CPUs' busy and total time so far (/proc/stat's first line), for attributing the CPU time of a run
+        (protocol.busy_signal=cpu_during); None where it cannot be read in well under a run's time (a phone, over
+        adb): the cold protocol then gates before each run instead."""
+        return None
+
     @abstractmethod
     def power_source(self) -> tuple[Callable[[], float] | None, str | None]:
         """(read_energy_joules, None) where the device exposes an energy counter, else (None, reason)."""
@@ -172,18 +179,28 @@ class Device(ABC):
         """Release what the device holds (throttle groups, connections)."""
 
 
-def cpu_busy_share(before: str, after: str) -> float:
-    """Busy share of CPU time between two /proc/stat "cpu" lines: 1 - (idle + iowait) / total over user, nice,
-    system, idle, iowait, irq, softirq, steal (guest time is already in user)."""
-    def fields(line: str) -> list[int]:
+@dataclass(frozen=True)
+class CpuJiffies:
+    """/proc/stat's "cpu" line summed: busy and total clock ticks of all CPUs (USER_HZ, 100 per second on Linux).
+    Busy is everything but idle and iowait over user, nice, system, idle, iowait, irq, softirq, steal (guest time is
+    already in user)."""
+    busy: int
+    total: int
+
+    @classmethod
+    def parse(cls, line: str) -> "CpuJiffies":
         parts = line.split()
         if not parts or parts[0] != "cpu" or len(parts) < 9:
             raise ValueError(f"not /proc/stat's cpu line: {line[:80]!r}")
-        return [int(x) for x in parts[1:9]]
+        ticks = [int(x) for x in parts[1:9]]
+        return cls(sum(ticks) - ticks[3] - ticks[4], sum(ticks))
 
-    delta = [b - a for a, b in zip(fields(before), fields(after))]
-    total = sum(delta)
-    return 0.0 if total <= 0 else min(1.0, max(0.0, 1 - (delta[3] + delta[4]) / total))
+
+def cpu_busy_share(before: str, after: str) -> float:
+    """Busy share of all CPUs' time between two /proc/stat "cpu" lines (CpuJiffies)."""
+    a, b = CpuJiffies.parse(before), CpuJiffies.parse(after)
+    total = b.total - a.total
+    return 0.0 if total <= 0 else min(1.0, max(0.0, (b.busy - a.busy) / total))
 
 
 def parse_proc_status(text: str) -> dict:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from harness.cache import cache_dir
 from harness.devices import pagecache
-from harness.devices.base import Completed, Device, cpu_busy_share, parse_proc_status, register_device
+from harness.devices.base import (Completed, CpuJiffies, Device, cpu_busy_share, parse_proc_status,
+                                  register_device)
 from harness.devices.throttle import BlkioThrottle
 
 POWERCAP = Path("/sys/class/powercap")
@@ -104,6 +105,9 @@ class LocalProcess:
     def peak_rss_kb(self) -> int | None:
         return self._rusage.ru_maxrss if self._rusage else None  # Linux: kilobytes
 
+    def cpu_seconds(self) -> float | None:
+        return self._rusage.ru_utime + self._rusage.ru_stime if self._rusage else None
+
     def samples(self):
         return None  # sampled from the host (harness/measure/cold.py polls /proc)
 
@@ -166,6 +170,9 @@ class LocalDevice(Device):
         before = Path("/proc/stat").read_text().split("\n", 1)[0]
         time.sleep(window_s)
         return cpu_busy_share(before, Path("/proc/stat").read_text().split("\n", 1)[0])
+
+    def cpu_jiffies(self) -> CpuJiffies:
+        return CpuJiffies.parse(Path("/proc/stat").read_text().split("\n", 1)[0])
 
     def power_source(self):
         return rapl_energy()  # the CPU packages' energy (RAPL), not the whole machine's

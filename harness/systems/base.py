@@ -173,7 +173,10 @@ def cold_metrics(run: ColdRun, device) -> list[Metric]:
         Metric("resident_before", run.resident_before, "fraction"),
         Metric("load_avg_1m", run.load_avg, "load"),
         Metric("cpu_busy_before", run.cpu_busy, "fraction",
-               None if run.cpu_busy is not None else "protocol.busy_signal=loadavg: not sampled"),
+               None if run.cpu_busy is not None else "not sampled before the run (protocol.busy_signal)"),
+        Metric("cpu_busy_during", run.cpu_busy_during, "fraction",
+               None if run.cpu_busy_during is not None else "not measured during the run (protocol.busy_signal, or "
+                                                            "a device that cannot attribute CPU time to a run)"),
         Metric("host_busy", float(run.host_busy), "bool"),
         Metric("flash_emulated_mbps", device.flash_read_mbps, "MB/s",
                None if device.flash_read_mbps is not None else "native storage speed"),

@@ -1,12 +1,14 @@
 """The cold-start protocol against small fake engines (Python one-liners) on the local device."""
+import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
 from harness.devices import get_device
 from harness.devices.base import Device, cpu_busy_share
-from harness.measure.cold import (EngineError, HostBusy, LoadReading, ProtocolConfig, gate_load, read_load, repeat,
-                                  run_once, summarize)
+from harness.measure.cold import (EngineError, HostBusy, LoadReading, ProtocolConfig, gate_load, measured,
+                                  read_load, repeat, run_once, summarize)
 
 QUIET = ProtocolConfig(repetitions=2, warmup_runs=1, busy_policy="flag")
 
@@ -49,10 +51,16 @@ def test_preloading_caches_the_prefix_before_the_spawn(device, tmp_path):
         ProtocolConfig(preload_fraction=1.5)
 
 
+def fake_run(during: float | None = None, busy: bool = False):
+    return SimpleNamespace(cpu_busy_during=during, host_busy=busy, notes=[])
+
+
 def test_warmup_runs_are_discarded_and_not_gated(device, weights):
     calls = []
-    runs = repeat(lambda p: calls.append(p.busy_signal) or len(calls), ProtocolConfig(repetitions=3, warmup_runs=2))
-    assert runs == [3, 4, 5] and calls == ["none", "none", "cpu", "cpu", "cpu"]
+    runs = repeat(lambda p: calls.append(p.busy_signal) or fake_run(len(calls) / 100),
+                  ProtocolConfig(repetitions=3, warmup_runs=2))
+    assert [r.cpu_busy_during for r in runs] == [0.03, 0.04, 0.05]
+    assert calls == ["none", "none", "cpu_during", "cpu_during", "cpu_during"]
     reading = read_load(device, ProtocolConfig(busy_signal="none"))  # no sampling: the load average, never busy
     assert reading.cpu_busy is None and not reading.busy and reading.load_avg >= 0
 
@@ -91,13 +99,45 @@ def test_busy_host_is_refused_flagged_or_waited_for_by_its_load_average():
     assert gate_load(BusyHost([0.2]), ProtocolConfig(busy_policy="refuse", **lagging)) == LoadReading(0.2, None, False)
 
 
-def test_the_default_gate_asks_what_runs_now_not_the_minutes_average():
+def test_the_cpu_gate_asks_what_runs_now_not_the_minutes_average():
     """A load average still high from work that has ended does not hold a run back; CPUs busy now do."""
-    assert gate_load(BusyHost([1.9], cpu=[0.03]), ProtocolConfig(busy_policy="refuse")) == LoadReading(1.9, 0.03, False)
+    now = dict(busy_signal="cpu")
+    assert gate_load(BusyHost([1.9], cpu=[0.03]), ProtocolConfig(busy_policy="refuse", **now)) == \
+        LoadReading(1.9, 0.03, False)
     with pytest.raises(HostBusy, match="80% of the CPUs busy over 0.5 s > protocol.max_cpu_busy=0.25"):
-        gate_load(BusyHost([0.1], cpu=[0.8]), ProtocolConfig(busy_policy="refuse"))
-    waited = gate_load(BusyHost([1.2], cpu=[0.9, 0.6, 0.1]), ProtocolConfig(busy_policy="wait", busy_wait_s=3))
+        gate_load(BusyHost([0.1], cpu=[0.8]), ProtocolConfig(busy_policy="refuse", **now))
+    waited = gate_load(BusyHost([1.2], cpu=[0.9, 0.6, 0.1]), ProtocolConfig(busy_policy="wait", busy_wait_s=3, **now))
     assert waited == LoadReading(1.2, 0.1, False)
+    # the default checks during the run instead: nothing is sampled before it
+    assert gate_load(BusyHost([1.9], cpu=[0.8]), ProtocolConfig(busy_policy="refuse")) == LoadReading(1.9, None, False)
+
+
+def test_a_run_that_shared_the_cpus_is_measured_again_behind_the_gate():
+    signals = []
+    runs = iter([fake_run(0.6, busy=True), fake_run(None)])
+    again = measured(lambda p: signals.append(p.busy_signal) or next(runs), ProtocolConfig())
+    assert signals == ["cpu_during", "cpu"] and "shared 60% of the CPUs" in again.notes[0]
+    clean = measured(lambda p: fake_run(0.02), ProtocolConfig())
+    assert clean.cpu_busy_during == 0.02 and not clean.notes
+    flagged = measured(lambda p: fake_run(0.6, busy=True), ProtocolConfig(busy_policy="flag"))
+    assert flagged.host_busy and flagged.cpu_busy_during == 0.6  # kept, and its rows say host_busy
+
+
+def test_other_work_during_a_run_counts_and_the_runs_own_does_not(device, weights):
+    """The run's own CPU time (a busy engine) is not other work; a process spinning beside it is."""
+    protocol = ProtocolConfig(busy_policy="flag")
+    spin = "t = time.time()\nwhile time.time() - t < 0.6: pass\nprint('tok')"
+    alone = run_once(device, engine(spin), weights, lambda out: b"tok" in out, 10, protocol)
+    assert alone.cpu_busy is None and 0.0 <= alone.cpu_busy_during <= 1.0
+    others = [subprocess.Popen(engine("t = time.time()\nwhile time.time() - t < 3: pass")) for _ in range(2)]
+    try:
+        shared = run_once(device, engine("time.sleep(0.8); print('tok')"), weights, lambda out: b"tok" in out, 10,
+                          protocol)
+    finally:
+        for p in others:
+            p.kill()
+            p.wait()
+    assert shared.cpu_busy_during > 0.5 and shared.host_busy  # two spinners on this host's CPUs
 
 
 def test_cpu_busy_share_reads_proc_stat(device):
