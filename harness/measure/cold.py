@@ -1,12 +1,14 @@
 """The cold-start protocol, shared by every system under test (llama.cpp, MNN, llm.npu, EdgeFlow).
 
 One repetition:
-  1. load gate: is the device busy with other work? `protocol.busy_signal` cpu_during (default): the share of all
-     CPUs' time that went to anything but the run itself *during* the run (/proc/stat at spawn and after exit, less
-     the run's own CPU time and this process's), against `protocol.max_cpu_busy`; a run above it is measured again
-     behind the cpu gate (on a device that cannot attribute CPU time to a run, a phone, cpu_during gates as cpu does);
-     cpu: the share of all CPUs' time spent off idle (steal included) over the `protocol.busy_window_s` just before
-     the run; loadavg: the 1-minute load average against `protocol.max_load`, which lags: after a job of the
+  1. load gate: is the device busy with other work? `protocol.busy_signal` cpu (default): the share of all CPUs'
+     time spent off idle (steal included) over the `protocol.busy_window_s` just before the run, against
+     `protocol.max_cpu_busy`; cpu_during: the share of all CPUs' time that went to anything but the run itself
+     *during* the run (/proc/stat at spawn and after exit, less the run's own CPU time and this process's), a run above
+     it measured again behind the cpu gate (on a device that cannot attribute CPU time to a run, a phone, cpu_during
+     gates as cpu does). cpu_during saves the gate's half second per run but starts runs on CPUs that were busy a
+     moment before, and that is another cold state: EdgeFlow's TTFT 12% and llama.cpp's 3.5% lower than after the
+     gate's idle half second (docs/methodology.md); loadavg: the 1-minute load average against `protocol.max_load`, which lags: after a job of the
      harness's own ends it stays high for a minute while the CPUs are already idle (the gate then waited out the
      previous point's load before every timed point). Refuse, wait, or flag the row; the readings are rows;
      thermal gate: wait until the hottest CPU zone is at most `device.max_temp_c` (up to `device.thermal_wait_s`,
@@ -49,7 +51,7 @@ class ProtocolConfig:
 
     repetitions: int = 3
     warmup_runs: int = 1  # discarded cold runs before the measured ones (see module docstring)
-    busy_signal: str = "cpu_during"  # BUSY_SIGNALS: CPU time of anything else during the run, or before it, ...
+    busy_signal: str = "cpu"  # BUSY_SIGNALS: CPU time used by anything over busy_window_s before the run, ...
     max_cpu_busy: float = 0.25  # share of all CPUs busy (0..1) above which the device counts as busy
     busy_window_s: float = 0.5
     max_load: float = 1.5  # 1-minute load average above which the host is busy (busy_signal=loadavg)

@@ -1,6 +1,7 @@
 """The cold-start protocol against small fake engines (Python one-liners) on the local device."""
 import subprocess
 import sys
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -60,7 +61,7 @@ def test_warmup_runs_are_discarded_and_not_gated(device, weights):
     runs = repeat(lambda p: calls.append(p.busy_signal) or fake_run(len(calls) / 100),
                   ProtocolConfig(repetitions=3, warmup_runs=2))
     assert [r.cpu_busy_during for r in runs] == [0.03, 0.04, 0.05]
-    assert calls == ["none", "none", "cpu_during", "cpu_during", "cpu_during"]
+    assert calls == ["none", "none", "cpu", "cpu", "cpu"]
     reading = read_load(device, ProtocolConfig(busy_signal="none"))  # no sampling: the load average, never busy
     assert reading.cpu_busy is None and not reading.busy and reading.load_avg >= 0
 
@@ -108,24 +109,26 @@ def test_the_cpu_gate_asks_what_runs_now_not_the_minutes_average():
         gate_load(BusyHost([0.1], cpu=[0.8]), ProtocolConfig(busy_policy="refuse", **now))
     waited = gate_load(BusyHost([1.2], cpu=[0.9, 0.6, 0.1]), ProtocolConfig(busy_policy="wait", busy_wait_s=3, **now))
     assert waited == LoadReading(1.2, 0.1, False)
-    # the default checks during the run instead: nothing is sampled before it
-    assert gate_load(BusyHost([1.9], cpu=[0.8]), ProtocolConfig(busy_policy="refuse")) == LoadReading(1.9, None, False)
+    # cpu_during checks during the run instead: nothing is sampled before it
+    during = ProtocolConfig(busy_policy="refuse", busy_signal="cpu_during")
+    assert gate_load(BusyHost([1.9], cpu=[0.8]), during) == LoadReading(1.9, None, False)
 
 
 def test_a_run_that_shared_the_cpus_is_measured_again_behind_the_gate():
     signals = []
     runs = iter([fake_run(0.6, busy=True), fake_run(None)])
-    again = measured(lambda p: signals.append(p.busy_signal) or next(runs), ProtocolConfig())
+    during = ProtocolConfig(busy_signal="cpu_during")
+    again = measured(lambda p: signals.append(p.busy_signal) or next(runs), during)
     assert signals == ["cpu_during", "cpu"] and "shared 60% of the CPUs" in again.notes[0]
-    clean = measured(lambda p: fake_run(0.02), ProtocolConfig())
+    clean = measured(lambda p: fake_run(0.02), during)
     assert clean.cpu_busy_during == 0.02 and not clean.notes
-    flagged = measured(lambda p: fake_run(0.6, busy=True), ProtocolConfig(busy_policy="flag"))
+    flagged = measured(lambda p: fake_run(0.6, busy=True), replace(during, busy_policy="flag"))
     assert flagged.host_busy and flagged.cpu_busy_during == 0.6  # kept, and its rows say host_busy
 
 
 def test_other_work_during_a_run_counts_and_the_runs_own_does_not(device, weights):
     """The run's own CPU time (a busy engine) is not other work; a process spinning beside it is."""
-    protocol = ProtocolConfig(busy_policy="flag")
+    protocol = ProtocolConfig(busy_policy="flag", busy_signal="cpu_during")
     spin = "t = time.time()\nwhile time.time() - t < 0.6: pass\nprint('tok')"
     alone = run_once(device, engine(spin), weights, lambda out: b"tok" in out, 10, protocol)
     assert alone.cpu_busy is None and 0.0 <= alone.cpu_busy_during <= 1.0
