@@ -72,7 +72,7 @@ class Spawned(Protocol):
     def wait(self, timeout: float | None = None) -> int: ...
     def kill(self) -> None: ...
     def peak_rss_kb(self) -> int | None: ...  # kernel-reported peak (wait4 ru_maxrss) after exit, None if unknown
-    def cpu_seconds(self) -> float | None: ...  # its CPU time (user + system, threads and reaped children), None if unknown
+    def cpu_seconds(self) -> float | None: ...  # user + system time, threads and reaped children; None if unknown
     def bytes_read(self) -> int | None: ...  # bytes read from storage during the run, None if unknown
     def samples(self): ...  # harness.devices.sampling.Samples taken on the device, or None (host-side polling)
 

@@ -68,14 +68,9 @@ def accuracy(job) -> Iterator[dict]:
     if system is None and runtime_evaluated and job.cfg.get("quantizer") is not None:
         yield from _runtime_evaluated_accuracy(job, dataset, requested)
     elif system is None:  # the FP16 model, or the fake-quant model of `quantizer` (a stand-in when drawn for an engine)
-        from harness.eval.scorer_lm import ScoredLM, torch_logprobs, torch_logprobs_after
-
         model, tokenizer, fields = _model_under_test(job)
-        # lm-eval's requests scored by the torch model with each context run once (HFLM's log-likelihoods, within
-        # float rounding: tests/eval/test_scorer_lm.py); HTP-computed linears take lm-eval's own HFLM, one request
-        # at a time as their graphs were compiled
-        lm = None if job.cfg.get("npu") is not None else ScoredLM(
-            torch_logprobs(model), tokenizer, job.settings.max_length, shared=torch_logprobs_after(model))
+        # HTP-computed linears take lm-eval's own HFLM, one request at a time as their graphs were compiled
+        lm = None if job.cfg.get("npu") is not None else _torch_lm(job, model, tokenizer)
         yield from _accuracy_rows(job, model, tokenizer, dataset, row_dataset=requested, lm=lm, **fields)
     elif system == "edgeflow":
         yield from _edgeflow_accuracy(job, dataset, requested)
@@ -154,7 +149,6 @@ def _runtime_evaluated_accuracy(job, dataset, requested: str) -> Iterator[dict]:
     rows' notes say which, and the runtime's carry variant RUNTIME_EVALUATED."""
     from harness.engine.capi import NativeEngine, gemm_kernel
     from harness.engine.run import DEFAULT_THREADS
-    from harness.eval.scorer_lm import ScoredLM, torch_logprobs, torch_logprobs_after
     from harness.quant.fakequant import build_fakequant_model
 
     fp, tokenizer = _fp_model(job)
@@ -162,8 +156,7 @@ def _runtime_evaluated_accuracy(job, dataset, requested: str) -> Iterator[dict]:
     reference = build_fakequant_model(artifact, fp)
     if artifact.manifest.get("runtime_compatible") is False:
         why = artifact.manifest.get("runtime_incompatible_reason", "no reason given")
-        lm = ScoredLM(torch_logprobs(reference), tokenizer, job.settings.max_length,
-                      shared=torch_logprobs_after(reference))
+        lm = _torch_lm(job, reference, tokenizer)
         yield from _accuracy_rows(job, reference, tokenizer, dataset, row_dataset=requested, lm=lm,
                                   scored_by=f"{FAKE_QUANT} (our runtime cannot run this method: {why})",
                                   label="stand-in")
@@ -173,6 +166,14 @@ def _runtime_evaluated_accuracy(job, dataset, requested: str) -> Iterator[dict]:
                                          scored_by=f"our runtime's INT8 forward pass over the artifact ("
                                                    f"{gemm_kernel()} GEMM, {DEFAULT_THREADS} threads)",
                                          variant=RUNTIME_EVALUATED)
+
+
+def _torch_lm(job, model, tokenizer):
+    """lm-eval's requests scored by a torch model with each context run once (HFLM's log-likelihoods, within float
+    rounding: tests/eval/test_scorer_lm.py)."""
+    from harness.eval.scorer_lm import ScoredLM, torch_logprobs, torch_logprobs_after
+
+    return ScoredLM(torch_logprobs(model), tokenizer, job.settings.max_length, shared=torch_logprobs_after(model))
 
 
 def _checked_runtime_rows(job, engine, reference, tokenizer, dataset, requested: str, scored_by: str,
