@@ -5,6 +5,7 @@ goes through `run_job`. What is measured depends on `experiment.kind` (harness/r
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import traceback
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from omegaconf import DictConfig
 
 from harness.config import ConfigError, build, config_hash, require
+from harness.host import heap_kept
 from harness.models.zoo import ModelSpec
 from harness.runner import provenance
 from harness.runner.store import FAILED, NOT_RUN, OK, ResultsStore
@@ -100,6 +102,11 @@ def prepare_job(cfg: DictConfig) -> Job:
     return Job(cfg=cfg, experiment=experiment, model=model, config_hash=config_hash(cfg))
 
 
+# Kinds that evaluate models in this process and time nothing: their large temporaries stay in malloc's heap
+# (harness/host.py heap_kept); the kinds that time something keep the allocator's defaults.
+IN_PROCESS_EVALUATION = {"perplexity", "accuracy", "fidelity"}
+
+
 def run_job(cfg: DictConfig, store: ResultsStore | None = None) -> str:
     """Measure one configuration; returns its status (ok / failed / not run / skipped)."""
     from harness.runner.kinds import KINDS
@@ -114,8 +121,9 @@ def run_job(cfg: DictConfig, store: ResultsStore | None = None) -> str:
         return "skipped"
     rows: list[dict] = []
     try:
-        for row in KINDS[job.experiment.kind](job):
-            rows.append(row)
+        with heap_kept() if job.experiment.kind in IN_PROCESS_EVALUATION else contextlib.nullcontext():
+            for row in KINDS[job.experiment.kind](job):
+                rows.append(row)
         status = OK
     except NotRun as e:
         rows = [job.row("not_run", None, "", status=NOT_RUN, label="not run", error=str(e))]
