@@ -10,7 +10,8 @@ One repetition:
      moment before, and that is another cold state: EdgeFlow's TTFT 12% and llama.cpp's 3.5% lower than after the
      gate's idle half second (docs/methodology.md); loadavg: the 1-minute load average against
      `protocol.max_load`, which lags: after a job of the harness's own ends it stays high for a minute while the CPUs
-     are already idle (the gate then waited out the previous point's load before every timed point). Refuse, wait, or flag the row; the readings are rows;
+     are already idle (the gate then waited out the previous point's load before every timed point). Refuse, wait,
+     or flag the row; the readings are rows;
      thermal gate: wait until the hottest CPU zone is at most `device.max_temp_c` (up to `device.thermal_wait_s`,
      then refuse), where the device reads temperatures (a phone: 40 C by default; this host: off);
   2. evict every model file from the page cache and verify residency (<= `protocol.max_resident_fraction`); with
