@@ -81,11 +81,12 @@ static void test_embed_head_silu() {
 }
 
 // The dispatched LM head (AVX-512 or AVX2 where the CPU has it) against the portable one and a double-precision sum,
-// on the default model's H with a tail (H % 16 != 0), a vocabulary range with a row tail, and 3 rows of h; and each
-// row's logits the same bits whether computed alone or with the others (prefix-shared scoring relies on it).
+// on the default model's H with a tail (H % 16 != 0), a vocabulary range with a row tail, and 6 rows of h (a block of
+// four and two more); and each row's logits the same bits whether computed alone (decode's path) or with the others
+// (prefix-shared scoring relies on it).
 static void test_lm_head_kernels() {
     for (int H : {576, 83}) {
-        const int V = 37, T = 3, v0 = 2, v1 = 35;
+        const int V = 37, T = 6, v0 = 2, v1 = 35;
         std::vector<int8_t> codes(size_t(V) * H);
         std::vector<float> h(size_t(T) * H), ws(V);
         for (size_t i = 0; i < codes.size(); ++i) codes[i] = int8_t(int((i * 2654435761u) >> 24) - 128);
@@ -111,9 +112,11 @@ static void test_lm_head_kernels() {
                 ok &= std::fabs(got[o] - want * ws[v]) <= tol && std::fabs(portable[o] - want * ws[v]) <= tol;
             }
         CHECK(ok);
-        std::vector<float> alone(V, -1.f);
-        lm_head_rows(1, H, V, v0, v1, h.data() + size_t(2) * H, codes.data(), ws.data(), alone.data());
-        CHECK(std::equal(alone.begin() + v0, alone.begin() + v1, got.begin() + 2 * V + v0));
+        for (int t = 0; t < T; ++t) {
+            std::vector<float> alone(V, -1.f);
+            lm_head_rows(1, H, V, v0, v1, h.data() + size_t(t) * H, codes.data(), ws.data(), alone.data());
+            CHECK(std::equal(alone.begin() + v0, alone.begin() + v1, got.begin() + size_t(t) * V + v0));
+        }
     }
 }
 
