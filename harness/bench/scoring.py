@@ -3,13 +3,15 @@
     python -m harness.bench.scoring [--items 20] [--reps 3] [--bits 5] [--threads 2] [--reference]
 
 The same lm-eval requests (hellaswag-local, `--items` documents, 4 endings each) through EdgeFlow's runtime over the
-packed file its TTFT reads, three ways, interleaved per repetition:
+packed file its TTFT reads, four ways, interleaved per repetition:
 
-  every-row   each request from scratch, logits of every position (how the harness scored before prefix sharing)
-  last-rows   each request from scratch, the LM head on the continuation's rows only
-  shared      a document's context once, every ending from its KV cache (harness/eval/scorer_lm.py)
+  every-row      each request from scratch, logits of every position (how the harness scored before prefix sharing)
+  last-rows      each request from scratch, the LM head on the continuation's rows only
+  shared-serial  a document's context once, then each ending from its KV cache in a call of its own
+  shared         a document's context once, then all its endings in one pass as sibling branches of it
+                 (NativeEngine.logprobs_after, what harness/eval/scorer_lm.py uses)
 
-All three must give the same accuracy and log-likelihoods (the runtime's rows are bit-identical; checked here on
+All four must give the same accuracy and log-likelihoods (the runtime's rows are bit-identical; checked here on
 every run); the time of each is printed with its ratio to every-row. `--reference` adds the fake-quant torch model
 as the reference scorer (what experiment=accuracy system=edgeflow runs), from scratch and prefix-shared.
 """
@@ -40,6 +42,8 @@ def _edgeflow(bits: int):
 
 
 def main(argv=None) -> None:
+    import torch
+
     from harness.data.config import load_dataset_config
     from harness.engine.capi import NativeEngine
     from harness.eval.accuracy import evaluate_accuracy
@@ -60,10 +64,17 @@ def main(argv=None) -> None:
     max_length = AccuracySettings.max_length  # the accuracy kind's scorer context
     with NativeEngine.open(packed, threads=a.threads, ctx=max_length) as engine:
         every_row = lambda ids, last: engine.logprobs(ids)[-last:]  # noqa: E731
+
+        def serial_after(prefix, tails):  # the endings one call each after the context's (before sibling branches)
+            first = torch.log_softmax(engine.logits(prefix, 1, reserve=max(map(len, tails))), dim=-1)
+            return [torch.cat([first, torch.log_softmax(engine.logits(t, keep=len(prefix)), dim=-1)]) if t else first
+                    for t in tails]
+
         ref = dict(reference=torch_logprobs(reference)) if reference is not None else {}
         modes = {
             "every-row": lambda: ScoredLM(every_row, tokenizer, max_length, **ref),
             "last-rows": lambda: ScoredLM(engine.logprobs, tokenizer, max_length, **ref),
+            "shared-serial": lambda: ScoredLM(engine.logprobs, tokenizer, max_length, shared=serial_after, **ref),
             "shared": lambda: ScoredLM(engine.logprobs, tokenizer, max_length, shared=engine.logprobs_after,
                                        **ref, **({"reference_shared": torch_logprobs_after(reference)}
                                                  if reference is not None else {})),
@@ -78,10 +89,10 @@ def main(argv=None) -> None:
                 rows = evaluate_accuracy(None, tokenizer, dataset, limit=a.items, lm=lm)
                 seconds[mode].append(time.perf_counter() - t0)
                 results[mode] = sorted((r.metric, r.value) for r in rows)
-                print(f"rep {rep} {mode:9s} {seconds[mode][-1]:6.2f} s  requests shared {lm.stats.shared}, alone "
+                print(f"rep {rep} {mode:13s} {seconds[mode][-1]:6.2f} s  requests shared {lm.stats.shared}, alone "
                       f"{lm.stats.alone}", flush=True)
     if len({tuple(v) for v in results.values()}) != 1:
-        raise SystemExit(f"the three ways disagree: {results}")
+        raise SystemExit(f"the four ways disagree: {results}")
 
     rec = BenchRecorder("scoring", vars(a))
     base = statistics.median(seconds["every-row"])
@@ -89,11 +100,11 @@ def main(argv=None) -> None:
           f"{' + fake-quant reference' if a.reference else ''}; median (min-max) of {a.reps}")
     for mode, s in seconds.items():
         med = statistics.median(s)
-        print(f"  {mode:9s} {med:6.2f} s ({min(s):.2f}-{max(s):.2f})  {base / med:4.2f}x faster than every-row")
+        print(f"  {mode:13s} {med:6.2f} s ({min(s):.2f}-{max(s):.2f})  {base / med:4.2f}x faster than every-row")
         for i, v in enumerate(s):
             rec.add("scoring_s", v, "s", repetition=i, system="edgeflow", bits=float(a.bits), variant=mode,
                     notes=f"hellaswag-local, {a.items} documents, reference={a.reference}")
-    print(f"  accuracy identical in all three: {dict(results['shared'])}")
+    print(f"  accuracy identical in all four: {dict(results['shared'])}")
     rec.save()
 
 

@@ -85,11 +85,26 @@ class NativeEngine:
 
     def logprobs_after(self, prefix: list[int], tails: list[list[int]]) -> list[torch.Tensor]:
         """float32 [1 + len(tail), V] per tail: the distribution after the prefix's last token, then after each of
-        the tail's tokens, the prefix run once (harness/eval/scorer_lm.py's shared-prefix interface). The same
-        numbers as logprobs(prefix + tail, 1 + len(tail)) for each tail."""
+        the tail's tokens (harness/eval/scorer_lm.py's shared-prefix interface): the prefix runs once, then every
+        non-empty tail in one pass as sibling branches of it. The same numbers as logprobs(prefix + tail,
+        1 + len(tail)) for each tail."""
         first = torch.log_softmax(self.logits(prefix, 1, reserve=max(map(len, tails))), dim=-1)
-        return [torch.cat([first, torch.log_softmax(self.logits(t, keep=len(prefix)), dim=-1)]) if t else first
-                for t in tails]
+        rows = iter(self.branch_logits(len(prefix), [t for t in tails if t]).split([len(t) for t in tails if t]))
+        return [torch.cat([first, torch.log_softmax(next(rows), dim=-1)]) if t else first for t in tails]
+
+    def branch_logits(self, keep: int, branches: list[list[int]]) -> torch.Tensor:
+        """float32 [sum of lengths, V]: the logits after every token of every branch, each branch continuing the
+        previous call's first `keep` positions and seeing only them and itself (ef_engine_score_branches); row for
+        row logits(branch, keep=keep) of each branch alone. Afterwards the sequence is those `keep` positions."""
+        if not branches:
+            return torch.empty((0, self.vocab_size))
+        ids = np.ascontiguousarray(np.concatenate([np.asarray(b, dtype=np.int32).reshape(-1) for b in branches]))
+        lengths = np.asarray([len(b) for b in branches], dtype=np.int32)
+        out = np.empty((ids.size, self.vocab_size), dtype=np.float32)
+        i32 = ctypes.POINTER(ctypes.c_int32)
+        check(lib().ef_engine_score_branches(self._h, keep, ids.ctypes.data_as(i32), lengths.ctypes.data_as(i32),
+                                             len(branches), out.ctypes.data_as(ctypes.POINTER(ctypes.c_float))))
+        return torch.from_numpy(out)
 
     def close(self) -> None:
         if self._h:

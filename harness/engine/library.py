@@ -38,6 +38,8 @@ _SIGNATURES = {  # name -> (restype, argtypes)
     "ef_engine_score": (_I, [_P, ctypes.POINTER(ctypes.c_int32), _I32, ctypes.POINTER(ctypes.c_float)]),
     "ef_engine_score_after": (_I, [_P, _I32, ctypes.POINTER(ctypes.c_int32), _I32, _I32, _I32,
                                    ctypes.POINTER(ctypes.c_float)]),
+    "ef_engine_score_branches": (_I, [_P, _I32, ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32), _I32,
+                                      ctypes.POINTER(ctypes.c_float)]),
     "ef_engine_set_schedule": (_I, [_P, _S, _I32, _I32, _I32]),
     "ef_config_size": (_U64, []), "ef_config_offset": (_I64, [_S]),
     "ef_engine_vocab_size": (_I32, [_P]), "ef_engine_gemm_kernel": (_S, []), "ef_engine_free": (None, [_P]),

@@ -1,7 +1,7 @@
 """Prefix-shared scoring (harness/eval/scorer_lm.py): a multiple-choice group's context runs once and every
 continuation is scored from its KV cache, with the log-likelihoods of scoring each request from scratch. The runtime
-gives them bit for bit (NativeEngine.logprobs_after over ef_engine_score_after), the float torch model within
-rounding."""
+gives them bit for bit (NativeEngine.logprobs_after: the context through ef_engine_score_after, the continuations in
+one pass as sibling branches through ef_engine_score_branches), the float torch model within rounding."""
 from __future__ import annotations
 
 import pytest
@@ -82,3 +82,31 @@ def test_keep_errors_name_the_problem(packed):
             engine.logits([1, 2, 3], keep=len(CONTEXT))
         with pytest.raises(NativeError, match="last must be in"):
             engine.logits([1, 2], 3)
+
+
+@pytest.mark.parametrize("chunk", [4, 128])  # branches longer than a chunk run as one chunk all the same
+def test_branches_in_one_pass_are_each_branch_alone(packed, chunk):
+    branches = [[7, 30, 12], [31], [150, 2, 2, 90, 6, 6, 1], [8, 8]]
+    with NativeEngine.open(packed[2], threads=2, chunk=chunk) as engine:
+        engine.logits(CONTEXT, 1, reserve=7)
+        alone = [engine.logits(b, keep=len(CONTEXT)) for b in branches]
+        together = engine.branch_logits(len(CONTEXT), branches)
+        after = engine.logits([99, 98], keep=len(CONTEXT))  # the sequence is the context again
+        fresh = engine.logits(CONTEXT + [99, 98], 2)
+    assert together.shape == (13, engine.vocab_size)
+    assert torch.equal(together, torch.cat(alone))  # the same floats, not merely close
+    assert torch.equal(after, fresh)
+
+
+def test_branch_errors_name_the_problem(packed):
+    with NativeEngine.open(packed[2], threads=1) as engine:
+        with pytest.raises(NativeError, match="nothing to keep|cannot keep"):
+            engine.branch_logits(2, [[1, 2]])
+        engine.logits(CONTEXT, 1, reserve=3)
+        with pytest.raises(NativeError, match="exceeds the context"):
+            engine.branch_logits(len(CONTEXT), [[1], [1, 2, 3, 4]])  # the longest branch must fit the reserve
+        with pytest.raises(NativeError, match="cannot keep"):
+            engine.branch_logits(len(CONTEXT) + 1, [[1]])
+        with pytest.raises(NativeError, match="at least one token"):
+            engine.branch_logits(len(CONTEXT), [[1, 2], []])
+        assert engine.branch_logits(len(CONTEXT), [[1, 2, 3], [4]]).shape == (4, engine.vocab_size)

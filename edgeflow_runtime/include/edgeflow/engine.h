@@ -53,6 +53,15 @@ int ef_engine_score(ef_engine* e, const int32_t* tokens, int32_t n, float* logit
 int ef_engine_score_after(ef_engine* e, int32_t keep, const int32_t* tokens, int32_t n, int32_t reserve,
                           int32_t last, float* logits_out);
 
+/* Sibling continuations of the last sequence's first `keep` positions in one pass (the endings of a multiple-choice
+ * item): tokens holds n_branches branches one after another, lengths[i] tokens each; every branch runs at positions
+ * keep .. keep + lengths[i] - 1 and sees only the kept positions and its own tokens (keep + the longest branch <= the
+ * fresh sequence's n + reserve). logits_out [sum of lengths, vocab_size] float32: the logits after every token of
+ * every branch, equal to what ef_engine_score_after(keep, branch, ..., last = its length) gives each branch alone.
+ * Afterwards the sequence is its first `keep` positions. */
+int ef_engine_score_branches(ef_engine* e, int32_t keep, const int32_t* tokens, const int32_t* lengths,
+                             int32_t n_branches, float* logits_out);
+
 int32_t ef_engine_vocab_size(const ef_engine* e);
 const char* ef_engine_gemm_kernel(void); /* "avx2", "neon-sdot", ... */
 void ef_engine_free(ef_engine* e);

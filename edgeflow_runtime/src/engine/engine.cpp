@@ -75,11 +75,24 @@ std::vector<float> Engine::extend(int keep, const std::vector<int32_t>& tokens, 
     return run(keep, tokens, last);
 }
 
-std::vector<float> Engine::run(int start, const std::vector<int32_t>& tokens, int logit_rows) {
+std::vector<float> Engine::extend_branches(int keep, const std::vector<int32_t>& tokens,
+                                           const std::vector<int>& lengths) {
+    if (keep < 1 || keep > n_past_)
+        throw EngineError("cannot keep " + std::to_string(keep) + " positions of a sequence of " +
+                          std::to_string(n_past_));
+    if (lengths.empty()) throw EngineError("no branches given");
+    auto logits = run(keep, tokens, int(tokens.size()), lengths);  // run_prefill checks the lengths and the cache
+    n_past_ = keep;  // the cache's later positions hold the last branch only
+    return logits;
+}
+
+std::vector<float> Engine::run(int start, const std::vector<int32_t>& tokens, int logit_rows,
+                               const std::vector<int>& branches) {
     PrefillOptions po;
     po.chunk = opt_.chunk;
     po.start = start;
     po.logit_rows = logit_rows;
+    po.branches = branches;
     po.policy = ex_->compute->options().policy;
     ex_->compute->reset_stats();
     n_past_ = start;  // what the cache holds if this run fails

@@ -62,6 +62,11 @@ public:
     // that share a prefix (lm-eval's multiple-choice endings) score it once.
     // Returns the logits of the last `last` new positions ([last, V]): a scorer needs only the continuation's.
     std::vector<float> extend(int keep, const std::vector<int32_t>& tokens, int last);
+    // Sibling continuations of the first `keep` positions in one pass: `tokens` holds the branches one after another
+    // (`lengths` tokens each), every branch at positions keep.. and seeing only the kept prefix and its own tokens
+    // (every linear runs once for all of them). Returns the logits of every row ([tokens, V]), row for row what
+    // extend(keep, branch, its length) gives each branch alone; afterwards the sequence is the kept prefix.
+    std::vector<float> extend_branches(int keep, const std::vector<int32_t>& tokens, const std::vector<int>& lengths);
     // One greedy decode step after prefill: feeds `token` at the next position, returns the argmax of its logits.
     // Runs on the calling thread and the engine's decode pool (threads - 1 more), not through the prefill's task
     // graph: one token is ~12 short data-parallel jobs per layer, which the lanes' scheduling only slows down.
@@ -78,7 +83,8 @@ public:
     void set_schedule(const std::string& policy, int accel_threads, int steal_threshold, bool lane_help);
 
 private:
-    std::vector<float> run(int start, const std::vector<int32_t>& tokens, int logit_rows);
+    std::vector<float> run(int start, const std::vector<int32_t>& tokens, int logit_rows,
+                           const std::vector<int>& branches = {});
 
     std::unique_ptr<WeightSource> source_;  // released after the weights are loaded
     uint64_t bytes_read_after_load_ = 0;

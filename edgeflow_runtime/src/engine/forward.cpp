@@ -96,18 +96,29 @@ void Forward::qkv(int layer, ChunkState& s) const {
 }
 
 void Forward::attention(int layer, ChunkState& s) const {
+    if (s.branches.empty()) return attend(layer, s, 0, s.T);
+    // Sibling branches all continue position pos0: each writes its keys and values there and attends before the next
+    // overwrites them, so a branch computes exactly what it would alone (the cache keeps the last branch's rows).
+    int r0 = 0;
+    for (const int n : s.branches) {
+        attend(layer, s, r0, n);
+        r0 += n;
+    }
+}
+
+void Forward::attend(int layer, ChunkState& s, int r0, int n_rows) const {
     const auto& cfg = model_.cfg;
     const auto& L = model_.layers[layer];
     const int qd = cfg.q_dim(), kvd = cfg.kv_dim();
-    if (s.pos0 + s.T > cache_.ctx)
-        throw EngineError("positions up to " + std::to_string(s.pos0 + s.T) + " exceed the context of " +
+    if (s.pos0 + n_rows > cache_.ctx)
+        throw EngineError("positions up to " + std::to_string(s.pos0 + n_rows) + " exceed the context of " +
                           std::to_string(cache_.ctx));
     // One pass per row block: q = RoPE(dequantize(acc0)); k and v are dequantized (k with RoPE) straight into this
-    // layer's KV cache at positions pos0.. (cache rows are kv_dim floats, so the chunk's rows are contiguous).
+    // layer's KV cache at positions pos0.. (cache rows are kv_dim floats, so the rows' keys are contiguous).
     float* kc = cache_.k_at(layer, 0);
     float* vc = cache_.v_at(layer, 0);
-    for_row_blocks(cpu_, s.T, [&](int t0, int n) {
-        const size_t oq = size_t(t0) * qd, okv = size_t(t0) * kvd;
+    for_row_blocks(cpu_, n_rows, [&](int t0, int n) {
+        const size_t oq = size_t(r0 + t0) * qd, okv = size_t(r0 + t0) * kvd;
         const int p = s.pos0 + t0;
         dequantize_rope_rows(n, cfg.n_heads, cfg.head_dim, p, s.acc0.data() + oq, qd, L.q.scale.data(),
                              rope_cos_.data(), rope_sin_.data(), s.q.data() + oq);
@@ -118,23 +129,23 @@ void Forward::attention(int layer, ChunkState& s) const {
     // Tiled attention (attention.h) over work items of (KV head, its query heads, query block), largest first;
     // each item writes its heads' slices of its rows of h and their int8 copy for o_proj.
     AttentionArgs a;
-    a.T = s.T;
+    a.T = n_rows;
     a.pos0 = s.pos0;
     a.d = cfg.head_dim;
     a.n_heads = cfg.n_heads;
     a.n_kv_heads = cfg.n_kv_heads;
-    a.q = s.q.data();
+    a.q = s.q.data() + size_t(r0) * qd;
     a.q_stride = qd;
     a.k = kc;
     a.v = vc;
     a.kv_stride = kvd;
-    a.out = s.h.data();
+    a.out = s.h.data() + size_t(r0) * qd;
     a.out_stride = qd;
-    a.out_q = s.xq0.data();  // each item quantizes its own slice for o_proj
+    a.out_q = s.xq0.data() + size_t(r0) * qd;  // each item quantizes its own slice for o_proj
     a.out_m = L.o.m.data();
     a.out_q_stride = qd;
     const auto items = attention_plan(a, cpu_.size());
-    const AttentionFn fn = (s.T == 1 ? decode_attention_ : attention_).fn;
+    const AttentionFn fn = (n_rows == 1 ? decode_attention_ : attention_).fn;
     cpu_.parallel_for(int(items.size()), [&](int i) { fn(a, items[i]); });
 }
 

@@ -37,6 +37,10 @@ struct ChunkState {
     std::vector<int32_t> acc0, acc1, acc2;
     std::vector<float> logits;  // [rows, V] after the head stage
     int logit_rows = 0;         // 1 (last position) or T (every position)
+    // Empty: the T rows are one causal sequence at positions pos0... Otherwise the rows are sibling branches of these
+    // lengths (summing to T), each at positions pos0.. and attending to the cache's positions < pos0 and its own rows:
+    // the endings of a multiple-choice item after their shared context, every linear run once for all of them.
+    std::vector<int> branches;
     void init(const LlamaConfig& cfg, int pos0, const int32_t* toks, int n);
 };
 
@@ -67,6 +71,7 @@ private:
     void residual_norm_quantize(ChunkState& s, const QLinear* pending, const std::vector<float>& norm,
                                 std::initializer_list<std::pair<const QLinear*, int8_t*>> outs) const;
     void matmul(const int8_t* xq, int T, const QLinear& w, int32_t* acc) const;
+    void attend(int layer, ChunkState& s, int r0, int n) const;  // rows [r0, r0 + n) at positions pos0..
 
     const Model& model_;
     KvCache& cache_;

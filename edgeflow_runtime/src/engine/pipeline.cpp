@@ -54,11 +54,24 @@ std::vector<ChunkState> run_prefill(Model& model, WeightSource* source, KvCache&
     if (n_tok == 0) throw EngineError("the prompt is empty");
     if (opt.chunk <= 0) throw EngineError("chunk size must be positive");
     if (opt.start < 0) throw EngineError("the first position must not be negative");
-    if (opt.start + n_tok > cache.ctx)
-        throw EngineError("prompt of " + std::to_string(n_tok) + " tokens" +
+    int span = n_tok;  // positions the new tokens occupy: a branch's length when they are sibling branches
+    if (!opt.branches.empty()) {
+        long sum = 0;
+        for (int n : opt.branches) {
+            if (n <= 0) throw EngineError("every branch needs at least one token (got " + std::to_string(n) + ")");
+            sum += n;
+        }
+        if (sum != n_tok)
+            throw EngineError("branch lengths add up to " + std::to_string(sum) + ", not the " +
+                              std::to_string(n_tok) + " tokens given");
+        span = *std::max_element(opt.branches.begin(), opt.branches.end());
+    }
+    if (opt.start + span > cache.ctx)
+        throw EngineError("prompt of " + std::to_string(span) + " tokens" +
                           (opt.start ? " after " + std::to_string(opt.start) + " kept ones" : std::string()) +
                           " exceeds the context of " + std::to_string(cache.ctx));
-    const int n_chunks = (n_tok + opt.chunk - 1) / opt.chunk;
+    const int chunk = opt.branches.empty() ? opt.chunk : n_tok;  // sibling branches run as one chunk
+    const int n_chunks = (n_tok + chunk - 1) / chunk;
     const int L = cfg.n_layers;
     if (source) {
         model.layers.resize(L);
@@ -67,9 +80,10 @@ std::vector<ChunkState> run_prefill(Model& model, WeightSource* source, KvCache&
 
     std::vector<ChunkState> chunks(n_chunks);
     for (int c = 0; c < n_chunks; ++c) {
-        const int t0 = c * opt.chunk;  // chunks are cut from the new tokens, so they sit at start + t0
-        chunks[c].init(cfg, opt.start + t0, tokens.data() + t0, std::min(opt.chunk, n_tok - t0));
+        const int t0 = c * chunk;  // chunks are cut from the new tokens, so they sit at start + t0
+        chunks[c].init(cfg, opt.start + t0, tokens.data() + t0, std::min(chunk, n_tok - t0));
     }
+    chunks[0].branches = opt.branches;
     Forward fwd(model, cache, ex.compute->cpu_pool(), ex.compute->accel_pool());
     const Policy policy = opt.policy;
     auto prio = [&](int layer, int chunk, int stage) { return stage_priority(policy, layer, chunk, stage, L, n_chunks); };
@@ -122,7 +136,7 @@ std::vector<ChunkState> run_prefill(Model& model, WeightSource* source, KvCache&
     const int first_logit = n_tok - std::clamp(opt.logit_rows, 1, n_tok);  // the rows that get logits are a suffix
     for (int c = 0; c < n_chunks; ++c) {
         ChunkState* s = &chunks[c];
-        const int rows = std::min(s->T, c * opt.chunk + s->T - first_logit);  // this chunk's share of that suffix
+        const int rows = std::min(s->T, c * chunk + s->T - first_logit);  // this chunk's share of that suffix
         if (rows <= 0) continue;
         Task* h = g.add("head", L, c, stage_lane(policy, "head"), prio(L, c, 0), [&fwd, s, rows] { fwd.head(*s, rows); });
         TaskGraph::depend(last[c], h);

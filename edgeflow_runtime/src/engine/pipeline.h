@@ -46,6 +46,10 @@ struct PrefillOptions {
     int chunk = 128;        // prompt tokens per chunk
     int start = 0;          // position of the first token; the KV cache already holds positions 0 .. start - 1
     int logit_rows = 1;     // logits of the last logit_rows tokens: 1 = the next token's; all of them for scoring
+    // Sibling continuations instead of one sequence: the tokens are branches of these lengths one after another,
+    // each at positions start.. and attending only to positions < start and to its own tokens (ChunkState). They
+    // run as one chunk; empty = one sequence.
+    std::vector<int> branches;
     Policy policy = Policy::PlacePrioritySteal;  // placement, priorities and chunk window (stealing: the scheduler)
 };
 
