@@ -292,7 +292,9 @@ def run_once(device, cmd: list[str], files: list[str], first_token: Callable[[by
     if "t" not in first:
         raise EngineError(f"{cmd[0]} exited without printing a first token; stdout: {bytes(out)[-300:]!r}", bytes(err))
     energy = first["e"] - e0 if read_energy else None
-    run = ColdRun(ttft_s=first["t"] - t0, exit_s=t_exit - t0, stdout=bytes(out), stderr=bytes(err),
+    # An engine that prints its token and exits at once can be seen exiting (wait() returns) before the reader thread
+    # runs and sees the token: it was written before the exit, so the exit's time bounds it.
+    run = ColdRun(ttft_s=min(first["t"], t_exit) - t0, exit_s=t_exit - t0, stdout=bytes(out), stderr=bytes(err),
                   # The sampled VmHWM first: wait4's ru_maxrss also counts the pages of the (v)forking parent
                   # before exec, i.e. this Python process (seen: 1.5 GB for a 176 MB engine after quantizing).
                   peak_rss_kb=hwm["kb"] or proc.peak_rss_kb() or max((r for _, r in timeline), default=None),
