@@ -70,8 +70,8 @@ std::vector<ChunkState> run_prefill(Model& model, WeightSource* source, KvCache&
         throw EngineError("prompt of " + std::to_string(span) + " tokens" +
                           (opt.start ? " after " + std::to_string(opt.start) + " kept ones" : std::string()) +
                           " exceeds the context of " + std::to_string(cache.ctx));
-    const int chunk = opt.branches.empty() ? opt.chunk : n_tok;  // sibling branches run as one chunk
-    const int n_chunks = (n_tok + chunk - 1) / chunk;
+    const int chunk_len = opt.branches.empty() ? opt.chunk : n_tok;  // sibling branches run as one chunk
+    const int n_chunks = (n_tok + chunk_len - 1) / chunk_len;
     const int L = cfg.n_layers;
     if (source) {
         model.layers.resize(L);
@@ -80,8 +80,8 @@ std::vector<ChunkState> run_prefill(Model& model, WeightSource* source, KvCache&
 
     std::vector<ChunkState> chunks(n_chunks);
     for (int c = 0; c < n_chunks; ++c) {
-        const int t0 = c * chunk;  // chunks are cut from the new tokens, so they sit at start + t0
-        chunks[c].init(cfg, opt.start + t0, tokens.data() + t0, std::min(chunk, n_tok - t0));
+        const int t0 = c * chunk_len;  // chunks are cut from the new tokens, so they sit at start + t0
+        chunks[c].init(cfg, opt.start + t0, tokens.data() + t0, std::min(chunk_len, n_tok - t0));
     }
     chunks[0].branches = opt.branches;
     Forward fwd(model, cache, ex.compute->cpu_pool(), ex.compute->accel_pool());
@@ -136,7 +136,7 @@ std::vector<ChunkState> run_prefill(Model& model, WeightSource* source, KvCache&
     const int first_logit = n_tok - std::clamp(opt.logit_rows, 1, n_tok);  // the rows that get logits are a suffix
     for (int c = 0; c < n_chunks; ++c) {
         ChunkState* s = &chunks[c];
-        const int rows = std::min(s->T, c * chunk + s->T - first_logit);  // this chunk's share of that suffix
+        const int rows = std::min(s->T, c * chunk_len + s->T - first_logit);  // this chunk's share of that suffix
         if (rows <= 0) continue;
         Task* h = g.add("head", L, c, stage_lane(policy, "head"), prio(L, c, 0), [&fwd, s, rows] { fwd.head(*s, rows); });
         TaskGraph::depend(last[c], h);
