@@ -131,18 +131,18 @@ int ef_engine_score_after(ef_engine* e, int32_t keep, const int32_t* tokens, int
 
 int ef_engine_score_branches(ef_engine* e, int32_t keep, const int32_t* tokens, const int32_t* lengths,
                              int32_t n_branches, float* logits_out) {
-    return guarded([&] {
-        ef_engine& h = checked(e);
-        if (n_branches <= 0 || !tokens || !lengths || !logits_out)
-            throw EngineError("score_branches needs at least one branch, its tokens and an output buffer");
-        if (!h.engine) throw EngineError("nothing to keep: no sequence has been scored yet");
-        const std::vector<int> lens(lengths, lengths + n_branches);
-        long n = 0;
-        for (const int len : lens) n += std::max(len, 0);  // run_prefill names a non-positive length
-        const std::vector<int32_t> ids(tokens, tokens + n);
-        const auto logits = h.engine->extend_branches(keep, ids, lens);
-        std::memcpy(logits_out, logits.data(), logits.size() * sizeof(float));
-    });
+  return guarded([&] {
+    ef_engine& h = checked(e);
+    if (n_branches <= 0 || !tokens || !lengths || !logits_out)
+      throw EngineError("score_branches needs at least one branch, its tokens and an output buffer");
+    if (!h.engine) throw EngineError("nothing to keep: no sequence has been scored yet");
+    const std::vector<int> lens(lengths, lengths + n_branches);
+    long n = 0;
+    for (const int len : lens) n += std::max(len, 0);  // run_prefill names a non-positive length
+    const std::vector<int32_t> ids(tokens, tokens + n);
+    const auto logits = h.engine->extend_branches(keep, ids, lens);
+    std::memcpy(logits_out, logits.data(), logits.size() * sizeof(float));
+  });
 }
 
 int ef_engine_set_schedule(ef_engine* e, const char* policy, int32_t accel_threads, int32_t steal_threshold,

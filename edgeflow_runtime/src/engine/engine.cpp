@@ -64,10 +64,14 @@ std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens, int logit
     return run(0, tokens, logit_rows);
 }
 
-std::vector<float> Engine::extend(int keep, const std::vector<int32_t>& tokens, int last) {
+void Engine::check_keep(int keep) const {
     if (keep < 1 || keep > n_past_)
         throw EngineError("cannot keep " + std::to_string(keep) + " positions of a sequence of " +
                           std::to_string(n_past_));
+}
+
+std::vector<float> Engine::extend(int keep, const std::vector<int32_t>& tokens, int last) {
+    check_keep(keep);
     if (keep + int(tokens.size()) > cache_.ctx)
         throw EngineError(std::to_string(keep) + " kept positions plus " + std::to_string(tokens.size()) +
                           " tokens exceed the cache of " + std::to_string(cache_.ctx) +
@@ -77,9 +81,7 @@ std::vector<float> Engine::extend(int keep, const std::vector<int32_t>& tokens, 
 
 std::vector<float> Engine::extend_branches(int keep, const std::vector<int32_t>& tokens,
                                            const std::vector<int>& lengths) {
-    if (keep < 1 || keep > n_past_)
-        throw EngineError("cannot keep " + std::to_string(keep) + " positions of a sequence of " +
-                          std::to_string(n_past_));
+    check_keep(keep);
     if (lengths.empty()) throw EngineError("no branches given");
     auto logits = run(keep, tokens, int(tokens.size()), lengths);  // run_prefill checks the lengths and the cache
     n_past_ = keep;  // the cache's later positions hold the last branch only

@@ -83,6 +83,7 @@ public:
     void set_schedule(const std::string& policy, int accel_threads, int steal_threshold, bool lane_help);
 
 private:
+    void check_keep(int keep) const;  // 1 <= keep <= the positions the last sequence holds
     std::vector<float> run(int start, const std::vector<int32_t>& tokens, int logit_rows,
                            const std::vector<int>& branches = {});
 
