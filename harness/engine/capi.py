@@ -89,7 +89,8 @@ class NativeEngine:
         non-empty tail in one pass as sibling branches of it. The same numbers as logprobs(prefix + tail,
         1 + len(tail)) for each tail."""
         first = torch.log_softmax(self.logits(prefix, 1, reserve=max(map(len, tails))), dim=-1)
-        rows = iter(self.branch_logits(len(prefix), [t for t in tails if t]).split([len(t) for t in tails if t]))
+        branches = [t for t in tails if t]
+        rows = iter(self.branch_logits(len(prefix), branches).split([len(t) for t in branches]))
         return [torch.cat([first, torch.log_softmax(next(rows), dim=-1)]) if t else first for t in tails]
 
     def branch_logits(self, keep: int, branches: list[list[int]]) -> torch.Tensor:
