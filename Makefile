@@ -38,17 +38,19 @@ system-deps:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(SYSTEM_PACKAGES); \
 	fi
 
-# llama.cpp's build (~6.5 CPU-minutes) starts in the background once the venv has pip, beside the package installs
-# that leave a core idle; it needs only the standard library, and whatever needs llama.cpp meanwhile waits on its lock.
+# llama.cpp's build (~6.5 CPU-minutes) starts in the background first thing, beside the package installs that leave
+# a core idle; it needs only the standard library (so the system's python3 runs it before the venv exists), and
+# whatever needs llama.cpp meanwhile waits on its lock.
 LLAMACPP_VERSION := $(shell sed -n 's/^llamacpp_version: *\([^ #]*\).*/\1/p' conf/system/llamacpp.yaml)
-LLAMACPP_EARLY := nohup nice -n 10 $(PY) harness/systems/llamacpp_build.py $(LLAMACPP_VERSION) \
+LLAMACPP_EARLY := nohup nice -n 10 python3 harness/systems/llamacpp_build.py $(LLAMACPP_VERSION) \
   > $(VENV)/llamacpp-early.log 2>&1 &
 
 # torch first and pinned: any other torch spec pulls a multi-GB CUDA build.
 $(STAMP): pyproject.toml
+	mkdir -p $(VENV)
+	$(LLAMACPP_EARLY)
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(LLAMACPP_EARLY)
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[dev,launchers,aimet]' torch==2.13.0
 	$(PY) -m pip install -q --no-deps aimet-onnx==2.42.0  # (its declared deps replace torch; pyproject's `aimet`)

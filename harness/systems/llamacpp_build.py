@@ -1,19 +1,22 @@
 """llama.cpp from source, cached per version: fetch, build the five tools, convert and quantise a checkpoint.
 
-The source is the llama.cpp tree vendored in the `llama-cpp-python` sdist (PyPI is reachable, GitHub is not):
-`pip download --no-deps --no-binary :all: llama-cpp-python==V`, extract `vendor/llama.cpp`. Built with CMake,
+The source is the llama.cpp tree vendored in the `llama-cpp-python` sdist (PyPI is reachable, GitHub is not): the
+sdist file fetched from the package index (`_fetch_sdist`), `vendor/llama.cpp` extracted. Built with CMake,
 Release, static libraries, tests/examples/server/app off, only the targets we run (~8 min on 2 cores; the full
 `pip install llama-cpp-python` takes ~20). Layout under the cache: llamacpp/<V>/src, llamacpp/<V>/build/bin/<tool>,
 llamacpp/<V>/models/<model>/{f16,<type>}.gguf.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
+import urllib.request
 from pathlib import Path
 
 from harness.cache import atomic_file, cache_dir, exclusive, progress_note
@@ -43,10 +46,8 @@ def source_dir(version: str) -> Path:
 
 
 def _download_source(version: str, root: Path, src: Path) -> None:
-    with tempfile.TemporaryDirectory(dir=root) as tmp, progress_note(f"pip download llama-cpp-python=={version} sdist"):
-        _check([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", "-d", tmp,
-                f"llama-cpp-python=={version}"], "pip download")
-        sdist = next(Path(tmp).glob("llama_cpp_python-*.tar.gz"))
+    with tempfile.TemporaryDirectory(dir=root) as tmp, progress_note(f"llama-cpp-python=={version} sdist"):
+        sdist = _fetch_sdist(version, Path(tmp))
         prefix = f"{sdist.name[:-len('.tar.gz')]}/vendor/llama.cpp/"
         with tarfile.open(sdist) as tf:
             members = [m for m in tf.getmembers() if m.name.startswith(prefix)]
@@ -57,6 +58,35 @@ def _download_source(version: str, root: Path, src: Path) -> None:
         os.replace(Path(tmp) / prefix, src)
     (src / COMPLETE).write_text(f"llama-cpp-python=={version}\n")
 
+
+
+def _fetch_sdist(version: str, folder: Path) -> Path:
+    """llama_cpp_python-V.tar.gz from the package index's simple API (PEP 691 JSON: each file's URL and sha256), the
+    sha256 checked. `pip download --no-binary :all:` fetches the same file but first builds the sdist's metadata (a
+    scikit-build-core environment and a CMake run): 20-45 s of CPU on an idle 2-core host, over 3 minutes beside a
+    busy test suite, in front of llama.cpp's build on a fresh machine. pip remains the way when the index cannot be
+    read so (a mirror without the JSON API, no network: pip then says why)."""
+    name = f"llama_cpp_python-{version}.tar.gz"
+    index = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
+    try:
+        request = urllib.request.Request(f"{index}/llama-cpp-python/",
+                                         headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+        with urllib.request.urlopen(request, timeout=60) as listing:
+            entry = next(f for f in json.load(listing)["files"] if f["filename"] == name)
+        digest, path = hashlib.sha256(), folder / name
+        with urllib.request.urlopen(entry["url"], timeout=300) as body, open(path, "wb") as out:
+            while chunk := body.read(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
+        if digest.hexdigest() != entry["hashes"]["sha256"]:
+            raise ValueError(f"{name} from {entry['url']} does not match the index's sha256")
+        return path
+    except (OSError, ValueError, KeyError, StopIteration) as exc:
+        (folder / name).unlink(missing_ok=True)  # (pip would take a file of that name as already downloaded)
+        print(f"[edgeflow-bench] {name} not fetched from {index} ({exc!r}); asking pip", file=sys.stderr, flush=True)
+    _check([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", "-d", str(folder),
+            f"llama-cpp-python=={version}"], "pip download")
+    return folder / name
 
 def build_tools(version: str, tools=TOOLS, jobs: int = 2) -> dict[str, Path]:
     """{tool: binary path}, building the missing ones (niced, -j`jobs`)."""
@@ -84,8 +114,6 @@ def build_scorer(version: str) -> Path:
     """`edgeflow-llama-scorer` (llamacpp_scorer.cpp): llama.cpp's forward pass as a log-probability server, compiled
     against this version's llama.h and static libraries; the binary's name carries the source's hash, so an edited
     source is rebuilt."""
-    import hashlib
-
     src = source_dir(version)
     build = src.parent / "build"
     digest = hashlib.sha256(SCORER_SOURCE.read_bytes()).hexdigest()[:12]
