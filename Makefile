@@ -56,10 +56,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --no-deps aimet-onnx==2.42.0  # (its declared deps replace torch; pyproject's `aimet`)
 	touch $@
 
-# TEST_JOBS pytest-xdist workers (default: one per logical CPU; TEST_JOBS=0 runs in this process). Tests share the
+# TEST_JOBS pytest-xdist workers (default: one per logical CPU and one more, since several long tests mostly wait on
+# a SLURM controller, a loopback phone or llama.cpp's build; TEST_JOBS=0 runs in this process). Tests share the
 # caches safely (harness/cache.py: atomic entries, build locks); a group of tests that must share one worker is
 # marked xdist_group.
-TEST_JOBS ?= logical
+TEST_JOBS ?= $(shell echo $$(( $$(nproc) + 1 )))
 
 # setup (pip) and system-deps (apt) download and unpack independent things: side by side on a fresh machine
 test:

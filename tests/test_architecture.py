@@ -5,7 +5,12 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
+# The toys come and go in the source tree: the tests that read every source file (here and test_import_cycles.py) run
+# on the same xdist worker, never while a toy is half there.
+pytestmark = pytest.mark.xdist_group("source-tree")
 
 TOY_SYSTEM = '''
 from dataclasses import dataclass

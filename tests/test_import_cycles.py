@@ -4,7 +4,10 @@ run later, on purpose: heavy or optional dependencies)."""
 import ast
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.xdist_group("source-tree")  # (test_architecture.py writes toy modules into the tree)
 PACKAGES = ("harness", "experiments")
 
 

@@ -68,7 +68,8 @@ def test_a_sweep_on_the_phone_survives_a_disconnect_and_resumes(phone, tiny_chec
     energy = ok[ok.metric == "energy_j"]
     assert set(energy.label) == {"stand-in"}  # the loopback's battery is scripted: a stand-in, never "measured"
     # under qemu the sampler itself boots slowly: a cold start it covers too little of has no energy, with the reason
-    assert ((energy.value > 0) | energy.notes.str.contains("sampler's samples cover")).all() and (energy.value > 0).any()
+    # (on a busy host, every one of the six may be so; test_android_loopback checks the energy of a covered run)
+    assert ((energy.value > 0) | energy.notes.str.contains("sampler's samples cover")).all()
     assert (ok[ok.metric == "peak_rss_mb"].value > 0).all()
     assert (ok[ok.metric == "temp_before_c"].value == 37.5).all()
     assert '"loopback": true' in ok.device_info.iloc[0] and "EdgeFlow loopback adbd" in ok.device_info.iloc[0]
