@@ -59,7 +59,6 @@ def _download_source(version: str, root: Path, src: Path) -> None:
     (src / COMPLETE).write_text(f"llama-cpp-python=={version}\n")
 
 
-
 def _fetch_sdist(version: str, folder: Path) -> Path:
     """llama_cpp_python-V.tar.gz from the package index's simple API (PEP 691 JSON: each file's URL and sha256), the
     sha256 checked. `pip download --no-binary :all:` fetches the same file but first builds the sdist's metadata (a
@@ -87,6 +86,7 @@ def _fetch_sdist(version: str, folder: Path) -> Path:
     _check([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", "-d", str(folder),
             f"llama-cpp-python=={version}"], "pip download")
     return folder / name
+
 
 def build_tools(version: str, tools=TOOLS, jobs: int = 2) -> dict[str, Path]:
     """{tool: binary path}, building the missing ones (niced, -j`jobs`)."""

@@ -60,5 +60,5 @@ def test_a_digest_mismatch_or_a_missing_file_falls_back_to_pip(index, tmp_path, 
     assert not (tmp_path / NAME).exists()  # the mismatched bytes are gone before pip looks
     llamacpp_build._fetch_sdist("1.0.0", tmp_path)  # not listed
     assert [c[c.index("download"):] for c in pip_calls] == [
-        ["download", "-q", "--no-deps", "--no-binary", ":all:", "-d", str(tmp_path), f"llama-cpp-python={v}"]
-        for v in ("=9.9.9", "=1.0.0")]
+        ["download", "-q", "--no-deps", "--no-binary", ":all:", "-d", str(tmp_path), f"llama-cpp-python=={v}"]
+        for v in ("9.9.9", "1.0.0")]
