@@ -85,6 +85,9 @@ def _fetch_sdist(version: str, folder: Path) -> Path:
         print(f"[edgeflow-bench] {name} not fetched from {index} ({exc!r}); asking pip", file=sys.stderr, flush=True)
     _check([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", "-d", str(folder),
             f"llama-cpp-python=={version}"], "pip download")
+    if not (folder / name).is_file():
+        found = ", ".join(sorted(p.name for p in folder.iterdir())) or "nothing"
+        raise BuildError(f"pip download of llama-cpp-python=={version} left {found} in {folder}, not {name}")
     return folder / name
 
 

@@ -4,6 +4,7 @@ import hashlib
 import http.server
 import json
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -40,7 +41,14 @@ def index(monkeypatch):
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     monkeypatch.setenv("PIP_INDEX_URL", f"{base}/simple")
     pip_calls = []
-    monkeypatch.setattr(llamacpp_build, "_check", lambda cmd, what, env=None: pip_calls.append(cmd))
+
+    def pip(cmd, what, env=None):  # pip's part: the named sdist appears in the -d folder
+        pip_calls.append(cmd)
+        sdist = Path(cmd[cmd.index("-d") + 1]) / f"llama_cpp_python-{cmd[-1].split('==')[1]}.tar.gz"
+        assert not sdist.exists(), "pip takes a file already there as downloaded: a mismatched one must be gone"
+        sdist.write_bytes(PAYLOAD)
+
+    monkeypatch.setattr(llamacpp_build, "_check", pip)
     yield listed, pip_calls
     server.shutdown()
 
@@ -57,8 +65,15 @@ def test_a_digest_mismatch_or_a_missing_file_falls_back_to_pip(index, tmp_path, 
     listed["sha256"] = "0" * 64
     assert llamacpp_build._fetch_sdist("9.9.9", tmp_path) == tmp_path / NAME
     assert "does not match the index's sha256" in capsys.readouterr().err
-    assert not (tmp_path / NAME).exists()  # the mismatched bytes are gone before pip looks
-    llamacpp_build._fetch_sdist("1.0.0", tmp_path)  # not listed
+    assert llamacpp_build._fetch_sdist("1.0.0", tmp_path) == tmp_path / "llama_cpp_python-1.0.0.tar.gz"  # not listed
     assert [c[c.index("download"):] for c in pip_calls] == [
         ["download", "-q", "--no-deps", "--no-binary", ":all:", "-d", str(tmp_path), f"llama-cpp-python=={v}"]
         for v in ("9.9.9", "1.0.0")]
+
+
+def test_a_pip_that_writes_another_name_is_a_build_error(index, tmp_path, monkeypatch):
+    listed, _ = index
+    listed["sha256"] = "0" * 64
+    monkeypatch.setattr(llamacpp_build, "_check", lambda cmd, what, env=None: (tmp_path / "other.zip").write_bytes(b""))
+    with pytest.raises(llamacpp_build.BuildError, match=r"left other.zip in .*, not llama_cpp_python-9.9.9.tar.gz"):
+        llamacpp_build._fetch_sdist("9.9.9", tmp_path)
