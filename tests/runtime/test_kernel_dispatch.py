@@ -32,12 +32,15 @@ def expected_kernels(flags: set[str], machine: str) -> list[str]:
             kernels.append("avx-vnni")
     if {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= flags:
         kernels.append("avx512-vnni")
+        if {"amx_tile", "amx_int8"} <= flags:  # (Linux lists them only where it can give a process the tile state)
+            kernels.append("amx")
     return kernels
 
 
 def test_expected_kernels_follow_the_cpu_flags():
-    sapphire_rapids = {"avx2", "avx_vnni", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "amx_int8"}
-    assert expected_kernels(sapphire_rapids, "x86_64") == ["ref", "avx2", "avx-vnni", "avx512-vnni"]
+    sapphire_rapids = {"avx2", "avx_vnni", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "amx_tile", "amx_int8"}
+    assert expected_kernels(sapphire_rapids, "x86_64") == ["ref", "avx2", "avx-vnni", "avx512-vnni", "amx"]
+    assert expected_kernels(sapphire_rapids - {"amx_tile"}, "x86_64")[-1] == "avx512-vnni"  # a kernel hiding AMX
     assert expected_kernels({"avx2", "avx_vnni"}, "x86_64") == ["ref", "avx2", "avx-vnni"]  # Alder Lake
     assert expected_kernels({"avx2", "avx512f", "avx512bw", "avx512vl", "avx512_vnni"}, "x86_64")[-1] == "avx512-vnni"
     assert expected_kernels({"asimd", "asimddp"}, "aarch64") == ["ref", "neon", "neon-sdot"]
@@ -52,5 +55,5 @@ def test_every_kernel_this_cpu_runs_is_tested_bit_exact_and_the_best_is_chosen(c
     want = expected_kernels(cpu_flags(), platform.machine())
     assert tested == want, f"this CPU runs {want}; the dispatch offers {tested}"
     assert best == want[-1] and int(m.group(1)) > 1000
-    with capsys.disabled():  # say which kernels this host could check (AVX-VNNI needs an Intel CPU that has it)
+    with capsys.disabled():  # say which kernels this host could check (AVX-VNNI and AMX need an Intel CPU that has them)
         print(f"\n  GEMM kernels tested bit-exact on this CPU: {' '.join(tested)}; dispatched: {best}")

@@ -16,7 +16,7 @@ namespace edgeflow {
 using GemmFn = void (*)(int T, int C, int K, const int8_t* a, int lda, const int8_t* b, int ldb, int32_t* y, int ldy);
 
 struct GemmKernel {
-    const char* name;  // "ref", "avx2", "avx-vnni", "avx512-vnni", "neon", "neon-sdot"
+    const char* name;  // "ref", "avx2", "avx-vnni", "avx512-vnni", "amx", "neon", "neon-sdot"
     GemmFn fn;
 };
 

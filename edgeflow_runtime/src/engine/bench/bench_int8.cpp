@@ -5,8 +5,9 @@
 // GOPS count a multiply-add as 2 operations; every thread runs the same loop.
 //   instruction_gops: each INT8 multiply instruction alone, 8-16 independent copies per loop iteration written in
 //     assembly so the compiler cannot fold them: x86 pmaddubsw (ymm: 32 u8 x s8 multiply-adds), AVX-VNNI vpdpbusd
-//     (ymm: 32, accumulating into int32), AVX-512 VNNI vpdpbusd_zmm (64); aarch64 sdot (16). int8_peak_gops is the
-//     best of them: the machine's INT8 peak.
+//     (ymm: 32, accumulating into int32), AVX-512 VNNI vpdpbusd_zmm (64), AMX tdpbssd (a 16 x 16 x 64 tile product:
+//     16,384, where the amx kernel is available); aarch64 sdot (16). int8_peak_gops is the best of them: the machine's
+//     INT8 peak.
 //   step_gops: the AVX2 kernel's exact signed x signed -> int32 step psignb + pmaddubsw + pmaddwd + paddd per 32
 //     multiply-adds, in independent accumulator chains: the ceiling of an AVX2-only INT8 engine. (The VNNI kernels
 //     need one vpdpbusd per 32 or 64 multiply-adds, so their ceiling is the instruction's.)
@@ -47,7 +48,7 @@ namespace {
 constexpr int kChains = 12;  // independent accumulators: more than latency x throughput of the longest step
 
 #if defined(__x86_64__)
-enum class Op { Maddubs, Vpdpbusd, VpdpbusdZmm, Avx2Step };
+enum class Op { Maddubs, Vpdpbusd, VpdpbusdZmm, Tdpbssd, Avx2Step };
 
 #define EF_REPEAT8(x) x x x x x x x x
 
@@ -65,6 +66,26 @@ __attribute__((target("avx512f,avx512vnni"))) double chain_zmm(long iters) {
     return double(iters) * 96 * 64 * 2;
 }
 
+// 4 independent accumulator tiles (tmm0-3, 16 x 16 int32) fed by tmm4-7, 8 tdpbssd per iteration (GCC's tile
+// intrinsics are volatile asm: nothing folds). Called only where the amx kernel is available, i.e. where Linux granted
+// this process the tile data (gemm_dispatch.cpp).
+__attribute__((target("amx-tile,amx-int8"))) double chain_tiles(long iters) {
+    struct alignas(64) {
+        uint8_t palette = 1, start_row = 0, reserved[14] = {};
+        uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+        uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+    } cfg;
+    _tile_loadconfig(&cfg);
+    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);  // (statements: the intrinsics are asm macros)
+    _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);
+    for (long it = 0; it < iters; ++it) {
+        _tile_dpbssd(0, 4, 5); _tile_dpbssd(1, 4, 6); _tile_dpbssd(2, 5, 7); _tile_dpbssd(3, 6, 7);
+        _tile_dpbssd(0, 5, 6); _tile_dpbssd(1, 5, 7); _tile_dpbssd(2, 4, 6); _tile_dpbssd(3, 4, 7);
+    }
+    _tile_release();
+    return double(iters) * 8 * 16 * 16 * 64 * 2;
+}
+
 // Each chain feeds its own result back in, so no two chains compute the same thing and nothing folds away.
 __attribute__((target("avx2,avxvnni"))) double chain_ops(long iters, Op op) {
     __m256i acc[kChains];
@@ -72,6 +93,7 @@ __attribute__((target("avx2,avxvnni"))) double chain_ops(long iters, Op op) {
     const __m256i ones = _mm256_set1_epi16(1);
     for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_epi32(i);
     if (op == Op::VpdpbusdZmm) return chain_zmm(iters);
+    if (op == Op::Tdpbssd) return chain_tiles(iters);
     if (op == Op::Maddubs) {
         for (long it = 0; it < iters; ++it)
             __asm__ volatile(EF_REPEAT8("vpmaddubsw %%ymm14, %%ymm15, %%ymm0\n vpmaddubsw %%ymm14, %%ymm15, %%ymm1\n")
@@ -242,6 +264,7 @@ const char* kernel_instruction(const std::string& kernel) {
     if (kernel == "avx2") return "pmaddubsw";
     if (kernel == "avx-vnni") return "vpdpbusd";
     if (kernel == "avx512-vnni") return "vpdpbusd_zmm";
+    if (kernel == "amx") return "tdpbssd";
     if (kernel == "neon-sdot") return "sdot";
     return "";
 }
@@ -279,6 +302,8 @@ int main(int argc, char** argv) {
     if (__builtin_cpu_supports("avxvnni")) measure(instrs, "vpdpbusd", Op::Vpdpbusd, true);
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni"))
         measure(instrs, "vpdpbusd_zmm", Op::VpdpbusdZmm, true);
+    for (const auto& k : available_gemm_kernels())
+        if (std::string(k.name) == "amx") measure(instrs, "tdpbssd", Op::Tdpbssd, true);
 #else
     bool sdot = false;
     for (const auto& k : available_gemm_kernels()) sdot |= std::string(k.name) == "neon-sdot";

@@ -1,6 +1,7 @@
 // Every INT8 GEMM kernel this CPU runs must equal the scalar reference bit for bit: on shapes with row, channel
-// and K tails of every size the kernels block by (rows in 1..8, channel groups of 1..16 and 16-channel tiles of 1..3,
-// K % 4, % 16, % 32, % 64), with tight and with padded strides (lda > K, ldb > K, ldy > C: y's padding must stay
+// and K tails of every size the kernels block by (rows in 1..8, AMX's 16-row tiles and 32-row blocks; channel groups
+// of 1..16, 16-channel tiles of 1..3, AMX's 32-channel blocks; K % 4, % 16, % 32, % 64), with tight and with padded
+// strides (lda > K, ldb > K, ldy > C: y's padding must stay
 // untouched), on the extreme values that would saturate a careless pmaddubsw pairing or offset, on weights of every
 // stored bit width 2..8 (kernels may switch to a cheaper form when a block's codes are narrow, |w| <= 64 at <= 7
 // bits, <= 32 at 6, <= 16 at 5: whole blocks narrow, blocks mixing widths, one wide code among narrow ones, the
@@ -106,7 +107,7 @@ int main() {
     std::mt19937 rng(1234);
     // Every row count up to two full row tiles and beyond, against channel counts around the 16-lane groups and
     // 3-group tiles, at K with every tail class; tight and padded strides.
-    const int Ts[] = {1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 23};
+    const int Ts[] = {1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 23, 31, 32, 33, 48};
     const int Cs[] = {1, 2, 5, 15, 16, 17, 31, 32, 33, 47, 48, 49, 63, 64, 65, 80, 97};
     const int Ks[] = {1, 3, 4, 17, 64, 101};
     for (int T : Ts)
