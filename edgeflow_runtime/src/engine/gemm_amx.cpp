@@ -125,7 +125,9 @@ void gemm_tiles(int T, int C, int K, const int8_t* a, int lda, const int8_t* b, 
         cfg.colsb[i] = kTileK;
         cfg.rows[i] = kRows;
     }
-    _tile_loadconfig(&cfg);
+    // ldtilecfg through an "m" operand of the whole object: GCC 12's _tile_loadconfig(&cfg) does not tell it that
+    // all 64 bytes are read, and it has been seen dropping the stores of colsb and rows (then ldtilecfg faults).
+    __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
     for (int c = 0; c < C; c += kBlock) {
         const int cols = C - c < kBlock ? C - c : kBlock;
         pack_groups16<false>(cols, K, b + size_t(c) * ldb, ldb, pw, steps);

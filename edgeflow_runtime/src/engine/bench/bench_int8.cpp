@@ -75,7 +75,7 @@ __attribute__((target("amx-tile,amx-int8"))) double chain_tiles(long iters) {
         uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
         uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
     } cfg;
-    _tile_loadconfig(&cfg);
+    __asm__ volatile("ldtilecfg %0" : : "m"(cfg));  // (not _tile_loadconfig: see gemm_amx.cpp)
     _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);  // (statements: the intrinsics are asm macros)
     _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);
     for (long it = 0; it < iters; ++it) {
