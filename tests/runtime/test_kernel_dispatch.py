@@ -2,6 +2,7 @@
 (test_gemm runs every kernel `available_gemm_kernels` lists), and the best of them is the one the engine runs and
 reports. The expected list comes from /proc/cpuinfo, independently of the runtime's own CPUID checks, so a kernel
 the CPU has but the dispatch misses (as AVX-VNNI could be, on a compiler that does not know the flag) fails here."""
+import json
 import platform
 import re
 import subprocess
@@ -57,3 +58,18 @@ def test_every_kernel_this_cpu_runs_is_tested_bit_exact_and_the_best_is_chosen(c
     assert best == want[-1] and int(m.group(1)) > 1000
     with capsys.disabled():  # say which kernels this host could check (AVX-VNNI and AMX need an Intel CPU that has them)
         print(f"\n  GEMM kernels tested bit-exact on this CPU: {' '.join(tested)}; dispatched: {best}")
+
+
+def test_the_int8_benchmark_runs_every_kernel_and_its_instruction():
+    """edgeflow-bench-int8 (make bench-runtime's INT8 peak) on every kernel this CPU runs, briefly: each kernel's
+    ceiling instruction is measured (AMX's tdpbssd too, whose tile setup once faulted), the peak is the best of them."""
+    run = subprocess.run([str(engine_binary("host", "edgeflow-bench-int8")), "1", "0.01"], capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = json.loads(run.stdout)
+    kernels = report["gemm_kernels"]
+    assert list(kernels) == expected_kernels(cpu_flags(), platform.machine())[1:]  # all but the scalar reference
+    for name, k in kernels.items():  # (aarch64's plain Neon kernel has no single ceiling instruction)
+        assert k["layer_gops"] > 0, name
+        assert k["instruction"] in report["instruction_gops"] or (name, platform.machine()) == ("neon", "aarch64")
+    assert report["int8_peak_gops"] == pytest.approx(max(report["instruction_gops"].values()), abs=0.01)
