@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "amx_tiles.h"
 #include "gemm.h"
 #include "gemm_pack16.h"
 
@@ -39,14 +40,7 @@ constexpr int kRows = 16;       // rows of every tile
 constexpr int kTileK = 64;      // bytes of a tile row: k per A tile, 16 steps of 4 per B tile
 constexpr int kBlock = 2 * 16;  // rows and channels of one 2 x 2 block of accumulator tiles
 constexpr int kMinRows = 16;
-
-// ldtilecfg's 64-byte operand, palette 1: tiles 0-7 all 16 rows x 64 bytes.
-struct alignas(64) TileConfig {
-    uint8_t palette = 1, start_row = 0, reserved[14] = {};
-    uint16_t colsb[16] = {};
-    uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64, "ldtilecfg reads exactly 64 bytes");
+static_assert(kRows == 16 && kTileK == 64, "amx_tiles.h configures every tile as 16 rows x 64 bytes");
 
 // _tile_stored of accumulator tile 0-3 (the intrinsic pastes its tile number into the instruction text, so it must
 // be a literal; inlined with a constant `tile`, the switch folds away).
@@ -120,14 +114,7 @@ void gemm_tiles(int T, int C, int K, const int8_t* a, int lda, const int8_t* b, 
         a = ap;
         lda = row;
     }
-    TileConfig cfg;
-    for (int i = 0; i < 8; ++i) {
-        cfg.colsb[i] = kTileK;
-        cfg.rows[i] = kRows;
-    }
-    // ldtilecfg through an "m" operand of the whole object: GCC 12's _tile_loadconfig(&cfg) does not tell it that
-    // all 64 bytes are read, and it has been seen dropping the stores of colsb and rows (then ldtilecfg faults).
-    __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
+    load_tiles_16x64();
     for (int c = 0; c < C; c += kBlock) {
         const int cols = C - c < kBlock ? C - c : kBlock;
         pack_groups16<false>(cols, K, b + size_t(c) * ldb, ldb, pw, steps);

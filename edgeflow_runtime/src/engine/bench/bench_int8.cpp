@@ -37,6 +37,7 @@
 #include <arm_neon.h>
 #endif
 
+#include "amx_tiles.h"
 #include "gemm.h"
 #include "thread_pool.h"
 
@@ -70,12 +71,7 @@ __attribute__((target("avx512f,avx512vnni"))) double chain_zmm(long iters) {
 // intrinsics are volatile asm: nothing folds). Called only where the amx kernel is available, i.e. where Linux granted
 // this process the tile data (gemm_dispatch.cpp).
 __attribute__((target("amx-tile,amx-int8"))) double chain_tiles(long iters) {
-    struct alignas(64) {
-        uint8_t palette = 1, start_row = 0, reserved[14] = {};
-        uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
-        uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
-    } cfg;
-    __asm__ volatile("ldtilecfg %0" : : "m"(cfg));  // (not _tile_loadconfig: see gemm_amx.cpp)
+    load_tiles_16x64();
     _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);  // (statements: the intrinsics are asm macros)
     _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);
     for (long it = 0; it < iters; ++it) {
@@ -259,6 +255,13 @@ GemmRates measure_gemm(ThreadPool* pool, int threads, double seconds, GemmFn fn,
     return r;
 }
 
+// Whether the dispatch offers kernel `name` on this CPU (its instruction is measurable only then).
+bool offers_kernel(const char* name) {
+    for (const auto& k : available_gemm_kernels())
+        if (std::string(k.name) == name) return true;
+    return false;
+}
+
 // The instruction a kernel is built on (its ceiling), as named in instruction_gops; "" when none is measured.
 const char* kernel_instruction(const std::string& kernel) {
     if (kernel == "avx2") return "pmaddubsw";
@@ -302,12 +305,9 @@ int main(int argc, char** argv) {
     if (__builtin_cpu_supports("avxvnni")) measure(instrs, "vpdpbusd", Op::Vpdpbusd, true);
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni"))
         measure(instrs, "vpdpbusd_zmm", Op::VpdpbusdZmm, true);
-    for (const auto& k : available_gemm_kernels())
-        if (std::string(k.name) == "amx") measure(instrs, "tdpbssd", Op::Tdpbssd, true);
+    if (offers_kernel("amx")) measure(instrs, "tdpbssd", Op::Tdpbssd, true);
 #else
-    bool sdot = false;
-    for (const auto& k : available_gemm_kernels()) sdot |= std::string(k.name) == "neon-sdot";
-    if (!sdot) {
+    if (!offers_kernel("neon-sdot")) {
         std::fprintf(stderr, "edgeflow-bench-int8: this CPU has no sdot; no INT8 peak to measure\n");
         return 3;
     }
