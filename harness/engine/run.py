@@ -26,6 +26,21 @@ DEFAULT_POLICY = POLICIES[-1]
 DEFAULT_CHUNK = 128  # prompt tokens per prefill chunk (edgeflow-run --chunk; conf/pipeline/*.yaml chunk)
 DEFAULT_THREADS = 2  # an engine's whole compute-thread budget, every system's (conf/system/*.yaml threads)
 
+
+def pool_share_threads(environ=os.environ) -> int:
+    """The thread budget of an engine a job opens without a system group (a quantizer scored by our runtime): the
+    job's share of the cores when jobs run in a local pool (EDGEFLOW_THREADS, experiments/multirun.py), else
+    DEFAULT_THREADS, as conf/system/*.yaml's `threads` resolve. Two pool jobs of 2 spinning threads on 2 cores would
+    each wait for the other's."""
+    value = environ.get("EDGEFLOW_THREADS") or DEFAULT_THREADS
+    try:
+        threads = int(value)
+    except ValueError:
+        threads = 0
+    if threads < 1:
+        raise ValueError(f"EDGEFLOW_THREADS must be a positive integer, got {value!r}")
+    return threads
+
 EXIT_CODES = {
     1: "internal error",
     2: "bad command line or option value",

@@ -148,7 +148,6 @@ def _runtime_evaluated_accuracy(job, dataset, requested: str) -> Iterator[dict]:
     (experiment.extra.evaluator=runtime), or by the fake-quant model where the runtime cannot run the method; the
     rows' notes say which, and the runtime's carry variant RUNTIME_EVALUATED."""
     from harness.engine.capi import NativeEngine, gemm_kernel
-    from harness.engine.run import DEFAULT_THREADS
     from harness.quant.fakequant import build_fakequant_model
 
     fp, tokenizer = _fp_model(job)
@@ -161,11 +160,20 @@ def _runtime_evaluated_accuracy(job, dataset, requested: str) -> Iterator[dict]:
                                   scored_by=f"{FAKE_QUANT} (our runtime cannot run this method: {why})",
                                   label="stand-in")
         return
-    with NativeEngine.from_artifact(artifact, threads=DEFAULT_THREADS, ctx=job.settings.max_length) as engine:
+    threads = _engine_threads(job)
+    with NativeEngine.from_artifact(artifact, threads=threads, ctx=job.settings.max_length) as engine:
         yield from _checked_runtime_rows(job, engine, reference, tokenizer, dataset, requested,
                                          scored_by=f"our runtime's INT8 forward pass over the artifact ("
-                                                   f"{gemm_kernel()} GEMM, {DEFAULT_THREADS} threads)",
+                                                   f"{gemm_kernel()} GEMM, {threads} thread{'s' * (threads != 1)})",
                                          variant=RUNTIME_EVALUATED)
+
+
+def _engine_threads(job) -> int:
+    """Our runtime's thread budget in a job: its system's (conf/system/edgeflow.yaml threads), or without a system
+    group the job's share of the cores in a local pool (engine/run.py pool_share_threads)."""
+    from harness.engine.run import pool_share_threads
+
+    return int(job.cfg.system.threads) if job.cfg.get("system") is not None else pool_share_threads()
 
 
 def _torch_lm(job, model, tokenizer):
@@ -264,7 +272,7 @@ def fidelity(job) -> Iterator[dict]:
         from harness.engine.capi import NativeEngine
         from harness.eval.fidelity import LogitsModel
 
-        engine = NativeEngine.open(packed, ctx=window)  # the default thread budget (engine/run.py)
+        engine = NativeEngine.open(packed, threads=_engine_threads(job), ctx=window)
         variants.append(("_runtime", f"the runtime over {packed.name}", LogitsModel(engine.logits), "measured"))
     try:  # the FP model runs once per window for every variant
         results = measure_each(model, {suffix: q_model for suffix, _, q_model, _ in variants}, ids, window, windows,

@@ -70,6 +70,16 @@ def test_engines_take_their_thread_budget_from_edgeflow_threads(monkeypatch):
     assert compose_config(["experiment=accuracy", "system=llamacpp"]).system.threads == 1
 
 
+def test_runtime_scored_jobs_without_a_system_take_the_pool_share():
+    from harness.engine.run import DEFAULT_THREADS, pool_share_threads
+
+    assert pool_share_threads({}) == DEFAULT_THREADS
+    assert pool_share_threads({"EDGEFLOW_THREADS": "1"}) == 1
+    for bad in ("0", "two"):
+        with pytest.raises(ValueError, match="EDGEFLOW_THREADS"):
+            pool_share_threads({"EDGEFLOW_THREADS": bad})
+
+
 def _launcher(name: str):
     from hydra import compose, initialize_config_dir
 
