@@ -16,7 +16,7 @@ costs more than the engine it checks.
 Multiple-choice tasks send one request per answer, all with the same context (HellaSwag: 4 endings after a context
 of ~100-900 tokens). A shared scorer maps (prefix, tails) to one [1 + len(tail), V] tensor per tail: the distribution
 after the prefix's last token, then after each tail token. Engines that keep a KV cache run the prefix once
-(NativeEngine.logprobs_after, LlamaCppScorer.logprobs_after); the rows are the ones scoring each request from scratch
+(NativeEngine, LlamaCppScorer and MNNScorer.logprobs_after); the rows are the ones scoring each request from scratch
 gives (tests/eval/test_scorer_lm.py). Without one, requests are scored one by one. `stats` counts both.
 """
 from __future__ import annotations

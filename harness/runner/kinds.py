@@ -86,7 +86,7 @@ def _engine_accuracy(job, dataset, requested: str) -> Iterator[dict]:
     _, tokenizer = _fp_model(job)
     max_length = job.settings.max_length
     with system.open_scorer(prepared, ctx=max_length) as scorer:
-        # a context shared by several requests runs once where the engine can keep it (llama.cpp; not MNN's wheel)
+        # a context shared by several requests runs once where the engine can keep it (llama.cpp, MNN)
         lm = ScoredLM(scorer.logprobs, tokenizer, max_length, shared=getattr(scorer, "logprobs_after", None))
         yield from _accuracy_rows(job, None, tokenizer, dataset, row_dataset=requested, lm=lm, bits=bits,
                                   scored_by=_scored_by(system, prepared))

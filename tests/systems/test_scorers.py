@@ -77,3 +77,9 @@ def test_mnn_scores_its_export_close_to_the_torch_model(default_model_spec):
         assert (every.argmax(-1) == ref.argmax(-1)).float().mean() > 0.7
         assert torch.allclose(scorer.logprobs(IDS, 2), every[-2:])  # each request starts from an empty cache
         assert torch.allclose(scorer.logprobs(IDS[:5], 5), every[:5], atol=1e-5)
+        # endings after a context prefilled once, each erased again before the next: the bits of scoring from scratch
+        prefix, tails = IDS[:12], [IDS[12:19], IDS[12:15], [], IDS[15:17]]
+        shared = scorer.logprobs_after(prefix, tails)
+        for tail, rows in zip(tails, shared):
+            assert torch.equal(rows, scorer.logprobs(prefix + tail, 1 + len(tail))), tail
+        assert torch.allclose(scorer.logprobs(IDS, 2), every[-2:])  # and a request after them starts clean
