@@ -158,8 +158,11 @@ fig13: setup
 # One target per paper artifact: measure it (resumably) and draw it beside the paper's values; `report` writes
 # results/REPORT.md and .html from whatever the store holds. Options: MODELS=llama3-8b,phi3-3.8b (default: the
 # embedded smollm2-135m), DATASETS=lambada,mmlu, FLASH_MBPS=200 (emulate phone flash; fig1, fig2, fig10, table3, fig15, fig16),
-# LAUNCHER=local_parallel|slurm (accuracy and perplexity sweeps through a Hydra launcher; docs/scale-out.md),
-# EXP_ARGS='experiment.repetitions=5' (more options or Hydra overrides for every point).
+# LAUNCHER=local_parallel|slurm (accuracy and perplexity sweeps through a Hydra launcher; docs/scale-out.md; on a host
+# with more than one CPU local_parallel by default: points that time nothing run one per CPU, TTFT points alone;
+# LAUNCHER= runs every point in this process, one after another), EXP_ARGS='experiment.repetitions=5' (more options
+# or Hydra overrides for every point).
+LAUNCHER ?= $(if $(filter 1,$(shell nproc)),,local_parallel)
 ARTIFACTS := fig1 fig2 fig3 fig5 fig10 fig11 fig14 table3 table4 table5 fig12 fig13 fig4 fig15 fig16
 EXP_SELECT = $(if $(MODELS),--models $(MODELS)) $(if $(DATASETS),--datasets $(DATASETS)) $(if $(LAUNCHER),--launcher $(LAUNCHER))
 reproduce-fig1 reproduce-fig2 reproduce-fig10 reproduce-fig11 reproduce-fig14 reproduce-table3 reproduce-fig15 reproduce-fig16: EXP_FLASH = $(if $(FLASH_MBPS),--flash-mbps $(FLASH_MBPS))

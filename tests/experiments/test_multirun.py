@@ -3,6 +3,7 @@ import itertools
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -78,6 +79,21 @@ def test_runtime_scored_jobs_without_a_system_take_the_pool_share():
     for bad in ("0", "two"):
         with pytest.raises(ValueError, match="EDGEFLOW_THREADS"):
             pool_share_threads({"EDGEFLOW_THREADS": bad})
+
+
+def test_make_sweeps_in_a_pool_where_there_is_more_than_one_cpu():
+    repo = Path(__file__).resolve().parents[2]
+
+    def command(*prefix: str, extra: tuple[str, ...] = ()) -> str:
+        out = subprocess.run([*prefix, "make", "-n", "-s", "reproduce-fig12", *extra], cwd=repo, check=True,
+                             capture_output=True, text=True).stdout
+        return out.strip().splitlines()[-1]
+
+    if len(os.sched_getaffinity(0)) > 1:
+        assert "--launcher local_parallel" in command()
+    assert "--launcher" not in command("taskset", "-c", str(min(os.sched_getaffinity(0))))  # one CPU: in process
+    assert "--launcher" not in command(extra=("LAUNCHER=",))
+    assert "--launcher slurm" in command(extra=("LAUNCHER=slurm",))
 
 
 def _launcher(name: str):
