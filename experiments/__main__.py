@@ -115,8 +115,10 @@ def main(argv: list[str] | None = None) -> int:
             elif args.dry_run:
                 pts = [] if isinstance(ARTIFACTS[name], BenchmarkArtifact) else run.points(name, args.overrides,
                                                                                            **kwargs)
-                lines = multirun.commands(pts, args.launcher, store.root) if args.launcher else pts
-                for line in lines:
+                if args.launcher:  # as run.run runs them: the timed points in this process, in order, then lines
+                    timed, untimed = multirun.split_timed(pts)
+                    pts = timed + multirun.commands(untimed, args.launcher, store.root)
+                for line in pts:
                     print(" ".join(line))
                 continue
             else:

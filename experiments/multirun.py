@@ -49,6 +49,15 @@ def as_multirun(points: list[list[str]]) -> list[list[str]]:
 SEQUENTIAL_KINDS = {"experiment=ttft"}
 
 
+def split_timed(points: list[list[str]]) -> tuple[list[list[str]], list[list[str]]]:
+    """(timed, untimed): the points of SEQUENTIAL_KINDS in the artifact's order, which interleaves the systems a
+    ratio compares (per dataset, per bit-width) so that a drifting host shifts them alike, and the rest. Product
+    lines would group the timed points by system, minutes apart: the caller runs them one after another in its own
+    process, and only the untimed ones through a launcher."""
+    timed = [p for p in points if SEQUENTIAL_KINDS & set(p)]
+    return timed, [p for p in points if not SEQUENTIAL_KINDS & set(p)]
+
+
 def commands(points: list[list[str]], launcher: str, results_dir) -> list[list[str]]:
     out = []
     for line in as_multirun(points):

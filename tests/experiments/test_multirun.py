@@ -38,6 +38,16 @@ def test_ttft_lines_never_run_in_parallel():
         assert launcher == ("hydra/launcher=basic" if "experiment=ttft" in cmd else "hydra/launcher=local_parallel")
 
 
+def test_timed_points_keep_the_artifacts_interleaving():
+    points = fig10.sweep(datasets=("lambada", "hellaswag"), systems=("llamacpp", "edgeflow"), bits=(4, 5))
+    timed, untimed = multirun.split_timed(points)
+    assert timed == [p for p in points if "experiment=ttft" in p] and len(timed) + len(untimed) == len(points)
+    order = [tuple(o for o in p if o.startswith(("dataset=", "system="))) for p in timed]
+    assert order == [("system=llamacpp", "dataset=lambada")] + [("system=edgeflow", "dataset=lambada")] * 2 + \
+        [("system=llamacpp", "dataset=hellaswag")] + [("system=edgeflow", "dataset=hellaswag")] * 2
+    assert not any("experiment=ttft" in p for p in untimed)
+
+
 @pytest.mark.parametrize("environ,cpus,points,jobs,share", [
     ({}, 2, 4, "2", "1"),                      # default: one job per CPU, one thread each
     ({}, 8, 16, "8", "1"),
