@@ -162,7 +162,8 @@ fig13: setup
 # with more than one CPU local_parallel by default: points that time nothing run one per CPU, TTFT points alone;
 # LAUNCHER= runs every point in this process, one after another), EXP_ARGS='experiment.repetitions=5' (more options
 # or Hydra overrides for every point).
-LAUNCHER ?= $(if $(filter 1,$(shell nproc)),,local_parallel)
+# (nproc without OMP_NUM_THREADS, which it would obey: the CPUs this process may use)
+LAUNCHER ?= $(if $(filter 1,$(shell env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)),,local_parallel)
 ARTIFACTS := fig1 fig2 fig3 fig5 fig10 fig11 fig14 table3 table4 table5 fig12 fig13 fig4 fig15 fig16
 EXP_SELECT = $(if $(MODELS),--models $(MODELS)) $(if $(DATASETS),--datasets $(DATASETS)) $(if $(LAUNCHER),--launcher $(LAUNCHER))
 reproduce-fig1 reproduce-fig2 reproduce-fig10 reproduce-fig11 reproduce-fig14 reproduce-table3 reproduce-fig15 reproduce-fig16: EXP_FLASH = $(if $(FLASH_MBPS),--flash-mbps $(FLASH_MBPS))

@@ -95,8 +95,9 @@ def test_make_sweeps_in_a_pool_where_there_is_more_than_one_cpu():
     repo = Path(__file__).resolve().parents[2]
 
     def command(*prefix: str, extra: tuple[str, ...] = ()) -> str:
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}  # which nproc obeys; the pool's size is the CPUs, not it
         out = subprocess.run([*prefix, "make", "-n", "-s", "reproduce-fig12", *extra], cwd=repo, check=True,
-                             capture_output=True, text=True).stdout
+                             capture_output=True, text=True, env=env).stdout
         return out.strip().splitlines()[-1]
 
     if len(os.sched_getaffinity(0)) > 1:
