@@ -41,6 +41,7 @@ def pool_share_threads(environ=os.environ) -> int:
         raise ValueError(f"EDGEFLOW_THREADS must be a positive integer, got {value!r}")
     return threads
 
+
 EXIT_CODES = {
     1: "internal error",
     2: "bad command line or option value",
