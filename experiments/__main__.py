@@ -115,9 +115,10 @@ def main(argv: list[str] | None = None) -> int:
             elif args.dry_run:
                 pts = [] if isinstance(ARTIFACTS[name], BenchmarkArtifact) else run.points(name, args.overrides,
                                                                                            **kwargs)
-                if args.launcher:  # as run.run runs them: the timed points in this process, in order, then lines
-                    timed, untimed = multirun.split_timed(pts)
-                    pts = timed + multirun.commands(untimed, args.launcher, store.root)
+                if args.launcher:  # as run.run runs them: the timed points and references here, in order, then
+                    first, rest = multirun.split_timed(pts)  # the pool's queue, or the launcher's lines
+                    pts = first + (rest if args.launcher == multirun.LOCAL_POOL
+                                   else multirun.commands(rest, args.launcher, store.root))
                 for line in pts:
                     print(" ".join(line))
                 continue

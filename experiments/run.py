@@ -75,8 +75,9 @@ def render(name: str, store: ResultsStore | None = None, out_dir: Path = RESULTS
 def run(name: str, store: ResultsStore | None = None, out_dir: Path = RESULTS_DIR, overrides: list[str] = (),
         launcher: str | None = None, **params) -> Section:
     """Measure (sweep or benchmark), then render. Failing configurations are recorded as rows; the sweep goes on.
-    With `launcher` (a conf/hydra/launcher option) the points that time nothing run through `python -m harness
-    --multirun`, after the timed ones (TTFT), which run here one at a time in the artifact's order."""
+    With `launcher` (local_parallel: a pool of worker processes here; or a conf/hydra/launcher option, through
+    `python -m harness --multirun`) the points that time nothing run through it, after the timed ones (TTFT) and the
+    references others pair with, which run here one at a time in the artifact's order."""
     from harness.runner.sweep import run_sweep
 
     artifact = get(name)
@@ -91,11 +92,11 @@ def run(name: str, store: ResultsStore | None = None, out_dir: Path = RESULTS_DI
             print(f"[experiments] {name}: not run: {e}", file=sys.stderr)
     else:
         with ledger_at(Path(store.root) / LEDGER_FILE) as recorded:
-            if launcher:  # timed points here in the artifact's order, the others through the launcher
-                timed, untimed = multirun.split_timed(points(name, overrides, **params))
-                if timed:
-                    run_sweep(timed, store, desc=f"{name}, timed points")
-                multirun.launch(untimed, launcher, store.root)
+            if launcher:  # timed points and references here in the artifact's order, the others through the launcher
+                first, rest = multirun.split_timed(points(name, overrides, **params))
+                if first:
+                    run_sweep(first, store, desc=f"{name}, timed points and references")
+                multirun.launch(rest, launcher, store.root, desc=name)
             else:
                 counts = run_sweep(points(name, overrides, **params), store, desc=name)
                 print(f"[experiments] {name}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),

@@ -1,4 +1,4 @@
-"""Sweeps through Hydra launchers: merging points into --multirun lines, and the launcher configs."""
+"""Sweeps through launchers: the local pool, merging points into --multirun lines, and the launcher configs."""
 import itertools
 import os
 import subprocess
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments import fig10, fig12, multirun
+from experiments import fig10, fig12, multirun, table4
 from harness.cli import CONF_DIR
 from harness.runner.store import ResultsStore
 
@@ -48,6 +48,12 @@ def test_timed_points_keep_the_artifacts_interleaving():
     assert not any("experiment=ttft" in p for p in untimed)
 
 
+def test_the_fp_reference_runs_before_the_points_that_pair_with_it():
+    first, rest = multirun.split_timed(table4.sweep())
+    assert first == [p for p in table4.sweep() if not any(o.startswith("quantizer=") for o in p)] and len(first) == 1
+    assert rest and all(any(o.startswith("quantizer=") for o in p) for p in rest)
+
+
 @pytest.mark.parametrize("environ,cpus,points,jobs,share", [
     ({}, 2, 4, "2", "1"),                      # default: one job per CPU, one thread each
     ({}, 8, 16, "8", "1"),
@@ -66,10 +72,31 @@ def test_what_the_caller_set_is_kept():
     assert (env["OMP_NUM_THREADS"], env["EDGEFLOW_THREADS"]) == ("3", "2")
 
 
-def test_a_line_counts_its_points():
-    cmd = multirun.commands(fig10.sweep(systems=("edgeflow",), datasets=("lambada",)), "local_parallel", "/tmp/x")
-    accuracy = next(c for c in cmd if "experiment=accuracy" in c and "system=edgeflow" in c)
-    assert multirun.line_points(accuracy[4:]) == 4  # quantizer.budget_bits=4.0,5.0,6.0,7.0
+def _tiny_perplexity(checkpoint, windows) -> list[str]:
+    return ["experiment=perplexity", "model.name=tiny-pool-test", f"model.path={checkpoint}", "model.source=hf",
+            f"experiment.ppl_max_windows={windows}", "experiment.extra.ppl_window=64"]
+
+
+@pytest.mark.real_model  # the tiny model borrows the default model's tokenizer
+def test_the_local_pool_runs_every_point_once_and_resumes_without_workers(tiny_checkpoint, tmp_path, monkeypatch):
+    points = [_tiny_perplexity(tiny_checkpoint, n) for n in (1, 2, 3)]
+    assert multirun.pool(points, tmp_path, cpus=2) == {"ok": 3}
+    rows = ResultsStore(tmp_path).read("perplexity")
+    assert rows["config_hash"].nunique() == 3 and set(rows["status"]) == {"ok"}
+
+    def no_workers(*args, **kwargs):
+        raise AssertionError("a pool started although every point is in the store")
+    monkeypatch.setattr(multirun, "ProcessPoolExecutor", no_workers)
+    assert multirun.pool(points, tmp_path, cpus=2) == {"skipped": 3}
+
+
+def test_a_bad_point_fails_the_pool_before_any_work(tmp_path):
+    from harness.config import ConfigError
+
+    good = ["experiment=perplexity", "experiment.ppl_max_windows=1"]
+    with pytest.raises(ConfigError, match="repetitions"):
+        multirun.pool([good, [*good, "experiment.repetitions=0"]], tmp_path, cpus=2)
+    assert ResultsStore(tmp_path).read().empty
 
 
 def test_engines_take_their_thread_budget_from_edgeflow_threads(monkeypatch):
