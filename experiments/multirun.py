@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import math
 import multiprocessing
 import os
@@ -19,7 +20,9 @@ import subprocess
 import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 
+import yaml
 from tqdm import tqdm
 
 from experiments import common
@@ -55,20 +58,39 @@ def as_multirun(points: list[list[str]]) -> list[list[str]]:
     return [line for keys, group in groups.items() for line in _merge(list(keys), group)]
 
 
-# Cold-start timings must not share the machine with other jobs: these kinds always run one at a time.
-SEQUENTIAL_KINDS = {"experiment=ttft"}
+def _kinds(point: list[str]) -> set[str]:
+    """The experiment kinds a point (or a --multirun line: experiment=a,b) runs: an explicit experiment.kind=, else
+    each experiment's conf/experiment/<name>.yaml (conf/config.yaml's default: smoke)."""
+    overrides = {k.lstrip("+"): v for k, sep, v in (o.partition("=") for o in point) if sep}
+    if "experiment.kind" in overrides:
+        return set(overrides["experiment.kind"].split(","))
+    return {_experiment_kind(name) for name in overrides.get("experiment", "smoke").split(",")}
+
+
+@functools.lru_cache(maxsize=None)
+def _experiment_kind(name: str) -> str:
+    from harness.cli import CONF_DIR
+
+    path = Path(CONF_DIR) / "experiment" / f"{name}.yaml"
+    return str(yaml.safe_load(path.read_text())["kind"]) if path.is_file() else name
+
+
+def _is_timed(point: list[str]) -> bool:
+    from harness.runner.job import TIMED_KINDS
+
+    return bool(_kinds(point) & TIMED_KINDS)
 
 
 def _runs_first(point: list[str]) -> bool:
-    """A timed point, or a reference the other points pair with: the FP model's perplexity (no quantizer), whose
-    cached windows every quantized perplexity point reads (harness/eval/sized_perplexity.py); run beside them, each
-    would score the FP windows again."""
-    reference = "experiment=perplexity" in point and not any(o.startswith("quantizer=") for o in point)
-    return bool(SEQUENTIAL_KINDS & set(point)) or reference
+    """A timed point (TIMED_KINDS: cold starts, QNN compiles), or a reference the other points pair with: the FP
+    model's perplexity (no quantizer), whose cached windows every quantized perplexity point reads
+    (harness/eval/sized_perplexity.py); run beside them, each would score the FP windows again."""
+    reference = _kinds(point) == {"perplexity"} and not any(o.startswith("quantizer=") for o in point)
+    return _is_timed(point) or reference
 
 
 def split_timed(points: list[list[str]]) -> tuple[list[list[str]], list[list[str]]]:
-    """(first, rest): the timed points (SEQUENTIAL_KINDS) and the references others pair with, in the artifact's
+    """(first, rest): the timed points and the references others pair with, in the artifact's
     order, which interleaves the systems a ratio compares (per dataset, per bit-width) so that a drifting host shifts
     them alike; and the rest. Product lines would group the timed points by system, minutes apart: the caller runs
     the first ones one after another in its own process, and only the rest through a launcher."""
@@ -78,7 +100,7 @@ def split_timed(points: list[list[str]]) -> tuple[list[list[str]], list[list[str
 def commands(points: list[list[str]], launcher: str, results_dir) -> list[list[str]]:
     out = []
     for line in as_multirun(points):
-        chosen = "basic" if SEQUENTIAL_KINDS & set(line) else launcher
+        chosen = "basic" if _is_timed(line) else launcher
         out.append([sys.executable, "-m", "harness", "--multirun", f"hydra/launcher={chosen}", *line,
                     f"run.results_dir={results_dir}"])
     return out

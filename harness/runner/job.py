@@ -105,6 +105,9 @@ def prepare_job(cfg: DictConfig) -> Job:
 # Kinds that evaluate models in this process and time nothing: their large temporaries stay in malloc's heap
 # (harness/host.py heap_kept); the kinds that time something keep the allocator's defaults.
 IN_PROCESS_EVALUATION = {"perplexity", "accuracy", "fidelity"}
+# Kinds whose rows are times of this machine (cold starts and their variants, QNN's compile and profile): they must
+# never share it with other jobs, so launchers run them one at a time (experiments/multirun.py).
+TIMED_KINDS = {"ttft", "npu_compile", "npu_profile"}
 
 
 def run_job(cfg: DictConfig, store: ResultsStore | None = None) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments import fig10, fig12, multirun, table4
+from experiments import fig1, fig10, fig12, fig14, multirun, table4
 from harness.cli import CONF_DIR
 from harness.runner.store import ResultsStore
 
@@ -46,6 +46,15 @@ def test_timed_points_keep_the_artifacts_interleaving():
     assert order == [("system=llamacpp", "dataset=lambada")] + [("system=edgeflow", "dataset=lambada")] * 2 + \
         [("system=llamacpp", "dataset=hellaswag")] + [("system=edgeflow", "dataset=hellaswag")] * 2
     assert not any("experiment=ttft" in p for p in untimed)
+
+
+def test_every_timed_kind_stays_out_of_the_pool():
+    """Cold starts under other experiment names (coldstart, pipeline: kind ttft) and QNN's compile times as well."""
+    first, rest = multirun.split_timed(fig1.sweep())
+    assert rest == [] and any("experiment=npu_compile" in p for p in first)
+    first, rest = multirun.split_timed(fig14.sweep())
+    assert {p[0] for p in first} == {"experiment=pipeline"} and {p[0] for p in rest} == {"experiment=pipeline_sim"}
+    assert multirun._is_timed(["experiment=accuracy,coldstart"]) and not multirun._is_timed(["experiment=fidelity"])
 
 
 def test_the_fp_reference_runs_before_the_points_that_pair_with_it():
