@@ -29,7 +29,7 @@ from typing import Iterator
 from harness.config import build
 from harness.devices import get_device
 from harness.measure.cold import ProtocolConfig
-from harness.measure.workload import Workload
+from harness.measure.workload import Workload, tokenizer_of
 from harness.systems import NotRun, get_system
 
 
@@ -54,8 +54,6 @@ def ttft_prompts(job, tokenizer) -> tuple[str, list]:
 
 
 def ttft(job) -> Iterator[dict]:
-    from transformers import AutoTokenizer
-
     from harness.models.zoo import checkpoint_dir
 
     cfg = job.cfg
@@ -73,7 +71,7 @@ def ttft(job) -> Iterator[dict]:
         if n_gen > 1 and not system.decodes:
             raise NotRun(f"{system.name} is measured here up to its first token only; it cannot decode "
                               f"experiment.extra.gen_tokens={n_gen} tokens")
-        dataset, prompts = ttft_prompts(job, AutoTokenizer.from_pretrained(checkpoint_dir(job.model)))
+        dataset, prompts = ttft_prompts(job, tokenizer_of(checkpoint_dir(job.model)))
         device_notes = [f"eviction: {device.eviction_method}"] if hasattr(device, "eviction_method") else []
         for i, prompt in enumerate(prompts):
             ids = list(prompt.ids)

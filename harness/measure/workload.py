@@ -151,7 +151,7 @@ def _comparable(recorded) -> str | None:
 def prompt_text(work: Workload, checkpoint) -> str:
     """The workload's prompt as text, its ids decoded by the model's tokenizer: what every engine is given (each
     tokenizes it inside its own clock and reports the ids it got, checked against work.token_ids)."""
-    return _tokenizer(str(checkpoint)).decode(list(work.token_ids))
+    return tokenizer_of(checkpoint).decode(list(work.token_ids))
 
 
 @lru_cache(maxsize=4)
@@ -159,6 +159,11 @@ def _tokenizer(checkpoint: str):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(checkpoint)
+
+
+def tokenizer_of(checkpoint):
+    """The checkpoint's tokenizer, loaded once per process (~0.5 s each; a sweep's TTFT points share it)."""
+    return _tokenizer(str(checkpoint))
 
 
 def prompt_file(work: Workload, suffix: str, text: str):
