@@ -6,6 +6,7 @@ hidden `.tmp-*` file that readers ignore: nothing already stored is ever rewritt
 """
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import time
@@ -152,7 +153,16 @@ class ResultsStore:
     def completed(self, experiment: str) -> set[str]:
         """Config hashes whose latest attempt succeeded: a resumed sweep skips them. A configuration whose latest
         attempt failed or was not run is retried: a "not run" is decided before any measurement, so retrying costs
-        little, and its reason may have gone (a phone attached, the hub reachable, an engine that learnt to score)."""
-        df = self.read(experiment).dropna(subset=["config_hash"])
-        last = df.groupby("config_hash", sort=False).tail(1)  # rows are in append order
-        return set(last.loc[last["status"] == OK, "config_hash"])
+        little, and its reason may have gone (a phone attached, the hub reachable, an engine that learnt to score).
+        Every job asks before it runs, so each part's outcomes are read once per process (parts never change)."""
+        latest: dict[str, str] = {}
+        for part in sorted((self.root / experiment).glob("part-*.parquet")):  # in append order, rows too
+            latest.update(_outcomes(str(part)))
+        return {config_hash for config_hash, status in latest.items() if status == OK}
+
+
+@functools.lru_cache(maxsize=None)
+def _outcomes(part: str) -> dict[str, str]:
+    """{config hash: status of its last row} in one part file (two columns read, not the whole batch)."""
+    table = pq.read_table(part, columns=["config_hash", "status"]).to_pydict()
+    return {h: s for h, s in zip(table["config_hash"], table["status"]) if h is not None}
