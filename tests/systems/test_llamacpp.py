@@ -99,6 +99,6 @@ def test_cold_run_of_the_default_model(default_model_spec):
     assert m.engine["kernel_path"] == prepared.artifacts["kernel_path"]
     assert prepared.notes[0].startswith("llama.cpp kernel path: ") and "probe ran (weights in CPU" in prepared.notes[0]
     assert rep["prompt_tokens"].value == 32
-    assert rep["resident_before"].value == 0.0
+    assert rep["resident_before"].value <= ProtocolConfig().max_resident_fraction  # other tests may read the GGUF
     assert 0 < rep["ttft_s"].value <= rep["exit_s"].value
     assert rep["peak_rss_mb"].value > 100  # the Q8_0 model alone is ~145 MB, mapped and touched

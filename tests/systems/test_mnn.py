@@ -63,7 +63,9 @@ def test_cold_run_of_the_default_model(default_model_spec):
     m = system.run_cold(prepared, Workload.for_request(ids, 2), device,
                         ProtocolConfig(repetitions=1, warmup_runs=0, busy_policy="flag"))
     rep = {x.name: x.value for x in m.repetitions[0]}
-    assert rep["prompt_tokens"] == 32 and rep["resident_before"] == 0.0 and rep["tokens_match"] == 1.0
+    # cold as the protocol defines it: other tests' processes may read the same exported file meanwhile
+    assert rep["prompt_tokens"] == 32 and rep["tokens_match"] == 1.0
+    assert rep["resident_before"] <= ProtocolConfig().max_resident_fraction
     assert 0 < rep["mnn_prefill_s"] < rep["ttft_s"] <= rep["exit_s"]
     assert m.workload.ctx == 256 and m.command[4] == "2"  # thread_num is the workload's
 
