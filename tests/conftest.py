@@ -1,4 +1,6 @@
 import os
+import shutil
+import uuid
 
 import pytest
 
@@ -45,3 +47,22 @@ def tiny_checkpoint(tmp_path_factory, default_model_spec):
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+@pytest.fixture
+def fresh_model_name():
+    """fresh_model_name(prefix) -> `<prefix>-<8 hex>`, a model name no cache has seen, so a test's points really
+    calibrate, quantize, pack and score; afterwards every cache folder under that name (artifacts, packed,
+    calibration, ppl-windows, ...) is removed, or they pile up with every run of the suite."""
+    from harness.cache import cache_root
+
+    names = []
+
+    def make(prefix: str) -> str:
+        names.append(f"{prefix}-{uuid.uuid4().hex[:8]}")
+        return names[-1]
+
+    yield make
+    for name in names:
+        for folder in cache_root().glob(f"*/{name}"):
+            shutil.rmtree(folder, ignore_errors=True)

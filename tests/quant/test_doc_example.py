@@ -2,10 +2,8 @@
 doc's module, registered on its own, goes through a miniature `make compare-quantizers` on a tiny model (the same
 sweep, runner, kinds and renderer), so the doc cannot rot."""
 import re
-import shutil
 import sys
 import types
-import uuid
 from pathlib import Path
 
 import pytest
@@ -62,25 +60,20 @@ def doc_quantizer(monkeypatch):
 
 @pytest.mark.real_model
 @pytest.mark.slow
-def test_doc_example_in_a_miniature_compare_quantizers(tmp_path, tiny_checkpoint, doc_quantizer):
+def test_doc_example_in_a_miniature_compare_quantizers(tmp_path, tiny_checkpoint, doc_quantizer, fresh_model_name):
     import math
 
     from experiments import compare_quantizers as cq
     from experiments.run import run
-    from harness.cache import cache_dir
     from harness.runner.store import ResultsStore
 
-    name = f"tiny-cq-{uuid.uuid4().hex[:8]}"  # fresh artifact and packed-file caches: everything is really made
+    name = fresh_model_name("tiny-cq")  # fresh caches: everything is really made
     store = ResultsStore(tmp_path / "runs")
     overrides = [f"model.name={name}", f"model.path={tiny_checkpoint}", "model.source=hf", "protocol.warmup_runs=0"]
     params = dict(quantizers=("rtn_clip", "edgeflow", "shadow_outlier"), bits=(4,), datasets=("lambada-local",),
                   eval_limit=4, ppl_windows=1, ppl_window=128, fidelity_windows=2, fidelity_window=64,
                   ttft_prompt_tokens=16, ttft_repetitions=1, wikitext2=False)
-    try:
-        section = run(cq.NAME, store, tmp_path, overrides, **params)
-    finally:
-        for kind in ("artifacts", "packed"):
-            shutil.rmtree(cache_dir(kind, name), ignore_errors=True)
+    section = run(cq.NAME, store, tmp_path, overrides, **params)
     assert doc_quantizer, "the doc's rtn_clip never quantized a layer"
     rows = store.read(cq.NAME)
     assert set(rows["status"]) <= {"ok", "not run"}, rows.loc[rows.status == "failed", "error"].tolist()

@@ -52,13 +52,9 @@ def test_the_cli_prints_the_error_and_exits_2_before_any_work(tmp_path):
 
 @pytest.mark.real_model
 @pytest.mark.slow
-def test_multirun_over_quantizers_budgets_and_own_keys_runs_every_point(tmp_path, tiny_checkpoint):
+def test_multirun_over_quantizers_budgets_and_own_keys_runs_every_point(tmp_path, tiny_checkpoint, fresh_model_name):
     """The issue's commands, on a tiny random Llama: every point runs and is stored with its own configuration."""
-    import uuid
-
-    from harness.cache import cache_dir
-
-    name = f"tiny-sweep-{uuid.uuid4().hex[:8]}"  # a fresh artifact cache: the points really quantize
+    name = fresh_model_name("tiny-sweep")  # fresh caches: the points really quantize
     store = tmp_path / "runs"
     env = {**os.environ, "PYTHONPATH": str(REPO), "EDGEFLOW_RESULTS": str(store)}
     model = [f"model.name={name}", f"model.path={tiny_checkpoint}", "model.source=hf",
@@ -69,22 +65,16 @@ def test_multirun_over_quantizers_budgets_and_own_keys_runs_every_point(tmp_path
                            capture_output=True, text=True, timeout=1200)
         assert p.returncode == 0, p.stderr[-3000:]
 
-    try:
-        multirun("quantizer=rtn_clip,edgeflow", "quantizer.budget_bits=6")  # the command that failed
-        multirun("quantizer=rtn_clip,cmpq", "quantizer.budget_bits=4,5")
-        multirun("quantizer=rtn_clip", "quantizer.budget_bits=4", "quantizer.clip_ratio=0.5,0.8")
-        rows = ResultsStore(store).read("perplexity")
-        ppl = rows[rows.metric == "perplexity"]
-        assert (ppl.status == "ok").all() and ppl.value.notna().all()
-        points = sorted(zip(ppl.quantizer, ppl.bits))
-        assert points == sorted([("rtn_clip", 6.0), ("edgeflow", 6.0)]
-                                + [(q, b) for q in ("rtn_clip", "cmpq") for b in (4.0, 5.0)]
-                                + [("rtn_clip", 4.0)] * 2)
-        assert ppl.config_hash.nunique() == len(ppl)  # clip_ratio 0.5 and 0.8 are two configurations
-        clip = ppl[(ppl.quantizer == "rtn_clip") & (ppl.bits == 4.0)]
-        assert clip.value.nunique() == 3  # ...that quantize differently (and differ from the YAML's 0.9)
-    finally:
-        for kind in ("artifacts", "packed"):
-            import shutil
-
-            shutil.rmtree(cache_dir(kind, name), ignore_errors=True)
+    multirun("quantizer=rtn_clip,edgeflow", "quantizer.budget_bits=6")  # the command that failed
+    multirun("quantizer=rtn_clip,cmpq", "quantizer.budget_bits=4,5")
+    multirun("quantizer=rtn_clip", "quantizer.budget_bits=4", "quantizer.clip_ratio=0.5,0.8")
+    rows = ResultsStore(store).read("perplexity")
+    ppl = rows[rows.metric == "perplexity"]
+    assert (ppl.status == "ok").all() and ppl.value.notna().all()
+    points = sorted(zip(ppl.quantizer, ppl.bits))
+    assert points == sorted([("rtn_clip", 6.0), ("edgeflow", 6.0)]
+                            + [(q, b) for q in ("rtn_clip", "cmpq") for b in (4.0, 5.0)]
+                            + [("rtn_clip", 4.0)] * 2)
+    assert ppl.config_hash.nunique() == len(ppl)  # clip_ratio 0.5 and 0.8 are two configurations
+    clip = ppl[(ppl.quantizer == "rtn_clip") & (ppl.bits == 4.0)]
+    assert clip.value.nunique() == 3  # ...that quantize differently (and differ from the YAML's 0.9)
