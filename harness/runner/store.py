@@ -141,7 +141,7 @@ class ResultsStore:
         (run_job appends a job's rows, its failure row included, as one batch), which is how readers tell a rerun's
         rows from an earlier attempt's."""
         folders = [self.root / experiment] if experiment else sorted(p for p in self.root.glob("*") if p.is_dir())
-        parts = [p for f in folders if f.is_dir() for p in sorted(f.glob("part-*.parquet"))]
+        parts = [p for f in folders for p in _parts(f)]
         if not parts:
             empty = SCHEMA.empty_table().to_pandas()
             return empty.assign(part=pd.Series(dtype="string")) if with_part else empty
@@ -156,9 +156,14 @@ class ResultsStore:
         little, and its reason may have gone (a phone attached, the hub reachable, an engine that learnt to score).
         Every job asks before it runs, so each part's outcomes are read once per process (parts never change)."""
         latest: dict[str, str] = {}
-        for part in sorted((self.root / experiment).glob("part-*.parquet")):  # in append order, rows too
+        for part in _parts(self.root / experiment):  # rows too are in append order
             latest.update(_outcomes(str(part)))
         return {config_hash for config_hash, status in latest.items() if status == OK}
+
+
+def _parts(folder: Path) -> list[Path]:
+    """An experiment folder's part files in append order (their names sort so; none if the folder is missing)."""
+    return sorted(folder.glob("part-*.parquet"))
 
 
 @functools.lru_cache(maxsize=None)
