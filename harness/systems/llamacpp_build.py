@@ -22,8 +22,8 @@ from pathlib import Path
 from harness.cache import atomic_file, cache_dir, exclusive, progress_note
 from harness.cache_ledger import cache_hit
 
-# the tools the harness runs (cold starts, warm throughput, GGUF quantisation, the prompt-id check); nothing else
-# is compiled: on a fresh machine this build is a third of `make test`'s CPU time
+# the tools the harness runs (cold starts, warm throughput, GGUF quantisation, the prompt-id check) and no other:
+# on a fresh machine this build is a third of `make test`'s CPU time
 TOOLS = ("llama-completion", "llama-bench", "llama-quantize", "llama-tokenize")
 CMAKE_FLAGS = [
     "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=ON", "-DLLAMA_BUILD_TOOLS=ON",
