@@ -14,6 +14,7 @@ stream runs out. Every window's NLL is kept on disk per (model, what scored it, 
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -25,7 +26,7 @@ from typing import Callable
 
 import torch
 
-from harness.cache import atomic_file, cache_dir
+from harness.cache import atomic_file, cache_dir, exclusive
 
 # Two-sided 95% Student t quantiles for 1..30 degrees of freedom; beyond, a Cornish-Fisher expansion (error < 1e-4).
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
@@ -115,20 +116,35 @@ class WindowCache:
         ids = torch.as_tensor(token_ids).to(torch.int64).contiguous().numpy().tobytes()
         text = hashlib.sha256(ids).hexdigest()[:12]
         path = cache_dir("ppl-windows", model) / f"{scorer}-text{text}-w{window}.json"
-        values = {int(k): float(v) for k, v in json.loads(path.read_text()).items()} if path.is_file() else {}
-        return cls(path, values)
+        cache = cls(path)
+        cache.values.update(cache._on_disk())
+        return cache
 
     def scorer(self, compute: Callable[[int], float]) -> Callable[[int], float]:
         def score(i: int) -> float:
             if i in self.values:
                 self.hits += 1
                 return self.values[i]
-            t0 = time.perf_counter()
-            self.values[i] = compute(i)
-            self.made += 1
-            self._save(i, time.perf_counter() - t0)
+            with self._turn():  # parallel jobs that need the same window (FP16's, mostly) score it once
+                self.values.update(self._on_disk())
+                if i in self.values:
+                    self.hits += 1
+                    return self.values[i]
+                t0 = time.perf_counter()
+                self.values[i] = compute(i)
+                self.made += 1
+                self._save(i, time.perf_counter() - t0)
             return self.values[i]
         return score
+
+    def _turn(self):
+        """An exclusive lock beside the cache file, held while one window is scored and saved."""
+        return exclusive(self.path.with_name(self.path.name + ".lock")) if self.path else contextlib.nullcontext()
+
+    def _on_disk(self) -> dict[int, float]:
+        if self.path is None or not self.path.is_file():
+            return {}
+        return {int(k): float(v) for k, v in json.loads(self.path.read_text()).items()}
 
     def _save(self, index: int, seconds: float) -> None:
         if self.path is None:
@@ -136,10 +152,9 @@ class WindowCache:
         from harness.cache_ledger import cache_made
 
         # merge with what a parallel job may have added meanwhile; the file is replaced whole, never half-written
-        on_disk = json.loads(self.path.read_text()) if self.path.is_file() else {}
-        merged = {**on_disk, **{str(k): v for k, v in self.values.items()}}
+        merged = {**self._on_disk(), **self.values}
         with atomic_file(self.path) as tmp:
-            tmp.write_text(json.dumps(merged, sort_keys=True))
+            tmp.write_text(json.dumps({str(k): v for k, v in merged.items()}, sort_keys=True))
         cache_made("perplexity window", f"{self.path}#{index}", seconds)
 
     def note(self) -> str:

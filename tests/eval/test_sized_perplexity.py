@@ -2,6 +2,7 @@
 FP16 is known well enough, and no window is scored twice for the same model and text."""
 import math
 import random
+import threading
 
 import pytest
 import torch
@@ -73,3 +74,29 @@ def test_window_cache_scores_each_window_once_across_processes(tmp_path, monkeyp
     assert WindowCache.for_scorer("m", "fp16", ids + 1, 100).values == {}  # another text
     assert WindowCache.for_scorer("m", "fp16", ids, 50).values == {}  # another window size
     assert WindowCache.for_scorer("m", "edgeflow-5-abc", ids, 100).values == {}  # another scorer
+
+
+def test_two_jobs_that_need_the_same_window_at_once_score_it_once(tmp_path, monkeypatch):
+    """Two jobs of a parallel sweep, both sized against FP16, reach FP16's window 0 together: the second waits for
+    the first and reads its NLL. (Threads stand in for processes: each cache opens its own lock file, and flock locks
+    of two open files exclude each other within a process as between processes.)"""
+    monkeypatch.setenv("EDGEFLOW_CACHE", str(tmp_path))
+    ids = torch.arange(1000)
+    first_is_scoring, calls = threading.Event(), []
+
+    def slow_nll(i: int) -> float:
+        calls.append(i)
+        first_is_scoring.set()
+        threading.Event().wait(0.3)  # long enough for the second job to arrive while this one scores
+        return 2.5
+
+    first = WindowCache.for_scorer("m", "fp16", ids, 100)
+    second = WindowCache.for_scorer("m", "fp16", ids, 100)  # made before the first scored anything
+    results = {}
+    job = threading.Thread(target=lambda: results.setdefault("first", first.scorer(slow_nll)(0)))
+    job.start()
+    assert first_is_scoring.wait(10)
+    results["second"] = second.scorer(slow_nll)(0)
+    job.join()
+    assert results == {"first": 2.5, "second": 2.5} and calls == [0]
+    assert (first.note(), second.note()) == ("0 windows from the cache, 1 scored", "1 windows from the cache, 0 scored")
