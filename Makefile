@@ -60,8 +60,8 @@ $(STAMP): pyproject.toml
 # TEST_JOBS pytest-xdist workers (default: one per logical CPU and one more, since several long tests mostly wait on
 # a SLURM controller, a loopback phone or llama.cpp's build; TEST_JOBS=0 runs in this process). Tests share the
 # caches safely (harness/cache.py: atomic entries, build locks); a group of tests that must share one worker is
-# marked xdist_group.
-TEST_JOBS ?= $(shell echo $$(( $$(nproc) + 1 )))
+# marked xdist_group. The CPUs this process may use, not OpenMP's budget: nproc honours OMP_NUM_THREADS.
+TEST_JOBS ?= $(shell echo $$(( $$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) + 1 )))
 
 # setup (pip) and system-deps (apt) download and unpack independent things: side by side on a fresh machine
 test:
