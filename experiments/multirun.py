@@ -84,7 +84,8 @@ def _is_timed(point: list[str]) -> bool:
 def _runs_first(point: list[str]) -> bool:
     """A timed point (TIMED_KINDS: cold starts, QNN compiles), or a reference the other points pair with: the FP
     model's perplexity (no quantizer), whose cached windows every quantized perplexity point reads
-    (harness/eval/sized_perplexity.py); run beside them, each would score the FP windows again."""
+    (harness/eval/sized_perplexity.py): run first, it scores them on every core; beside them, the points would take
+    turns scoring them on one core each."""
     reference = _kinds(point) == {"perplexity"} and not any(o.startswith("quantizer=") for o in point)
     return _is_timed(point) or reference
 
