@@ -9,9 +9,10 @@ of retries.
 """
 from __future__ import annotations
 
+import contextlib
 import os
-
 from dataclasses import asdict, dataclass
+from unittest import mock
 
 from harness.data.config import DatasetConfig
 from harness.data.corpus import load_corpus
@@ -62,10 +63,22 @@ def evaluate_accuracy(model, tokenizer, dataset: DatasetConfig, limit: int | Non
     # terminate() can hang for good on a worker blocked on the pool's queue lock (seen: a SLURM task stuck 10 min),
     # and forking a process that runs torch's threads is unsafe anyway. In process, 1000 draws take well under 1 s.
     os.environ["DISABLE_MULTIPROC"] = "1"
-    out = lm_eval.simple_evaluate(model=lm, tasks=[task], num_fewshot=dataset.shots, limit=limit,
-                                  task_manager=manager, log_samples=True, bootstrap_iters=1000,
-                                  random_seed=dataset.seed, fewshot_random_seed=dataset.seed)
+    with _without_environment_report():
+        out = lm_eval.simple_evaluate(model=lm, tasks=[task], num_fewshot=dataset.shots, limit=limit,
+                                      task_manager=manager, log_samples=True, bootstrap_iters=1000,
+                                      random_seed=dataset.seed, fewshot_random_seed=dataset.seed)
     return tidy_results(out, task, dataset, protocol)
+
+
+def _without_environment_report():
+    """lm-eval ends every evaluation with torch's environment report (`add_env_info`: `pip list` and a dozen other
+    probes in subprocesses, 0.35-0.55 s a call on the Intel host, once per accuracy point: about 300 in
+    `make reproduce-all`). None of it reaches our rows, whose provenance is the store's own columns: skip it."""
+    import lm_eval.evaluator
+
+    if not hasattr(lm_eval.evaluator, "add_env_info"):  # an lm-eval that no longer collects it
+        return contextlib.nullcontext()
+    return mock.patch.object(lm_eval.evaluator, "add_env_info", lambda results: None)
 
 
 def tidy_results(out: dict, task: str, dataset: DatasetConfig, protocol: str) -> list[AccuracyResult]:
