@@ -147,14 +147,14 @@ class WindowCache:
         return {int(k): float(v) for k, v in json.loads(self.path.read_text()).items()}
 
     def _save(self, index: int, seconds: float) -> None:
+        """Called under the lock, just after `values` took in the file: they are the file plus this window. The file
+        is replaced whole, never half-written."""
         if self.path is None:
             return
         from harness.cache_ledger import cache_made
 
-        # merge with what a parallel job may have added meanwhile; the file is replaced whole, never half-written
-        merged = {**self._on_disk(), **self.values}
         with atomic_file(self.path) as tmp:
-            tmp.write_text(json.dumps({str(k): v for k, v in merged.items()}, sort_keys=True))
+            tmp.write_text(json.dumps({str(k): v for k, v in self.values.items()}, sort_keys=True))
         cache_made("perplexity window", f"{self.path}#{index}", seconds)
 
     def note(self) -> str:
