@@ -26,8 +26,8 @@ TENSORS = "tensors.safetensors"
 # The Llama linear layers the quantizer may quantize, by their module-name suffix.
 LINEAR_SUFFIXES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 # A quantized linear's stored tensors, "<module>.<field>" (act_scale absent for weight-only layers, act_bits absent
-# for the runtime's 8-bit activations).
-LINEAR_FIELDS = ("codes", "bits", "w_scale", "in_scale", "act_scale", "act_bits")
+# for 8-bit activations, out_step absent for float outputs).
+LINEAR_FIELDS = ("codes", "bits", "w_scale", "in_scale", "act_scale", "act_bits", "out_step")
 ACT_BITS = (8, 16)  # static activations: INT8 (the runtime, HTP) or INT16 (HTP's A16W8 only)
 
 
@@ -50,7 +50,9 @@ class QuantLinear:
     w_scale: torch.Tensor  # float32 [C], includes smoothing's S_O^beta
     in_scale: torch.Tensor  # float32 [D], smoothing multiplier on the input (ones when not smoothing)
     act_scale: torch.Tensor | None  # float32 [], static per-tensor activation scale; None = weight-only
-    act_bits: int = 8  # activation codes clamp to +-(2^(act_bits-1) - 1) on the act_scale grid; 16 = A16 (HTP only)
+    act_bits: int = 8  # activation codes clamp to +-(2^(act_bits-1) - 1) on the act_scale grid; 16 = A16 (HTP's A16W8)
+    out_step: torch.Tensor | None = None  # float32 [C]: the output requantized to act_bits on this grid, as an NPU
+    # hands it back (quant/numerics.py); None = float outputs, which no NPU computes
 
     def validate(self, name: str) -> None:
         c, d = self.codes.shape
@@ -71,6 +73,12 @@ class QuantLinear:
             _expect(float(self.act_scale) > 0 and bool(torch.isfinite(self.act_scale)), f"{name}.act_scale must be > 0")
         _expect(self.act_bits in ACT_BITS, f"{name}.act_bits must be one of {ACT_BITS}, got {self.act_bits}")
         _expect(self.act_bits == 8 or self.act_scale is not None, f"{name}.act_bits = 16 needs an act_scale")
+        if self.out_step is not None:
+            _expect(self.act_scale is not None, f"{name}.out_step needs an act_scale (a weight-only linear has no grid)")
+            _expect(self.out_step.shape == (c,) and self.out_step.dtype == torch.float32,
+                    f"{name}.out_step must be float32 [{c}]")
+            _expect(bool((torch.isfinite(self.out_step) & (self.out_step > 0)).all()),
+                    f"{name}.out_step must be positive and finite")
 
     def dequantized_weight(self) -> torch.Tensor:
         """float32 [C, D]: the weight the runtime effectively multiplies the smoothed input by."""
@@ -101,6 +109,7 @@ class Artifact:
                     in_scale=tensors.pop(f"{name}.in_scale"),
                     act_scale=tensors.pop(f"{name}.act_scale", None),
                     act_bits=int(tensors.pop(f"{name}.act_bits", torch.tensor(8))),
+                    out_step=tensors.pop(f"{name}.out_step", None),
                 )
             except KeyError as e:
                 raise ArtifactError(f"{where}: quantized layer {name} lacks tensor {e}") from None
@@ -119,6 +128,8 @@ class Artifact:
                 out[f"{name}.act_scale"] = q.act_scale
             if q.act_bits != 8:
                 out[f"{name}.act_bits"] = torch.tensor(q.act_bits, dtype=torch.uint8)
+            if q.out_step is not None:
+                out[f"{name}.out_step"] = q.out_step
         return out
 
 

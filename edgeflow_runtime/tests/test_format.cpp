@@ -139,9 +139,20 @@ void test_corruptions() {
   };
   const size_t w = kTensors + 64;  // the weight's record
   CHECK_THROWS(FormatError, "bad magic", read_all(edit([](auto& f) { f[0] = 'G'; }, false)));
-  CHECK_THROWS(FormatError, "version 3", read_all(edit([](auto& f) { put<uint32_t>(f, 8, 3); }, true)));
+  CHECK_THROWS(FormatError, "version 4", read_all(edit([](auto& f) { put<uint32_t>(f, 8, 4); }, true)));
   CHECK_THROWS(FormatError, "version 0", read_all(edit([](auto& f) { put<uint32_t>(f, 8, 0); }, true)));
-  read_all(edit([](auto& f) { put<uint32_t>(f, 8, 1); }, true));  // version 1 files are still read
+  read_all(edit([](auto& f) { put<uint32_t>(f, 8, 1); }, true));  // versions 1 and 2 are still read
+  read_all(edit([](auto& f) { put<uint32_t>(f, 8, 2); }, true));
+  // A linear's numerics (P.out_step, P.act_bits) came with version 3: the norm's name, same length, made one
+  auto numerics = [&](uint32_t version) {
+    return edit([version](auto& f) {
+      const size_t name = kTensors + 128 + std::strlen(kNames[0]) - std::strlen(".out_step");
+      std::memcpy(f.data() + name, ".out_step", std::strlen(".out_step"));
+      put<uint32_t>(f, 8, version);
+    }, true);
+  };
+  read_all(numerics(3));
+  CHECK_THROWS(FormatError, "need format version 3, the file is version 2", read_all(numerics(2)));
   CHECK_THROWS(FormatError, "header checksum", read_all(edit([](auto& f) { f[20] ^= 1; }, false)));
   CHECK_THROWS(FormatError, "metadata checksum", read_all(edit([](auto& f) { f[kMeta + 3] ^= 1; }, false)));
   CHECK_THROWS(FormatError, "truncated", read_all(std::vector<uint8_t>(b.file.begin(), b.file.begin() + 30)));

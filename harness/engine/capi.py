@@ -42,12 +42,18 @@ class NativeEngine:
 
     @classmethod
     def from_artifact(cls, artifact: Artifact, *, threads: int = DEFAULT_THREADS, ctx: int = 0,
-             chunk: int = DEFAULT_CHUNK) -> "NativeEngine":
+             chunk: int = DEFAULT_CHUNK, numerics: str = "npu") -> "NativeEngine":
+        """The artifact in an in-memory engine; numerics "npu" (requantized outputs where the artifact has output
+        grids, as an NPU computes them) or "cpu-float" (float outputs: a CPU-only system)."""
+        if numerics not in ("npu", "cpu-float"):
+            raise ValueError(f"numerics must be npu or cpu-float, got {numerics!r}")
         if artifact.manifest.get("runtime_compatible") is False:
             raise RuntimeError("artifact is not runtime-compatible: "
                                + str(artifact.manifest.get("runtime_incompatible_reason", "no reason given")))
         cfg = EngineConfig(**arch.complete(artifact.config, "artifact config"))
         engine = cls(check(lib().ef_engine_new(ctypes.byref(cfg), threads, ctx, chunk)))
+        if numerics == "cpu-float":
+            check(lib().ef_engine_set_float_outputs(engine._h, 1))
         for name, t in artifact.tensors().items():
             t = t.detach().contiguous()
             if t.dtype not in _DTYPES:
@@ -129,15 +135,18 @@ def gemm_kernel() -> str:
 
 
 def accel_linear(x: torch.Tensor, codes: torch.Tensor, w_scale: torch.Tensor, in_scale: torch.Tensor,
-                 act_scale: float) -> torch.Tensor:
-    """float32 [T, C]: one linear as the runtime's accelerator lane computes it (its activation quantization, this
-    CPU's INT8 GEMM kernel, its dequantization) for x float32 [T, K] and codes int8 [C, K]."""
+                 act_scale: float, out_step: torch.Tensor | None = None, act_bits: int = 8) -> torch.Tensor:
+    """float32 [T, C]: one linear as the runtime's accelerator lane computes it for x float32 [T, K] and codes int8
+    [C, K]: its activation quantization at act_bits, this CPU's kernel, its requantization to the output grid
+    out_step [C] (None: float outputs) and the CPU side's dequantization (docs/quantized-artifact.md)."""
     x = np.ascontiguousarray(x.detach().float().numpy())
     codes = np.ascontiguousarray(codes.numpy().astype(np.int8, copy=False))
     w_scale = np.ascontiguousarray(w_scale.float().numpy())
     in_scale = np.ascontiguousarray(in_scale.float().numpy())
+    steps = None if out_step is None else np.ascontiguousarray(out_step.float().numpy())
     (t, k), c = x.shape, codes.shape[0]
     y = np.empty((t, c), dtype=np.float32)
     check(lib().ef_accel_linear(t, c, k, x.ctypes.data, codes.ctypes.data, w_scale.ctypes.data, in_scale.ctypes.data,
-                                float(act_scale), y.ctypes.data), ValueError)
+                                float(act_scale), None if steps is None else steps.ctypes.data, int(act_bits),
+                                y.ctypes.data), ValueError)
     return torch.from_numpy(y)

@@ -43,7 +43,8 @@ _SIGNATURES = {  # name -> (restype, argtypes)
     "ef_engine_set_schedule": (_I, [_P, _S, _I32, _I32, _I32]),
     "ef_config_size": (_U64, []), "ef_config_offset": (_I64, [_S]),
     "ef_engine_vocab_size": (_I32, [_P]), "ef_engine_gemm_kernel": (_S, []), "ef_engine_free": (None, [_P]),
-    "ef_accel_linear": (_I, [_I32, _I32, _I32, _P, _P, _P, _P, ctypes.c_float, _P]),
+    "ef_accel_linear": (_I, [_I32, _I32, _I32, _P, _P, _P, _P, ctypes.c_float, _P, _I32, _P]),
+    "ef_engine_set_float_outputs": (_I, [_P, _I32]),
 }
 
 _lib: ctypes.CDLL | None = None

@@ -6,11 +6,9 @@ graphs take and give (8: uint8, 16: uint16; weights are INT8 either way). `chunk
 compiled graph runs, the runtime's prefill chunk. `qairt_root` is the user's Qualcomm QAIRT SDK, which running the
 compiled layers on a phone's NPU needs (phone.py).
 
-An NPU matmul's output is requantized before the CPU sees it (graph.py), on a static grid from a calibration window:
-`output_grid` "tensor" gives each linear one step, over its largest output; "channel" gives each output channel its
-own (folded into the weight scales: the graph's output is still per tensor), so a few outlier channels no longer set
-every channel's step. `output_headroom` widens the grids over the calibrated peaks, for text unlike the calibration
-window (a per-channel grid with none clips there).
+An NPU matmul's output is requantized before the CPU sees it, on a static grid: the artifact's own (quantizer keys
+`output_grid`, `output_headroom`; harness/quant/outputs.py), which the graphs, the fake-quant reference and the
+runtime all use.
 """
 from __future__ import annotations
 
@@ -21,7 +19,6 @@ from harness.config import build, require
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf" / "npu"
 DEFAULT = "sm8750"
-OUTPUT_GRIDS = ("tensor", "channel")
 
 
 @dataclass(frozen=True)
@@ -33,8 +30,6 @@ class NpuConfig:
     activation_bits: int = 8
     chunk_tokens: int = 128
     qairt_root: str | None = None  # the user's QAIRT SDK on this host, for runs on a phone (harness/npu/phone.py)
-    output_grid: str = "channel"  # "channel" or "tensor": one output step per output channel or per linear
-    output_headroom: float = 4.0  # output grids span this many times the calibrated peak
 
     def __post_init__(self):
         require(isinstance(self.soc_model, int) and self.soc_model > 0, "npu.soc_model",
@@ -45,19 +40,8 @@ class NpuConfig:
                 f"must be 8 or 16 (HTP's uint8/uint16 activations), got {self.activation_bits!r}")
         require(isinstance(self.chunk_tokens, int) and 1 <= self.chunk_tokens <= 4096, "npu.chunk_tokens",
                 f"must be an integer in 1..4096, got {self.chunk_tokens!r}")
-        require(self.output_grid in OUTPUT_GRIDS, "npu.output_grid",
-                f"must be one of {', '.join(OUTPUT_GRIDS)}, got {self.output_grid!r}")
-        require(isinstance(self.output_headroom, (int, float)) and 1 <= self.output_headroom <= 256,
-                "npu.output_headroom", f"must be a number in [1, 256], got {self.output_headroom!r}")
         require(self.qairt_root is None or isinstance(self.qairt_root, str), "npu.qairt_root",
                 f"must be null or the QAIRT SDK's folder, got {self.qairt_root!r}")
-
-    @property
-    def output_text(self) -> str:
-        """'static output grids per output channel at 4x the calibrated peak', for rows' notes."""
-        grids = "per linear" if self.output_grid == "tensor" else "per output channel"
-        headroom = f" at {self.output_headroom:g}x the calibrated peak" if self.output_headroom != 1 else ""
-        return f"static output grids {grids}{headroom}"
 
 
 def load_npu_config(name: str = DEFAULT) -> NpuConfig:

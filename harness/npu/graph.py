@@ -14,8 +14,9 @@ graph starts at the integers. HTP needs positive weight scales: a channel whose 
 its codes negated (harness/quant/numerics.py keeps that within INT8). A16 runs the same weights with uint16
 activations: an 8-bit linear's static range at 16-bit resolution (s_x * 127 / 32767), or the quantizer's own A16
 grid. Linears that share their
-input quantization (q, k, v; gate, up) share one graph input. The output scale s_y is per linear and static: the
-NPU's matmul output is requantized, always (an INT8 MatMul on HTP has a quantized output).
+input quantization (q, k, v; gate, up) share one graph input. The output is requantized, always (an INT8 MatMul on
+HTP has a quantized output), to the artifact's static output grid (`P.out_step`, harness/quant/outputs.py: the grid
+the fake-quant reference and the runtime's accelerator lane requantize to; see output_steps_of).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import numpy as np
 import torch
 
 from harness.artifact import Artifact, QuantLinear
-from harness.quant.numerics import act_qmax, quantize_activations, quantize_outputs
+from harness.quant.numerics import act_qmax, quantize_activations, quantize_outputs, requant_ratio, requantize
 
 OPSET = 21  # QuantizeLinear/DequantizeLinear with uint16 and per-axis scales
 
@@ -56,6 +57,23 @@ def act_grid(q: QuantLinear, bits: int | None = None) -> ActGrid:
     return ActGrid(float(q.act_scale) * act_qmax(q.act_bits) / act_qmax(width), width)
 
 
+def output_steps_of(q: QuantLinear, bits: int | None = None) -> torch.Tensor | None:
+    """float64 [C]: the artifact's output grid at the graph's width (act_grid): the same range at 16-bit resolution
+    when `bits` widens an 8-bit linear; None for an artifact with float outputs (it has no grid)."""
+    if q.out_step is None:
+        return None
+    return q.out_step.double() * (act_qmax(q.act_bits) / act_grid(q, bits).qmax)
+
+
+def reference_codes(q: QuantLinear, x: torch.Tensor, steps: torch.Tensor, bits: int | None = None) -> torch.Tensor:
+    """int64 [T, C]: the output codes of x float32 [T, D] on the output grid `steps` [C], exactly as the numerics
+    define them (quant/numerics.py "Outputs"): exact integer sums (float64 holds them), then requantize."""
+    grid = act_grid(q, bits)
+    acc = input_codes(x, q, bits).double() @ q.codes.double().t()
+    ratio = requant_ratio(torch.tensor(grid.scale, dtype=torch.float32), q.w_scale, steps.float())
+    return requantize(acc, ratio, grid.bits).to(torch.int64)
+
+
 def matmul_name(linear: str) -> str:
     """The MatMul node's name, which QNN's per-operator profile repeats: 'layer3_q_proj'."""
     parts = linear.split(".")
@@ -69,6 +87,15 @@ def widths_text(linears: dict[str, QuantLinear], bits: int | None = None) -> str
     if wide in (0, len(linears)):
         return "A16W8" if wide else "A8W8"
     return f"A8W8, A16W8 on {wide} of {len(linears)} linears (the quantizer's choice)"
+
+
+def grids_text(artifact: Artifact) -> str:
+    """'the artifact's static output grids per output channel at 4x the calibrated peak', for rows' notes."""
+    numerics = artifact.manifest.get("numerics", {})
+    if numerics.get("outputs") != "requantized":
+        return "output grids calibrated on one window (the artifact has float outputs: no grid of its own)"
+    grid = "per output channel" if numerics.get("output_grid") == "channel" else "per linear"
+    return f"the artifact's static output grids {grid} at {numerics.get('output_headroom'):g}x the calibrated peak"
 
 
 def input_codes(x: torch.Tensor, q: QuantLinear, bits: int | None = None) -> torch.Tensor:

@@ -3,8 +3,9 @@
 Every quantized linear becomes an HtpLinear: the CPU side quantizes its input (input_codes, the runtime's rounding),
 HTP's simulator runs the linear's compiled graph (graph.py) in batches of npu.chunk_tokens rows, and the output codes
 come back dequantized (code * step, per output channel) for the CPU side, which stays the fake-quant model's float32
-code (norms, RoPE, attention, SwiGLU, and the float side path of shadow outliers). Output steps are static, from a
-calibration window (npu.output_grid: one per linear or one per channel).
+code (norms, RoPE, attention, SwiGLU, and the float side path of shadow outliers). Output steps are the artifact's
+static grids (harness/quant/outputs.py); an artifact with float outputs gets them calibrated on a window the same
+way (oracle.output_scales).
 """
 from __future__ import annotations
 
@@ -56,8 +57,9 @@ def build_htp_model(artifact: Artifact, fp_model: nn.Module, npu: NpuConfig, cal
 
     bits = bits or npu.activation_bits
     model = build_fakequant_model(artifact, fp_model)
-    scales = output_scales(artifact.linears, capture_inputs(model, calibration_ids), bits, npu.output_grid,
-                           npu.output_headroom)
+    own = all(q.out_step is not None for q in artifact.linears.values())
+    inputs = {} if own else capture_inputs(model, calibration_ids)
+    scales = output_scales(artifact.linears, inputs, bits)
     for name, module in list(model.named_modules()):
         if isinstance(module, FakeQuantLinear):
             parent, _, attr = name.rpartition(".")

@@ -2,11 +2,12 @@
 compiled graph (harness/npu/graph.py), the fake-quant reference and the runtime's accelerator lane, compared on
 the output grid in LSBs.
 
-Inputs are what each linear sees in the fake-quant model on real text; output scales come from the calibration
-split (static, as a deployed graph has them), so test text may clip, identically on every side. The reference is
-exact: integer codes multiplied in float64 (|acc| < 2^31 is exact there), scaled and rounded half to even. The
-runtime's lane is its own C code (harness.engine.capi.accel_linear: quantization, this CPU's GEMM kernel,
-dequantization), 8-bit activations only, like the runtime.
+Inputs are what each linear sees in the fake-quant model on real text; output grids are the artifact's (static, as
+a deployed graph has them: harness/quant/outputs.py), so test text may clip, identically on every side. An artifact
+with float outputs has none: its grids are then calibrated here the same way on a calibration window. The reference
+is exact: integer codes multiplied in float64, requantized as quant/numerics.py defines it. The runtime's lane is
+its own C code (harness.engine.capi.accel_linear: quantization at 8 or 16 bits, this CPU's kernel, requantization
+to the same grid).
 """
 from __future__ import annotations
 
@@ -20,8 +21,11 @@ from torch import nn
 from harness.artifact import Artifact, QuantLinear
 from harness.npu.compile import CompiledLayer, compiled_layer
 from harness.npu.config import NpuConfig
-from harness.npu.graph import act_grid, input_codes, layer_feeds, layer_graph, layer_linears, output_codes
+from harness.npu.graph import (act_grid, input_codes, layer_feeds, layer_graph, layer_linears, output_codes,
+                               output_steps_of, reference_codes)
 from harness.npu.htp import open_session
+from harness.quant.config import QuantizerConfig
+from harness.quant.numerics import output_steps
 
 
 def capture_inputs(fq_model: nn.Module, ids: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -46,20 +50,19 @@ def reference_output(q: QuantLinear, x: torch.Tensor, bits: int | None = None) -
     return acc * act_grid(q, bits).scale * q.w_scale.double()
 
 
-CHANNEL_FLOOR = 2.0 ** -8  # a channel's output grid spans at least this share of its linear's (dead channels)
-
-
 def output_scales(linears: dict[str, QuantLinear], inputs: dict[str, torch.Tensor], bits: int | None = None,
-                  grid: str = "tensor", headroom: float = 1.0) -> dict[str, torch.Tensor]:
-    """linear name -> float64 [C] static output steps from the calibration inputs: `headroom` times the largest
-    |output| over the grid's qmax, the linear's largest (grid="tensor": one step) or each channel's own
-    (grid="channel", floored at CHANNEL_FLOOR of the largest; layer_graph folds them into the weight scales)."""
+                  grid: str = QuantizerConfig.output_grid,
+                  headroom: float = QuantizerConfig.output_headroom) -> dict[str, torch.Tensor]:
+    """linear name -> float64 [C] static output steps at the graph's width: the artifact's grid (output_steps_of),
+    or, for a linear with float outputs, numerics.output_steps over its largest |output| on `inputs` (a calibration
+    window) with `grid` and `headroom` (by default the quantizer's)."""
     steps = {}
     for name, q in linears.items():
-        peaks = reference_output(q, inputs[name], bits).abs().amax(0).clamp_min(1e-12)  # [C]
-        top = peaks.max()
-        peaks = peaks.clamp_min(top * CHANNEL_FLOOR) if grid == "channel" else top.expand_as(peaks)
-        steps[name] = headroom * peaks / act_grid(q, bits).qmax
+        own = output_steps_of(q, bits)
+        if own is None:
+            peaks = reference_output(q, inputs[name], bits).abs().amax(0)  # [C]
+            own = output_steps(peaks, act_grid(q, bits).bits, grid, headroom).double()
+        steps[name] = own
     return steps
 
 
@@ -82,7 +85,7 @@ class LayerResult:
     layer: int
     compiled: CompiledLayer
     vs_reference: dict[str, Agreement]  # linear name -> HTP vs the fake-quant reference
-    vs_runtime: dict[str, Agreement]  # linear name -> HTP vs the runtime's lane (its 8-bit linears only)
+    vs_runtime: dict[str, Agreement]  # linear name -> HTP vs the runtime's accelerator lane
     htp_run_s: float  # wall time of the simulator on this layer's batch
     widths: dict[str, int]  # linear name -> its activation width on HTP (8 or 16): the unit of its LSBs
 
@@ -119,7 +122,7 @@ def prepared_layers(artifact: Artifact, fq_model: nn.Module, calibration_ids: to
     n_layers = int(artifact.config["num_hidden_layers"])
     for layer in (range(n_layers) if layers is None else layers):
         linears = layer_linears(artifact, layer)
-        scales = output_scales(linears, calibration, bits, npu.output_grid, npu.output_headroom)
+        scales = output_scales(linears, calibration, bits)
         graph = layer_graph(linears, scales, bits, tokens=len(test_ids))
         yield PreparedLayer(layer, linears, scales, graph, compiled_layer(graph, npu),
                             layer_feeds(graph, linears, test, bits), test)
@@ -143,9 +146,9 @@ def layer_agreement(artifact: Artifact, fq_model: nn.Module, calibration_ids: to
             grid = act_grid(q, bits)
             widths[name] = grid.bits
             htp = torch.from_numpy(outs[p.graph.outputs[name]].astype(np.int64)) - grid.zero_point
-            reference = reference_output(q, p.test[name], bits)
-            vs_ref[name] = Agreement.of(htp, output_codes(reference, p.scales[name], grid.bits))
-            if grid.bits == 8:  # the runtime's lane computes INT8 activations only
-                lane = accel_linear(p.test[name], q.codes, q.w_scale, q.in_scale, float(q.act_scale))
-                vs_rt[name] = Agreement.of(htp, output_codes(lane, p.scales[name], grid.bits))
+            steps = p.scales[name]
+            vs_ref[name] = Agreement.of(htp, reference_codes(q, p.test[name], steps, bits))
+            lane = accel_linear(p.test[name], q.codes, q.w_scale, q.in_scale, act_grid(q, bits).scale,
+                                out_step=steps.float(), act_bits=grid.bits)
+            vs_rt[name] = Agreement.of(htp, output_codes(lane, steps, grid.bits))
         yield LayerResult(p.layer, p.compiled, vs_ref, vs_rt, run_s, widths)

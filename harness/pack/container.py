@@ -25,8 +25,9 @@ from harness.pack.base import PackError, get_layout, layout_of_dtype
 from harness.safetensors_io import SafetensorsError, SafetensorsReader, TensorDict, byte_view, return_freed_memory
 
 MAGIC = b"EFPK\r\n\x1a\n"
-VERSION = 2  # 2: the U32 dtype and model.embed_tokens.row_crc32 (docs/format.md); version 1 files still read
-READABLE_VERSIONS = (1, 2)
+VERSION = 3  # 2: the U32 dtype and model.embed_tokens.row_crc32; 3: P.out_step and P.act_bits (docs/format.md)
+READABLE_VERSIONS = (1, 2, 3)  # versions 1 and 2 still read: their linears have float outputs and 8-bit activations
+NUMERICS_FIELDS = ("act_bits", "out_step")  # a linear's NPU numerics, version 3 (docs/format.md)
 HEADER = struct.Struct("<8sIIQQQIIIIII")  # 64 bytes, see docs/format.md "Header"
 CONFIG = struct.Struct("<8I2f6I")  # 64 bytes: model config + sizes of the string table and the JSON
 REGION = struct.Struct("<IIQQII")  # 32 bytes
@@ -103,8 +104,8 @@ def pack_artifact(artifact: Artifact | str | os.PathLike, path: str | os.PathLik
             return [lay.encode(q.codes.numpy(), bits.numpy())]
         size = lay.payload_size(bits.numpy(), dim)
         entries.append(Entry(f"{name}.weight", lay.dtype, (channels, dim), size, weight))
-        entries += [_raw(tensors, f"{name}.{k}") for k in ("w_scale", "in_scale", "act_scale")
-                    if f"{name}.{k}" in stored]
+        fields = ("w_scale", "in_scale", "act_scale") + (NUMERICS_FIELDS if VERSION >= 3 else ())
+        entries += [_raw(tensors, f"{name}.{k}") for k in fields if f"{name}.{k}" in stored]
     parts = {f"{n}.{k}" for n in linears for k in LINEAR_FIELDS}
     entries += [_raw(tensors, name) for name in names if name not in parts]
     if EMBED_CODES in stored and VERSION >= 2:  # (a version 1 file, as tests write one, has no row CRCs)
@@ -341,6 +342,8 @@ class PackedFile:
     def _check_size(self, t: TensorInfo) -> None:
         self._check(t.dtype != U32 or self.version >= 2,
                     f"{t.name}: dtype u32 needs format version 2, the file is version {self.version}")
+        self._check(self.version >= 3 or t.name.rpartition(".")[2] not in NUMERICS_FIELDS,
+                    f"{t.name}: a linear's numerics need format version 3, the file is version {self.version}")
         count = int(np.prod(t.shape, dtype=np.int64)) if t.shape else 1
         if t.dtype in RAW_DTYPES:
             expect = count * np.dtype(RAW_DTYPES[t.dtype]).itemsize
@@ -374,6 +377,12 @@ class PackedFile:
             raise PackError(f"{self.path}: {message}")
 
     # --- access --------------------------------------------------------------------------------------------------
+
+    @property
+    def float_outputs(self) -> bool:
+        """Whether the file's linears give float outputs (no output grids: a version 1 or 2 file, or an artifact
+        quantized with output_grid=none), which no NPU computes; else the runtime requantizes as an NPU does."""
+        return not any(t.name.endswith(".out_step") for t in self.tensors)
 
     def info(self, name: str) -> TensorInfo:
         if name not in self._by_name:

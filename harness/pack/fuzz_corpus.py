@@ -53,25 +53,32 @@ def tensor_records(data: bytes) -> dict[str, int]:
 
 
 def sealed_but_invalid(data: bytes) -> list[tuple[str, bytes, str]]:
-    """(label, file, error the readers raise) for each invalid file behind valid checksums that a valid version-2
-    file with row CRCs yields; [] when it has none."""
+    """(label, file, error the readers raise) for each invalid file behind valid checksums that a valid version-3
+    file yields: its row CRCs (version 2) in a version-1 file, a wrong row-CRC entry, its linears' output grids
+    (version 3) in a version-2 file; [] when it has neither."""
     records = tensor_records(data)
-    if EMBED_ROW_CRCS not in records:
-        return []
-    old = bytearray(data)
-    reseal_header(old, version=1)
-    rec = records[EMBED_ROW_CRCS]
-    at, size = struct.unpack_from("<QQ", data, rec + 32)
-    wrong = bytearray(data)
-    wrong[at + 4 * 3] ^= 0x01  # row 3's entry
-    reseal_meta(wrong, lambda meta: struct.pack_into("<I", meta, rec + 48 - 64, zlib.crc32(bytes(wrong[at : at + size]))))
-    return [("u32 in a version-1 file", bytes(old), "u32 needs format version 2"),
-            ("row CRC entry", bytes(wrong), "row 3 disagrees")]
+    out = []
+    if EMBED_ROW_CRCS in records:
+        old = bytearray(data)
+        reseal_header(old, version=1)
+        rec = records[EMBED_ROW_CRCS]
+        at, size = struct.unpack_from("<QQ", data, rec + 32)
+        wrong = bytearray(data)
+        wrong[at + 4 * 3] ^= 0x01  # row 3's entry
+        reseal_meta(wrong, lambda meta: struct.pack_into("<I", meta, rec + 48 - 64,
+                                                         zlib.crc32(bytes(wrong[at : at + size]))))
+        out += [("u32 in a version-1 file", bytes(old), "u32 needs format version 2"),
+                ("row CRC entry", bytes(wrong), "row 3 disagrees")]
+    if any(name.endswith(".out_step") for name in records):
+        v2 = bytearray(data)
+        reseal_header(v2, version=2)
+        out.append(("output grids in a version-2 file", bytes(v2), "need format version 3, the file is version 2"))
+    return out
 
 
 def write_corpus(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    artifact = random_artifact(SEED_CONFIG, mean_bits=4, seed=5, name="fuzz-seed")
+    artifact = random_artifact(SEED_CONFIG, mean_bits=4, seed=5, name="fuzz-seed", output_grids=True)
     for name in LAYOUTS:
         path = pack_artifact(artifact, folder / f"seed-{name}.efpk", layout=name)
         for label, data, _ in sealed_but_invalid(path.read_bytes()):

@@ -39,8 +39,10 @@ def random_codes(bits: np.ndarray, dim: int, rng: np.random.Generator) -> np.nda
     return (rng.integers(0, 1 << 16, (len(bits), dim)) % levels - levels // 2).astype(np.int8)
 
 
-def random_artifact(config: dict, mean_bits: int, seed: int = 0, name: str = "random") -> Artifact:
-    """Every linear of every layer quantized with random codes and the bit mix above; INT8 embeddings."""
+def random_artifact(config: dict, mean_bits: int, seed: int = 0, name: str = "random",
+                    output_grids: bool = False) -> Artifact:
+    """Every linear of every layer quantized with random codes and the bit mix above; INT8 embeddings. output_grids:
+    each linear also gets a random static output grid (P.out_step, docs/quantized-artifact.md)."""
     rng = np.random.default_rng(seed)
     linears: dict[str, QuantLinear] = {}
     others: dict[str, torch.Tensor] = {}
@@ -55,6 +57,7 @@ def random_artifact(config: dict, mean_bits: int, seed: int = 0, name: str = "ra
                 w_scale=torch.from_numpy(rng.uniform(1e-3, 1e-2, c).astype(np.float32)),
                 in_scale=torch.ones(d),
                 act_scale=torch.tensor(0.05),
+                out_step=torch.from_numpy(rng.uniform(1e-3, 1e-2, c).astype(np.float32)) if output_grids else None,
             )
         for norm in ("input_layernorm", "post_attention_layernorm"):
             others[f"model.layers.{i}.{norm}.weight"] = torch.from_numpy(rng.uniform(0.5, 1.5, h).astype(np.float32))

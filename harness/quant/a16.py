@@ -11,8 +11,8 @@ Sensitivity is measured, per linear, on its sampled calibration rows X [N, D] (c
 linear's quantized weights, as the NPU computes it: the relative squared output error against the FP output X W^T
 with INT8 input and output grids, minus the same with A16 ones. Input grids are static: INT8's over the calibrated
 range, A16's over range_gain times that range (for text unlike the calibration corpus, where a static INT8 range
-clips; its step is still range_gain * 127 / 32767 of INT8's). Output grids span the calibration rows' largest
-output, as the graphs' do. Cost is the linear's share of the model's matmul MACs (C * D per token); A16 costs HTP
+clips; its step is still range_gain * 127 / 32767 of INT8's). Output grids are the artifact's own (outputs.py: the
+quantizer's output_grid and output_headroom), at each width. Cost is the linear's share of the model's matmul MACs (C * D per token); A16 costs HTP
 about twice A8's time, so the budget is a share of MACs. Greedy by gain per MAC, largest first, within the budget.
 """
 from __future__ import annotations
@@ -23,7 +23,8 @@ import torch
 
 from harness.artifact import QuantLinear
 from harness.quant.fakequant import FakeQuantLinear
-from harness.quant.numerics import act_qmax, quantize_outputs
+from harness.quant.numerics import act_qmax
+from harness.quant.outputs import with_output_grid
 
 
 def as_a16(q: QuantLinear, range_gain: float) -> QuantLinear:
@@ -34,23 +35,17 @@ def as_a16(q: QuantLinear, range_gain: float) -> QuantLinear:
     return replace(q, act_scale=scale.float(), act_bits=16)
 
 
-def npu_output(q: QuantLinear, x: torch.Tensor, out_peak: float) -> torch.Tensor:
-    """float32 [N, C]: the linear as the NPU gives it back for x [N, D]: its output on a per-tensor grid of
-    q.act_bits spanning +-out_peak (clamped, rounded half to even)."""
-    step = out_peak / act_qmax(q.act_bits)
-    with torch.no_grad():
-        return quantize_outputs(FakeQuantLinear(q)(x), step, q.act_bits) * step
-
-
-def a16_gain(q: QuantLinear, weight: torch.Tensor, rows: torch.Tensor, range_gain: float) -> float:
-    """Relative output error with INT8 input and output grids minus with A16 ones, on calibration rows [N, D]."""
+def a16_gain(q: QuantLinear, weight: torch.Tensor, rows: torch.Tensor, range_gain: float, peaks: torch.Tensor,
+             grid: str, headroom: float) -> float:
+    """Relative output error with INT8 input and output grids minus with A16 ones, on calibration rows [N, D]; the
+    output grids from the calibrated peaks [C] (outputs.with_output_grid)."""
     reference = rows @ weight.t()  # [N, C]
     energy = max(float((reference ** 2).sum()), 1e-30)
 
     def error(linear: QuantLinear) -> float:
         with torch.no_grad():
-            peak = max(float(FakeQuantLinear(linear)(rows).abs().max()), 1e-12)
-        return float(((npu_output(linear, rows, peak) - reference) ** 2).sum()) / energy
+            y = FakeQuantLinear(with_output_grid(linear, peaks, grid, headroom))(rows)
+        return float(((y - reference) ** 2).sum()) / energy
     return error(q) - error(as_a16(q, range_gain))
 
 

@@ -38,6 +38,7 @@ from harness.quant.a16 import a16_gain, as_a16, choose_a16
 from harness.quant.calibrate import LinearStats, collect_stats
 from harness.quant.config import ConfigError, QuantizerConfig
 from harness.quant.numerics import quantize_per_channel
+from harness.quant.outputs import with_output_grid
 from harness.registry import Registry, RegistryError
 from harness.safetensors_io import Chunks, TensorDict
 
@@ -137,6 +138,8 @@ class Quantizer(ABC):
             if name in a16:
                 res.linear = as_a16(res.linear, self.config.a16_range_gain)
                 res.info["act_bits"] = 16
+            res.linear = with_output_grid(res.linear, self.stats[name].out_max, self.config.output_grid,
+                                          self.config.output_headroom)
             res.linear.validate(name)
             wide += res.linear.act_bits == 16
             extras = {f"{name}.{k}": v for k, v in res.extras.items()}
@@ -147,21 +150,19 @@ class Quantizer(ABC):
         for name in kept_float:  # not selected: stored in FP16, which the runtime cannot run
             yield f"{name}.weight", _checked_weight(name, weights.read(f"{name}.weight")).half()
         yield from self._embeddings_and_norms(weights, config)
-        compatible = self.runtime_compatible and not kept_float and not wide
+        compatible = self.runtime_compatible and not kept_float
         manifest.update({
             "model": {"name": model_name, "config": runtime_config(config)},
             "quantizer": {"name": self.name, "params": self.config.params()},
             "runtime_compatible": compatible,
             "effective_bits_per_weight": tally.bits_per_weight,
+            "numerics": numerics_summary(self.config, wide, len(selected)),
             "linears": entries,
         })
         if not compatible:
             reasons = [self.runtime_incompatible_reason] if not self.runtime_compatible else []
             if kept_float:
                 reasons.append(f"{len(kept_float)} projections kept in FP16 (not selected by quantizer.layers)")
-            if wide:
-                reasons.append(f"{wide} linears take 16-bit activations: the runtime's kernels are INT8 x INT8; "
-                               "QNN HTP runs them (harness/npu/)")
             manifest["runtime_incompatible_reason"] = "; ".join(r for r in reasons if r)
 
     def _a16_linears(self, weights, selected: list[str]) -> set[str]:
@@ -171,7 +172,8 @@ class Quantizer(ABC):
             weight = _checked_weight(name, weights.read(f"{name}.weight"))
             res = self.quantize_linear(name, weight, self.stats[name], self.config.budget_for(name))
             if res.linear.act_scale is not None:
-                gains[name] = a16_gain(res.linear, weight, self.stats[name].rows, self.config.a16_range_gain)
+                gains[name] = a16_gain(res.linear, weight, self.stats[name].rows, self.config.a16_range_gain,
+                                       self.stats[name].out_max, self.config.output_grid, self.config.output_headroom)
                 macs[name] = weight.numel()
         return choose_a16(gains, macs, self.config.a16_budget)
 
@@ -203,6 +205,13 @@ class Quantizer(ABC):
                 yield f"{name}.codes", Chunks(torch.int8, (rows, dim), codes())
                 yield f"{name}.w_scale", torch.cat(scales)  # (filled while the consumer took the codes' blocks)
                 yield f"{name}.bits", torch.full((rows,), 8, dtype=torch.uint8)
+
+
+def numerics_summary(config: QuantizerConfig, wide: int, n_linears: int) -> dict:
+    """The manifest's "numerics": what the accelerator half computes for this artifact (docs/quantized-artifact.md)."""
+    return {"outputs": "float" if config.output_grid == "none" else "requantized",
+            "output_grid": config.output_grid, "output_headroom": config.output_headroom,
+            "a16_linears": wide, "linears": n_linears}
 
 
 def linear_names(parameter_names) -> list[str]:

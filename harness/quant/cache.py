@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from harness.artifact import MANIFEST
-from harness.cache import cache_dir, progress_note
+from harness.cache import cache_dir, exclusive, progress_note
 from harness.cache_ledger import cache_hit
 from harness.quant.base import REGISTRY, make_quantizer, quantizer_config
 
@@ -71,6 +71,14 @@ def quantized_artifact(model_spec, config, tokenizer=None) -> Path:
     if (path / MANIFEST).is_file():
         cache_hit("quantized artifact", path)
         return path
+    with exclusive(path.with_name(path.name + ".lock")):  # parallel jobs wanting one artifact: one makes it
+        if (path / MANIFEST).is_file():
+            cache_hit("quantized artifact", path)
+            return path
+        return _make_artifact(model_spec, config, path, tokenizer)
+
+
+def _make_artifact(model_spec, config, path: Path, tokenizer) -> Path:
     from transformers import AutoTokenizer
 
     from harness.data.streams import calibration_tokens

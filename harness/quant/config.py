@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from harness.artifact import LINEAR_SUFFIXES
 from harness.config import ConfigError  # the app's error type: the CLI prints it without a traceback
 from harness.quant.metric import MAX_BITS, RE_METRICS
+from harness.quant.numerics import OUTPUT_GRIDS
 
 DEFAULT_LAYERS = tuple(f"*.{s}" for s in LINEAR_SUFFIXES)  # every q/k/v/o/gate/up/down projection
 DEFAULT_ALPHA_GRID = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
@@ -33,6 +34,8 @@ class QuantizerConfig:
     a16_range_gain: float = 16.0  # an A16 linear's grid covers this many times its calibrated INT8 range
     weight_rounding: str = "nearest"  # nearest (the paper's) or gptq (codes that compensate each other's error)
     gptq_damp: float = 1.0  # GPTQ's damping of the Gram matrix, as a multiple of its mean diagonal (gptq.py)
+    output_grid: str = "channel"  # the NPU's static output grid per linear (outputs.py): channel, tensor, or none
+    output_headroom: float = 4.0  # output grids span this many times the calibrated peak (text unlike the corpus)
 
     def __post_init__(self):
         _check(isinstance(self.name, str) and self.name, "name", "a non-empty string", self.name)
@@ -59,6 +62,9 @@ class QuantizerConfig:
                self.weight_rounding)
         _check(_real(self.gptq_damp) and 0 < self.gptq_damp <= 100, "gptq_damp", "a number in (0, 100]",
                self.gptq_damp)
+        _check(self.output_grid in OUTPUT_GRIDS, "output_grid", " or ".join(OUTPUT_GRIDS), self.output_grid)
+        _check(_real(self.output_headroom) and 1 <= self.output_headroom <= 256, "output_headroom",
+               "a number in [1, 256]", self.output_headroom)
 
     def budget_for(self, module_name: str) -> float:
         from fnmatch import fnmatchcase

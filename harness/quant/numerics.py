@@ -13,6 +13,16 @@ scale m / 127 instead (codes in [-127, 127], the peak on +127). Below 8 bits the
 
 Activations: static per-tensor symmetric INT8, round half to even, clamp to [-127, 127]; a linear the quantizer gives
 16-bit activations (A16, for QNN HTP's A16W8 matmuls) clamps to [-32767, 32767] on its own act_scale grid.
+
+Outputs (the NPU's numerics, docs/quantized-artifact.md "Requantized outputs"): an NPU matmul hands its output back
+requantized to a static grid of its input's width, never in float. A linear with `out_step` [C] computes
+    code[t, c] = clamp(round_half_even(float64(acc[t, c]) * ratio[c]), -2^(b-1), 2^(b-1) - 1)
+    ratio[c]   = float64(act_scale) * float64(w_scale[c]) / float64(out_step[c])
+    y[t, c]    = float32(code[t, c]) * out_step[c]                                   (the CPU side, float32)
+with b its activation width and acc the exact integer sum. Every step is one IEEE operation, so torch and the C++
+runtime compute the same codes bit for bit. The grid (output_steps) is headroom times each channel's calibrated
+output peak (grid "channel"; a dead channel floored at CHANNEL_FLOOR of the linear's largest) or the linear's largest
+(grid "tensor"), over the width's qmax.
 """
 from __future__ import annotations
 
@@ -101,6 +111,32 @@ def quantize_outputs(y: torch.Tensor, step: float, bits: int) -> torch.Tensor:
     zero point): clamp(round_half_even(y / step), -2^(bits-1), 2^(bits-1) - 1)."""
     qmax = act_qmax(bits)
     return torch.clamp(torch.round(y / step), -qmax - 1, qmax)
+
+
+OUTPUT_GRIDS = ("channel", "tensor", "none")  # "none": float outputs (no NPU computes them; the CPU-only lane)
+CHANNEL_FLOOR = 2.0 ** -8  # a channel's output grid spans at least this share of its linear's (dead channels)
+
+
+def output_steps(peaks: torch.Tensor, act_bits: int, grid: str, headroom: float) -> torch.Tensor:
+    """float32 [C] static output steps from the calibrated output peaks |y| [C] of a linear (module docstring)."""
+    if grid not in OUTPUT_GRIDS[:2]:
+        raise ValueError(f"output grid must be one of {OUTPUT_GRIDS[:2]}, got {grid!r}")
+    peaks = peaks.double().abs().clamp_min(1e-12)
+    top = peaks.max()
+    peaks = peaks.clamp_min(top * CHANNEL_FLOOR) if grid == "channel" else top.expand_as(peaks)
+    return (headroom * peaks / act_qmax(act_bits)).float()
+
+
+def requant_ratio(act_scale: torch.Tensor, w_scale: torch.Tensor, out_step: torch.Tensor) -> torch.Tensor:
+    """float64 [C]: what multiplies a linear's exact integer sums to give its output codes (module docstring)."""
+    return act_scale.double() * w_scale.double() / out_step.double()
+
+
+def requantize(acc: torch.Tensor, ratio: torch.Tensor, bits: int) -> torch.Tensor:
+    """Integer-valued float64 [..., C] output codes of exact integer sums acc [..., C] (any dtype holding them
+    exactly: int64, float64): clamp(round_half_even(acc * ratio), -2^(bits-1), 2^(bits-1) - 1)."""
+    qmax = act_qmax(bits)
+    return torch.clamp(torch.round(acc.double() * ratio), -qmax - 1, qmax)
 
 
 def int8_matmul_native() -> bool:

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 
 from omegaconf import DictConfig
 
-from harness.config import ConfigError, build, config_hash, require
+from harness.config import ConfigError, build, require
 from harness.host import heap_kept
 from harness.models.zoo import ModelSpec
 from harness.runner import provenance
+from harness.runner.identity import measurement_hash
 from harness.runner.store import FAILED, NOT_RUN, OK, ResultsStore
 
 
@@ -107,7 +108,7 @@ def prepare_job(cfg: DictConfig) -> Job:
     experiment = build(ExperimentConfig, cfg.experiment, "experiment")
     model = build(ModelSpec, cfg.model, "model")
     validate_groups(cfg)
-    return Job(cfg=cfg, experiment=experiment, model=model, config_hash=config_hash(cfg))
+    return Job(cfg=cfg, experiment=experiment, model=model, config_hash=measurement_hash(cfg))
 
 
 # Kinds that evaluate models in this process and time nothing: their large temporaries stay in malloc's heap

@@ -8,7 +8,8 @@ import torch
 from harness.npu.config import NpuConfig, load_npu_config
 from harness.npu.graph import htp_weights, layer_graph, layer_linears, output_codes
 from harness.npu.htp import unavailable_reason
-from harness.npu.oracle import CHANNEL_FLOOR, capture_inputs, layer_agreement, output_scales, reference_output
+from harness.npu.oracle import capture_inputs, layer_agreement, output_scales, reference_output
+from harness.quant.numerics import CHANNEL_FLOOR
 from harness.quant.fakequant import build_fakequant_model
 from tests.runtime.conftest import make_artifact, tiny_llama
 
@@ -48,17 +49,43 @@ def test_every_layer_agrees_with_htp_within_one_lsb(tiny, qnn_cache, soc):
         assert r.compiled.context_bytes > r.compiled.weight_bytes > 0 and not r.compiled.cached
 
 
-@needs_htp
-def test_per_tensor_output_grids_agree_with_htp_within_one_lsb(tiny, qnn_cache):
-    """The default grids are per channel (their steps ride on the weight scales: graph.layer_graph); one step per
-    linear, the graphs' own per-tensor output, must agree as well."""
+def with_grids(artifact, fq_model, calibration, grid, headroom):
+    """The artifact with its own output grids (as the quantizer writes them: quant/outputs.py) from a window."""
     from dataclasses import replace
 
+    steps = output_scales(artifact.linears, capture_inputs(fq_model, calibration), 8, grid, headroom)
+    return replace(artifact, linears={n: replace(q, out_step=steps[n].float()) for n, q in artifact.linears.items()})
+
+
+@needs_htp
+def test_per_tensor_output_grids_agree_with_htp_within_one_lsb(tiny, qnn_cache):
+    """The artifact's own grids, one step per linear (the graphs' per-tensor output; per-channel steps ride on the
+    weight scales instead): HTP, the reference and the runtime's lane requantize to the same grid."""
     artifact, fq_model, calibration, test = tiny
-    npu = replace(load_npu_config(), output_grid="tensor", output_headroom=1.0)
-    for r in layer_agreement(artifact, fq_model, calibration, test, npu):
+    own = with_grids(artifact, fq_model, calibration, "tensor", 1.0)
+    for r in layer_agreement(own, fq_model, calibration, test, load_npu_config()):
         for which in ("vs_reference", "vs_runtime"):
             assert r.worst(which).max_lsb <= 1, (r.layer, which, r.worst(which))
+
+
+def test_the_runtime_lane_computes_the_numerics_definition_exactly(tiny):
+    """At 8 and at 16 bits the runtime's accelerator lane (its quantization, kernel and requantization) gives the
+    reference's output codes exactly: the one definition of quant/numerics.py, on the artifact's grid."""
+    from harness.engine.capi import accel_linear
+    from harness.npu.graph import act_grid, output_steps_of, reference_codes
+
+    artifact, fq_model, calibration, test = tiny
+    own = with_grids(artifact, fq_model, calibration, "channel", 4.0)
+    inputs = capture_inputs(fq_model, torch.cat([calibration, test]))
+    for bits in (8, 16):
+        for name in ("model.layers.1.self_attn.o_proj", "model.layers.1.mlp.down_proj"):
+            q, x = own.linears[name], inputs[name]
+            steps = output_steps_of(q, bits)
+            want = reference_codes(q, x, steps, bits)
+            lane = accel_linear(x, q.codes, q.w_scale, q.in_scale, act_grid(q, bits).scale, out_step=steps.float(),
+                                act_bits=bits)
+            assert torch.equal(output_codes(lane, steps, bits), want), (name, bits)
+            assert int(want.abs().max()) > (10 if bits == 8 else 1000)  # the grid is used, not all zeros
 
 
 def test_output_steps_per_tensor_and_per_channel(tiny):
@@ -69,7 +96,7 @@ def test_output_steps_per_tensor_and_per_channel(tiny):
     q.w_scale = q.w_scale.clone()
     q.w_scale[0] *= 100  # an outlier output channel, as down_proj's residual features are
     inputs = capture_inputs(fq_model, calibration)
-    per_tensor = output_scales(linears, inputs, 8)[name]
+    per_tensor = output_scales(linears, inputs, 8, grid="tensor", headroom=1.0)[name]
     per_channel = output_scales(linears, inputs, 8, grid="channel", headroom=2.0)[name]
     peaks = reference_output(q, inputs[name], 8).abs().amax(0)
     assert torch.allclose(per_tensor, peaks.max().expand_as(peaks) / 127)
@@ -101,8 +128,9 @@ def test_a16_runs_within_an_eighth_of_an_a8_step(tiny, qnn_cache):
     inputs, measured; docs/npu.md); bound it by what matters for quality: an eighth of an 8-bit step (258 LSB16)."""
     artifact, fq_model, calibration, test = tiny
     r = next(layer_agreement(artifact, fq_model, calibration, test, load_npu_config(), bits=16, layers=[1]))
-    assert r.vs_runtime == {} and r.worst("vs_reference", 8) is None  # the runtime's lane is A8 only
+    assert r.worst("vs_reference", 8) is None and r.worst("vs_runtime", 8) is None
     assert 1 <= r.worst("vs_reference", 16).max_lsb < 258 // 8
+    assert r.vs_runtime == r.vs_reference  # the runtime's lane computes A16 exactly as the reference does
 
 
 def test_negative_scales_are_exported_positive_with_negated_codes(tiny):
@@ -143,9 +171,7 @@ def test_weight_only_linears_are_refused(tiny):
 
 
 @pytest.mark.parametrize("field,value,match", [("soc_model", 0, "npu.soc_model"), ("htp_arch", "79", "npu.htp_arch"),
-                                               ("activation_bits", 4, "npu.activation_bits"),
-                                               ("output_grid", "row", "npu.output_grid"),
-                                               ("output_headroom", 0.5, "npu.output_headroom")])
+                                               ("activation_bits", 4, "npu.activation_bits")])
 def test_npu_config_names_the_bad_key(field, value, match):
     good = dict(name="x", soc_model=69, htp_arch="v79", chipset="Snapdragon 8 Elite")
     with pytest.raises(ValueError, match=match):
@@ -177,9 +203,9 @@ def test_a_mixed_a8_a16_layer_runs_each_linear_at_its_width(tiny, qnn_cache):
     mixed = replace(artifact, linears=linears)
     assert widths_text(layer_linears(mixed, 0)) == "A8W8, A16W8 on 2 of 7 linears (the quantizer's choice)"
     r = next(layer_agreement(mixed, fq_model, calibration, test, load_npu_config(), layers=[0]))
-    assert set(r.vs_runtime) == set(layer_linears(mixed, 0)) - wide  # the runtime's lane is INT8 only
-    assert all(r.vs_reference[n].max_lsb <= 1 for n in r.vs_runtime)
-    assert all(r.vs_reference[n].max_lsb < 258 for n in wide)
+    assert set(r.vs_runtime) == set(layer_linears(mixed, 0))  # the runtime's lane runs A8 and A16 linears
+    assert all(r.vs_reference[n].max_lsb <= 1 for n in set(r.vs_runtime) - wide)
+    assert all(r.vs_reference[n].max_lsb < 258 and r.vs_runtime[n] == r.vs_reference[n] for n in wide)
 
 
 @needs_htp

@@ -18,4 +18,4 @@ def tiny_config() -> dict:
 
 @pytest.fixture(scope="session")
 def tiny_artifact():
-    return random_artifact(tiny_config(), mean_bits=5, seed=1, name="tiny-llama")
+    return random_artifact(tiny_config(), mean_bits=5, seed=1, name="tiny-llama", output_grids=True)

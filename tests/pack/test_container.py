@@ -29,8 +29,22 @@ def test_every_tensor_reads_back(packed, tiny_artifact, layout):
         np.testing.assert_array_equal(f.array(f"{name}.w_scale"), q.w_scale.numpy())
         np.testing.assert_array_equal(f.array(f"{name}.in_scale"), q.in_scale.numpy())
         assert f.array(f"{name}.act_scale").shape == ()
+        np.testing.assert_array_equal(f.array(f"{name}.out_step"), q.out_step.numpy())  # version 3: the NPU's grid
+    assert f.version == 3 and not f.float_outputs
     for name, t in tiny_artifact.others.items():
         np.testing.assert_array_equal(f.array(name), t.numpy())
+
+
+def test_older_files_read_and_say_they_carry_float_outputs(tiny_artifact, tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from harness.pack import container
+    float_outputs = replace(tiny_artifact, linears={n: replace(q, out_step=None)
+                                                      for n, q in tiny_artifact.linears.items()})
+    monkeypatch.setattr(container, "VERSION", 2)
+    old = PackedFile(pack_artifact(float_outputs, tmp_path / "v2.efpk"))
+    assert old.version == 2 and old.float_outputs
+    assert not any(t.name.endswith((".out_step", ".act_bits")) for t in old.tensors)
 
 
 def test_layers_are_aligned_contiguous_regions(packed):
@@ -65,7 +79,7 @@ def corruptions(data: bytes):
         return label, bytes(d), match
 
     yield case("bad magic", lambda d: d.__setitem__(slice(0, 4), b"GGUF"), "bad magic")
-    yield case("wrong version", lambda d: reseal_header(d, version=3), "version 3")
+    yield case("wrong version", lambda d: reseal_header(d, version=4), "version 4")
     yield case("header checksum", lambda d: d.__setitem__(20, d[20] ^ 1), "header checksum")
     yield case("metadata checksum", lambda d: d.__setitem__(64 + 70, d[64 + 70] ^ 1), "metadata checksum")
     yield "truncated", data[: len(data) - ALIGNMENT], "truncated"

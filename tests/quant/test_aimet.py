@@ -61,14 +61,14 @@ def test_each_linear_takes_the_range_of_the_tensor_it_reads(model_and_calibratio
         assert torch.equal(q.in_scale, torch.ones_like(q.in_scale))
 
 
-def test_a16_and_the_weight_methods_give_runtime_incompatible_or_new_codes(model_and_calibration, minmax8):
+def test_a16_and_the_weight_methods_give_a16_linears_or_new_codes(model_and_calibration, minmax8):
     model, calibration = model_and_calibration
     nearest = minmax8
     learned = _artifact(model, calibration, weight_method="adaround", adaround_iterations=20, act_bits=16)
-    assert learned.manifest["runtime_compatible"] is False
-    assert "16-bit activations" in learned.manifest["runtime_incompatible_reason"]
+    assert learned.manifest["runtime_compatible"] is True  # the runtime's lane computes A16W8 as HTP does
+    assert learned.manifest["numerics"]["a16_linears"] == len(learned.linears)
     name = "model.layers.0.mlp.down_proj"
-    assert learned.linears[name].act_bits == 16
+    assert learned.linears[name].act_bits == 16 and learned.linears[name].out_step is not None
     assert float(learned.linears[name].act_scale) * 32767 == pytest.approx(
         float(nearest.linears[name].act_scale) * 127, rel=2 / 255)  # the same range (up to A8's nudge), 16 bits
     flipped = sum(int((learned.linears[n].codes != nearest.linears[n].codes).sum()) for n in nearest.linears)

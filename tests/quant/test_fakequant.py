@@ -12,12 +12,18 @@ def artifact_for(model, calibration, **config):
     return q.quantize(model, "tiny")
 
 
-def runtime_reference(x, q):
-    """What the runtime does, in integer arithmetic: int8 activations, int64 accumulation, one float rescale."""
+def runtime_reference(x, q, float_outputs=False):
+    """What the runtime does, in integer arithmetic: activation codes at the linear's width, int64 sums, then either
+    one float rescale (float outputs) or the output codes on its grid (half to even, clamped) times their step."""
+    qmax = (1 << (q.act_bits - 1)) - 1
     m = q.in_scale / q.act_scale
-    xq = torch.clamp(torch.round(x * m), -127, 127).to(torch.int64)
+    xq = torch.clamp(torch.round(x * m), -qmax, qmax).to(torch.int64)
     acc = xq @ q.codes.to(torch.int64).t()
-    return acc.float() * (q.act_scale * q.w_scale)
+    if float_outputs or q.out_step is None:
+        return acc.float() * (q.act_scale * q.w_scale)
+    ratio = q.act_scale.double() * q.w_scale.double() / q.out_step.double()
+    codes = torch.clamp(torch.round(acc.double() * ratio), -qmax - 1, qmax)
+    return codes.float() * q.out_step
 
 
 @pytest.mark.parametrize("int8_matmul", ["0", "1"])  # float32 sums, or torch._int_mm's int32 ones
@@ -26,8 +32,43 @@ def test_fake_quant_linear_equals_integer_arithmetic(model, calibration, int8_ma
     art = artifact_for(model, calibration, name="edgeflow", budget_bits=4.5, alpha_grid=[0.5])
     for name in ("model.layers.0.self_attn.k_proj", "model.layers.1.mlp.down_proj"):
         q = art.linears[name]
+        assert q.out_step is not None and q.out_step.shape == (q.codes.shape[0],)  # the NPU's grid, by default
         xin = torch.randn(7, q.codes.shape[1]) * 3
         assert torch.equal(FakeQuantLinear(q)(xin), runtime_reference(xin, q))
+        assert torch.equal(FakeQuantLinear(q, numerics="cpu-float")(xin), runtime_reference(xin, q, True))
+        codes = FakeQuantLinear(q)(xin) / q.out_step  # requantized: whole codes on the 8-bit grid
+        assert torch.equal(codes.round(), codes.round().clamp(-128, 127))
+        assert torch.allclose(codes, codes.round(), atol=1e-3)
+
+
+def test_a16_outputs_are_exact_past_float32s_integers(model, calibration):
+    """A16 sums pass 2^24 (float32 would round them): the fake-quant model sums in float64 and requantizes exactly."""
+    from dataclasses import replace
+
+    from harness.quant.a16 import as_a16
+    art = artifact_for(model, calibration, name="edgeflow", budget_bits=6, alpha_grid=[0.5])
+    q = art.linears["model.layers.1.mlp.down_proj"]
+    wide = replace(as_a16(q, 1.0), out_step=q.out_step * 127 / 32767)  # the same range at 16-bit resolution
+    xin = torch.randn(9, q.codes.shape[1]) * 50  # many inputs at the clamp: sums near the bound
+    assert torch.equal(FakeQuantLinear(wide)(xin), runtime_reference(xin, wide))
+
+
+def test_output_grid_none_gives_float_outputs(model, calibration):
+    art = artifact_for(model, calibration, name="edgeflow", budget_bits=5, alpha_grid=[0.5], output_grid="none")
+    assert all(q.out_step is None for q in art.linears.values())
+    assert art.manifest["numerics"]["outputs"] == "float"
+    q = art.linears["model.layers.0.self_attn.q_proj"]
+    xin = torch.randn(5, q.codes.shape[1])
+    assert torch.equal(FakeQuantLinear(q)(xin), runtime_reference(xin, q, True))
+
+
+def test_per_tensor_output_grid_has_one_step_per_linear(model, calibration):
+    art = artifact_for(model, calibration, name="edgeflow", budget_bits=5, alpha_grid=[0.5], output_grid="tensor",
+                       output_headroom=2.0)
+    for q in art.linears.values():
+        assert torch.equal(q.out_step, q.out_step[:1].expand_as(q.out_step))
+    assert art.manifest["numerics"] == {"outputs": "requantized", "output_grid": "tensor", "output_headroom": 2.0,
+                                        "a16_linears": 0, "linears": len(art.linears)}
 
 
 def test_int8_fake_quant_model_tracks_the_fp_model(model, calibration):

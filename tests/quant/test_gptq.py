@@ -86,6 +86,10 @@ def test_config_names_the_rounding_and_the_methods_that_have_it():
         make_quantizer({"name": "edgeflow", "weight_rounding": "adaround"})
     with pytest.raises(ConfigError, match="gptq_damp"):
         make_quantizer({"name": "edgeflow", "weight_rounding": "gptq", "gptq_damp": 0})
+    with pytest.raises(ConfigError, match="quantizer.output_grid must be channel or tensor or none"):
+        make_quantizer({"name": "edgeflow", "output_grid": "row"})
+    with pytest.raises(ConfigError, match="quantizer.output_headroom"):
+        make_quantizer({"name": "edgeflow", "output_headroom": 0.5})
     with pytest.raises(ConfigError, match="rtn_clip.*nearest"):
         make_quantizer({"name": "rtn_clip", "weight_rounding": "gptq"})
 

@@ -36,3 +36,34 @@ def test_run_control_keys_do_not_change_the_config_hash():
     b = prepare_job(compose_config(["run.resume=false"])).config_hash
     c = prepare_job(compose_config(["experiment.eval_limit=7"])).config_hash
     assert a == b != c
+
+
+def test_a_numerics_change_changes_every_configurations_identity(monkeypatch):
+    """The same YAML under other numerics (a changed definition or default) is another measurement: a resumed
+    sweep must not say "already measured" over rows of the old numerics."""
+    from harness.runner import identity
+
+    before = prepare_job(compose_config([])).config_hash
+    monkeypatch.setattr(identity, "numerics_digest", lambda: "another definition")
+    assert prepare_job(compose_config([])).config_hash != before
+
+
+def test_the_numerics_digest_covers_the_quantizers_defaults(monkeypatch):
+    """A default that a YAML leaves out (the output grid's headroom) is part of what computes the numbers."""
+    import dataclasses
+
+    from harness.quant import config
+    from harness.runner import identity
+
+    @dataclasses.dataclass
+    class WiderGrids(config.QuantizerConfig):
+        output_headroom: float = 2.0
+
+    identity.numerics_digest.cache_clear()
+    before = identity.numerics_digest()
+    monkeypatch.setattr(config, "QuantizerConfig", WiderGrids)
+    identity.numerics_digest.cache_clear()
+    try:
+        assert identity.numerics_digest() != before
+    finally:
+        identity.numerics_digest.cache_clear()

@@ -66,11 +66,16 @@ int32_t ef_engine_vocab_size(const ef_engine* e);
 const char* ef_engine_gemm_kernel(void); /* "avx2", "neon-sdot", ... */
 void ef_engine_free(ef_engine* e);
 
-/* One linear as the accelerator lane computes it, outside any model: xq = quantize(x * in_scale / act_scale),
- * acc = xq @ codes^T with this CPU's GEMM kernel, y = acc * (act_scale * w_scale). x [T, K] float32, codes [C, K]
- * int8, w_scale [C], in_scale [K], y [T, C] float32. For comparing the lane with an NPU's numerics. */
+/* One linear as the accelerator lane computes it, outside any model: xq = quantize(x * in_scale / act_scale) at
+ * act_bits (8 or 16), the integer matmul with this CPU's kernel, the sums requantized to the output grid out_step [C]
+ * as an NPU gives them (NULL: float outputs, act_bits 8 only), y = what the CPU side dequantizes. x [T, K] float32,
+ * codes [C, K] int8, w_scale [C], in_scale [K], y [T, C] float32 (docs/quantized-artifact.md). */
 int ef_accel_linear(int32_t T, int32_t C, int32_t K, const float* x, const int8_t* codes, const float* w_scale,
-                    const float* in_scale, float act_scale, float* y);
+                    const float* in_scale, float act_scale, const float* out_step, int32_t act_bits, float* y);
+
+/* An in-memory engine, before its first score: on != 0 ignores the linears' output grids (float outputs, the CPU-only
+ * lane that no NPU computes). */
+int ef_engine_set_float_outputs(ef_engine* e, int32_t on);
 
 #ifdef __cplusplus
 }

@@ -9,7 +9,9 @@
 
 #include "edgeflow/engine.h"
 #include "engine.h"
+#include "forward.h"
 #include "gemm.h"
+#include "gemm16.h"
 #include "guarded.h"
 #include "loader.h"
 #include "ops.h"
@@ -174,19 +176,29 @@ const char* ef_engine_gemm_kernel(void) {
 void ef_engine_free(ef_engine* e) { delete e; }
 
 int ef_accel_linear(int32_t T, int32_t C, int32_t K, const float* x, const int8_t* codes, const float* w_scale,
-                    const float* in_scale, float act_scale, float* y) {
+                    const float* in_scale, float act_scale, const float* out_step, int32_t act_bits, float* y) {
   return guarded([&] {
     if (T <= 0 || C <= 0 || K <= 0 || K >= (1 << 17)) throw EngineError("ef_accel_linear: bad shape");
     if (!x || !codes || !w_scale || !in_scale || !y) throw EngineError("ef_accel_linear: NULL argument");
-    QLinear w;  // only its scales: the same m and scale expressions a loaded model's linears use
+    QLinear w;  // the same scales, codes and matmul a loaded model's linears use
     w.C = C;
     w.K = K;
-    w.set_scales(w_scale, in_scale, act_scale);
-    std::vector<int8_t> xq(size_t(T) * K);
+    w.set_scales(w_scale, in_scale, act_scale, out_step, act_bits);
+    w.codes.assign(codes, codes + size_t(C) * K);
+    std::vector<int8_t> xq(size_t(T) * K * (act_bits / 8));
     std::vector<int32_t> acc(size_t(T) * C);
-    quantize_rows(T, K, x, w.m.data(), xq.data());
-    best_gemm_kernel().fn(T, C, K, xq.data(), K, codes, K, acc.data(), C);
+    quantize_rows_bits(act_bits, T, K, x, w.m.data(), xq.data());
+    ThreadPool pool(1);
+    accel_matmul(pool, best_gemm_kernel(), best_gemm16_kernel(), xq.data(), T, w, acc.data());
     dequantize_rows(T, C, acc.data(), C, w.scale.data(), y);
+  });
+}
+
+int ef_engine_set_float_outputs(ef_engine* e, int32_t on) {
+  return guarded([&] {
+    ef_engine& h = checked(e);
+    if (!h.in_memory || h.engine) throw EngineError("set_float_outputs needs a new in-memory engine before scoring");
+    h.scales.float_outputs = on != 0;
   });
 }
 

@@ -52,6 +52,17 @@ void Engine::set_schedule(const std::string& policy, int accel_threads, int stea
 
 const char* Engine::gemm_kernel() const { return best_gemm_kernel().name; }
 
+const char* Engine::numerics() const {
+    return !model_.layers.empty() && model_.layers[0].q.requantized() ? "requantized" : "float-outputs";
+}
+
+int Engine::a16_linears() const {
+    int n = 0;
+    for (const auto& L : model_.layers)
+        for (const QLinear* q : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) n += q->act_bits == 16;
+    return n;
+}
+
 std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens, int logit_rows, int reserve) {
     const int limit = opt_.ctx > 0 ? opt_.ctx : model_.cfg.max_positions;
     const int need = int(tokens.size()) + std::max(0, reserve);

@@ -52,6 +52,10 @@ public:
     Model& model() { return model_; }
     const Trace& trace() const { return trace_; }
     const char* gemm_kernel() const;
+    // "requantized" (the accelerator lane gives output codes, as an NPU does) or "float-outputs"; and how many
+    // linears take 16-bit activations. Meaningful once the weights are loaded.
+    const char* numerics() const;
+    int a16_linears() const;
 
     // Prefill of a fresh sequence (clears the KV cache). reserve = extra positions kept for decoding or extend().
     // Returns the logits of the last `logit_rows` positions ([logit_rows, V]; 1 for generation, n for scoring).

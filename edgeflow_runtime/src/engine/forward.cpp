@@ -22,30 +22,52 @@ void ChunkState::init(const LlamaConfig& cfg, int pos, const int32_t* toks, int 
     x.resize(size_t(T) * cfg.hidden);
     h.resize(size_t(T) * std::max(cfg.hidden, cfg.q_dim()));
     q.resize(size_t(T) * cfg.q_dim());
-    for (auto* b : {&xq0, &xq1, &xq2}) b->resize(wide);
+    for (auto* b : {&xq0, &xq1, &xq2}) b->resize(2 * wide);  // int8 codes, or int16 ones for A16 linears
     for (auto* b : {&acc0, &acc1, &acc2}) b->resize(wide);
 }
 
 Forward::Forward(const Model& model, KvCache& cache, ThreadPool& cpu, ThreadPool& accel)
     : model_(model), cache_(cache), cpu_(cpu), accel_(accel), kernel_(best_gemm_kernel()),
-      attention_(best_attention_kernel()), decode_attention_(decode_attention_kernel()) {
+      kernel16_(best_gemm16_kernel()), attention_(best_attention_kernel()), decode_attention_(decode_attention_kernel()) {
     const int half = model.cfg.head_dim / 2;
     rope_cos_.resize(size_t(cache.ctx) * half);
     rope_sin_.resize(size_t(cache.ctx) * half);
     rope_tables(cache.ctx, model.cfg.head_dim, model.cfg.rope_theta, rope_cos_.data(), rope_sin_.data());
 }
 
-// Splits the output channels into blocks of a multiple of 16 (the kernels' channel block), a few per thread so
-// that uneven progress evens out.
-void Forward::matmul(const int8_t* xq, int T, const QLinear& w, int32_t* acc) const {
-    const int n_blocks = std::max(1, std::min((w.C + 15) / 16, 4 * accel_.size()));
+// The accelerator lane's matmul (QLinear): acc [T, C] gets the int32 sums (float outputs) or the output codes
+// (requantized: the sums of an A8 linear in place, an A16 linear's int64 sums through a per-thread buffer). Splits the
+// output channels into blocks of a multiple of 16 (the kernels' channel block), a few per thread so that uneven
+// progress evens out.
+void accel_matmul(ThreadPool& pool, const GemmKernel& k8, const Gemm16Kernel& k16, const int8_t* xq, int T,
+                  const QLinear& w, int32_t* acc) {
+    if (w.act_bits == 16 && !w.requantized())
+        throw EngineError("a linear with 16-bit activations needs an output grid: its sums do not fit int32");
+    const int n_blocks = std::max(1, std::min((w.C + 15) / 16, 4 * pool.size()));
     const int per = ((w.C + n_blocks - 1) / n_blocks + 15) / 16 * 16;
     const int n = (w.C + per - 1) / per;
-    const GemmFn fn = kernel_.fn;
-    accel_.parallel_for(n, [&](int i) {
-        const int c0 = i * per, c1 = std::min(w.C, c0 + per);
-        fn(T, c1 - c0, w.K, xq, w.K, w.codes.data() + size_t(c0) * w.K, w.K, acc + c0, w.C);
+    pool.parallel_for(n, [&](int i) {
+        const int c0 = i * per, nc = std::min(w.C, c0 + per) - c0;
+        const int8_t* b = w.codes.data() + size_t(c0) * w.K;
+        if (w.act_bits == 16) {
+            thread_local std::vector<int64_t> sums;
+            sums.resize(size_t(T) * nc);
+            k16.fn(T, nc, w.K, reinterpret_cast<const int16_t*>(xq), w.K, b, w.K, sums.data(), nc);
+            requantize_rows(T, nc, sums.data(), nc, w.requant.data() + c0, w.out_qmax(), acc + c0, w.C);
+            return;
+        }
+        k8.fn(T, nc, w.K, xq, w.K, b, w.K, acc + c0, w.C);
+        if (w.requantized()) requantize_rows(T, nc, acc + c0, w.C, w.requant.data() + c0, w.out_qmax(), acc + c0, w.C);
     });
+}
+
+void Forward::matmul(const int8_t* xq, int T, const QLinear& w, int32_t* acc) const {
+    accel_matmul(accel_, kernel_, kernel16_, xq, T, w, acc);
+}
+
+// Row r of a linear's input codes in a ChunkState buffer of rows of K codes: int8, or int16 for A16.
+static int8_t* input_row(int8_t* base, const QLinear& w, size_t r) {
+    return base + r * w.K * (w.act_bits / 8);
 }
 
 // Row-wise operators split into one block of consecutive tokens per CPU thread: fn(t0, n) handles rows t0..t0+n-1.
@@ -68,8 +90,8 @@ void Forward::embed(ChunkState& s) const {
     embed_rows(s.T, e.cols, rows.data(), scales.data(), s.x.data());
 }
 
-// x += dequantize(acc) when a matmul result is pending (residual add), then h = RMSNorm(x) and one int8 copy of h per
-// consuming linear, each with that linear's input multiplier.
+// x += dequantize(acc) when a matmul result is pending (residual add), then h = RMSNorm(x) and one quantized copy of h
+// per consuming linear, each with that linear's input multiplier and width.
 void Forward::residual_norm_quantize(ChunkState& s, const QLinear* pending, const std::vector<float>& norm,
                                      std::initializer_list<std::pair<const QLinear*, int8_t*>> outs) const {
     const auto& cfg = model_.cfg;
@@ -78,7 +100,8 @@ void Forward::residual_norm_quantize(ChunkState& s, const QLinear* pending, cons
         const size_t o = size_t(t0) * H;
         if (pending) dequantize_add_rows(n, H, s.acc0.data() + o, H, pending->scale.data(), s.x.data() + o);
         rmsnorm_rows(n, H, s.x.data() + o, norm.data(), cfg.rms_eps, s.h.data() + o);
-        for (const auto& [w, xq] : outs) quantize_rows(n, H, s.h.data() + o, w->m.data(), xq + o);
+        for (const auto& [w, xq] : outs)
+            quantize_rows_bits(w->act_bits, n, H, s.h.data() + o, w->m.data(), input_row(xq, *w, t0));
     });
 }
 
@@ -141,12 +164,18 @@ void Forward::attend(int layer, ChunkState& s, int r0, int n_rows) const {
     a.kv_stride = kvd;
     a.out = s.h.data() + size_t(r0) * qd;
     a.out_stride = qd;
-    a.out_q = s.xq0.data() + size_t(r0) * qd;  // each item quantizes its own slice for o_proj
+    const bool a8 = L.o.act_bits == 8;  // an A16 o_proj's input is quantized after the kernels, below
+    a.out_q = a8 ? s.xq0.data() + size_t(r0) * qd : nullptr;  // each item quantizes its own slice for o_proj
     a.out_m = L.o.m.data();
     a.out_q_stride = qd;
     const auto items = attention_plan(a, cpu_.size());
     const AttentionFn fn = (n_rows == 1 ? decode_attention_ : attention_).fn;
     cpu_.parallel_for(int(items.size()), [&](int i) { fn(a, items[i]); });
+    if (!a8)
+        for_row_blocks(cpu_, n_rows, [&](int t0, int n) {
+            quantize_rows16(n, qd, a.out + size_t(t0) * qd, L.o.m.data(),
+                            reinterpret_cast<int16_t*>(input_row(s.xq0.data(), L.o, r0 + t0)));
+        });
 }
 
 void Forward::o_proj(int layer, ChunkState& s) const {
@@ -171,8 +200,9 @@ void Forward::swiglu(int layer, ChunkState& s) const {
     for_row_blocks(cpu_, s.T, [&](int t0, int n) {
         const size_t o = size_t(t0) * I;
         std::vector<float> rows(2 * size_t(I));  // one token's g and u: the row stays in L1 across the passes
-        swiglu_quantize_rows(n, I, s.acc1.data() + o, s.acc2.data() + o, I, L.gate.scale.data(), L.up.scale.data(),
-                             L.down.m.data(), s.xq0.data() + o, rows.data());
+        swiglu_quantize_rows_bits(L.down.act_bits, n, I, s.acc1.data() + o, s.acc2.data() + o, I, L.gate.scale.data(),
+                                  L.up.scale.data(), L.down.m.data(), input_row(s.xq0.data(), L.down, t0),
+                                  rows.data());
     });
 }
 

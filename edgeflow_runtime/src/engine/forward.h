@@ -9,6 +9,7 @@
 
 #include "attention.h"
 #include "gemm.h"
+#include "gemm16.h"
 #include "model.h"
 #include "thread_pool.h"
 
@@ -27,7 +28,8 @@ struct KvCache {
 //   x    [T, H]  residual stream             h  [T, max(H, q_dim)]  normed input / attention output
 //   q    [T, q_dim] (after RoPE)
 //   (k and v go straight into the KV cache; gate and up are consumed row by row, swiglu_quantize_rows)
-//   xq0..2 [T, max(H, I, q_dim)] int8 inputs of the matmuls; acc0..2 int32 outputs, same shape
+//   xq0..2 [T, max(H, I, q_dim)] inputs of the matmuls: int8 codes, or int16 (2 bytes each) for an A16 linear
+//   acc0..2 int32 outputs, same shape: the integer sums, or the output codes of a requantized linear (QLinear)
 // Matmul outputs: q,k,v -> acc0,1,2; o -> acc0; gate,up -> acc1,2; down -> acc0 (consumed by the next layer).
 struct ChunkState {
     int pos0 = 0, T = 0;
@@ -43,6 +45,11 @@ struct ChunkState {
     std::vector<int> branches;
     void init(const LlamaConfig& cfg, int pos0, const int32_t* toks, int n);
 };
+
+// The accelerator lane's matmul of one linear over `pool`: acc [T, C] int32 gets the sums (float outputs) or the
+// output codes (a requantized linear); xq [T, K] holds int8 codes, or int16 ones for an A16 linear.
+void accel_matmul(ThreadPool& pool, const GemmKernel& k8, const Gemm16Kernel& k16, const int8_t* xq, int T,
+                  const QLinear& w, int32_t* acc);
 
 // Runs the stages against a model and a KV cache. cpu and accel are the thread pools of the two executors.
 class Forward {
@@ -78,6 +85,7 @@ private:
     ThreadPool& cpu_;
     ThreadPool& accel_;
     const GemmKernel& kernel_;
+    const Gemm16Kernel& kernel16_;  // A16 linears
     const AttentionKernel& attention_;         // prefill chunks
     const AttentionKernel& decode_attention_;  // T = 1
     std::vector<float> rope_cos_, rope_sin_;  // [ctx, head_dim / 2]

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "gemm.h"
+#include "gemm16.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -20,6 +21,7 @@
 namespace edgeflow {
 
 #if defined(__x86_64__)
+void gemm_s16_avx2(int, int, int, const int16_t*, int, const int8_t*, int, int64_t*, int);
 void gemm_s8_avx2(int, int, int, const int8_t*, int, const int8_t*, int, int32_t*, int);
 void gemm_s8_avxvnni(int, int, int, const int8_t*, int, const int8_t*, int, int32_t*, int);
 void gemm_s8_avx512vnni(int, int, int, const int8_t*, int, const int8_t*, int, int32_t*, int);
@@ -40,6 +42,7 @@ static bool amx_usable() {
     return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
 }
 #elif defined(__aarch64__)
+void gemm_s16_neon(int, int, int, const int16_t*, int, const int8_t*, int, int64_t*, int);
 void gemm_s8_neon(int, int, int, const int8_t*, int, const int8_t*, int, int32_t*, int);
 void gemm_s8_neon_sdot(int, int, int, const int8_t*, int, const int8_t*, int, int32_t*, int);
 #endif
@@ -63,19 +66,37 @@ std::vector<GemmKernel> available_gemm_kernels() {
     return ks;
 }
 
+// The last kernel of `ks`, or the one the environment variable `env` names.
+template <class K>
+K chosen_kernel(const std::vector<K>& ks, const char* env) {
+    const char* want = std::getenv(env);
+    if (!want || !*want) return ks.back();
+    std::string names;
+    for (const auto& k : ks) {
+        if (std::strcmp(k.name, want) == 0) return k;
+        names += std::string(" ") + k.name;
+    }
+    throw std::runtime_error(std::string(env) + "=" + want + " is not available on this CPU (available:" + names + ")");
+}
+
 const GemmKernel& best_gemm_kernel() {
-    static const GemmKernel chosen = [] {
-        const auto ks = available_gemm_kernels();
-        const char* want = std::getenv("EDGEFLOW_GEMM");
-        if (!want || !*want) return ks.back();
-        std::string names;
-        for (const auto& k : ks) {
-            if (std::strcmp(k.name, want) == 0) return k;
-            names += std::string(" ") + k.name;
-        }
-        throw std::runtime_error(std::string("EDGEFLOW_GEMM=") + want + " is not available on this CPU (available:" +
-                                 names + ")");
-    }();
+    static const GemmKernel chosen = chosen_kernel(available_gemm_kernels(), "EDGEFLOW_GEMM");
+    return chosen;
+}
+
+// A16: AVX2 on every x86-64 host that has it (an AVX-512 kernel is not written yet), Neon on aarch64.
+std::vector<Gemm16Kernel> available_gemm16_kernels() {
+    std::vector<Gemm16Kernel> ks{{"ref", gemm_s16_ref}};
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2")) ks.push_back({"avx2", gemm_s16_avx2});
+#elif defined(__aarch64__)
+    ks.push_back({"neon", gemm_s16_neon});
+#endif
+    return ks;
+}
+
+const Gemm16Kernel& best_gemm16_kernel() {
+    static const Gemm16Kernel chosen = chosen_kernel(available_gemm16_kernels(), "EDGEFLOW_GEMM16");
     return chosen;
 }
 

@@ -270,6 +270,7 @@ class PackedWeightSource : public WeightSource {
 public:
     PackedWeightSource(const std::string& path, LoadOptions opt, long resident)
         : path_(path), opt_(opt), file_(PackedFile::open(path)) {
+        staging_.float_outputs = opt.float_outputs;
         const auto& c = file_.config();
         cfg_.hidden = int(c.hidden_size);
         cfg_.intermediate = int(c.intermediate_size);

@@ -16,6 +16,7 @@ enum class IoMode { Auto, Direct, Buffered };
 struct LoadOptions {
     IoMode io = IoMode::Auto;
     bool verify_crc = true;   // check every payload's CRC-32 while unpacking
+    bool float_outputs = false;  // ignore the file's output grids: the CPU-only lane, which no NPU computes
 };
 
 std::unique_ptr<WeightSource> open_packed_model(const std::string& path, LoadOptions opt = {});

@@ -25,6 +25,7 @@
 #include "edgeflow/format.h"
 #include "edgeflow/unpack.h"
 #include "engine.h"
+#include "gemm16.h"
 #include "loader.h"
 #include "tokenizer.h"
 
@@ -58,6 +59,8 @@ Options:
   --buffered-io         read through the page cache (default: O_DIRECT when none of the file is cached, else
                         buffered; --json's io_mode says which and why)
   --no-verify           skip the CRC-32 check of every payload while unpacking
+  --float-outputs       ignore the file's output grids: the accelerator lane hands back float outputs (a CPU-only
+                        system, which no NPU computes; 8-bit activations only)
   --repeat-prefill N    after the cold prefill, run the prompt N more times with the weights in memory and report
                         the median warm prefill speed
   --json                print a JSON report on stdout instead of the generated token ids
@@ -125,6 +128,7 @@ Args parse_args(int argc, char** argv) {
         else if (f == "--direct-io") a.load.io = IoMode::Direct;
         else if (f == "--buffered-io") a.load.io = IoMode::Buffered;
         else if (f == "--no-verify") a.load.verify_crc = false;
+        else if (f == "--float-outputs") a.load.float_outputs = true;
         else if (f == "--json") a.json = true;
         else if (f == "--trace") a.trace_file = value();
         else if (!f.empty() && f[0] == '-' && f != "-") throw ExitError(kUsageError, "unknown option " + f);
@@ -353,8 +357,9 @@ int run(const Args& a) {
     const TtftBreakdown b = breakdown(cold, p0, p1);
     const double ttft = t_first - t_start;
     std::printf("  \"model\": \"%s\",\n", a.model.c_str());
-    std::printf("  \"gemm_kernel\": \"%s\", \"unpack_path\": \"%s\",\n", engine.gemm_kernel(),
-                path_name(active_unpack_path()));
+    std::printf("  \"gemm_kernel\": \"%s\", \"gemm16_kernel\": \"%s\", \"unpack_path\": \"%s\",\n",
+                engine.gemm_kernel(), best_gemm16_kernel().name, path_name(active_unpack_path()));
+    std::printf("  \"numerics\": \"%s\", \"a16_linears\": %d,\n", engine.numerics(), engine.a16_linears());
     // unpack_threads 0: unpacking runs on the compute threads (--threads is every thread that computes)
     std::printf("  \"threads\": %d, \"io_threads\": %d, \"io_cpu_s\": %.6f, \"unpack_threads\": 0, \"chunk\": %d, "
                 "\"io_mode\": \"%s\", \"verify_crc\": %s,\n",

@@ -24,12 +24,23 @@ void LlamaConfig::validate() const {
            "model config: an input dimension is too large for int32 accumulation");
 }
 
-void QLinear::set_scales(const float* w_scale, const float* in_scale, float act_scale) {
+void QLinear::set_scales(const float* w_scale, const float* in_scale, float act_scale, const float* out_step,
+                         int bits) {
     if (!(act_scale > 0) || !std::isfinite(act_scale)) throw EngineError("act_scale must be a positive number");
+    if (bits != 8 && bits != 16) throw EngineError("act_bits must be 8 or 16, got " + std::to_string(bits));
+    act_bits = bits;
     m.resize(K);
     scale.resize(C);
     for (int k = 0; k < K; ++k) m[k] = in_scale[k] / act_scale;
     for (int c = 0; c < C; ++c) scale[c] = act_scale * w_scale[c];
+    requant.clear();
+    if (!out_step) return;
+    requant.resize(C);
+    for (int c = 0; c < C; ++c) {
+        if (!(out_step[c] > 0) || !std::isfinite(out_step[c])) throw EngineError("out_step must be positive");
+        requant[c] = double(act_scale) * double(w_scale[c]) / double(out_step[c]);  // as quant/numerics.py
+        scale[c] = out_step[c];
+    }
 }
 
 void QLinear::check(const std::string& name, int want_c, int want_k) const {
@@ -38,6 +49,7 @@ void QLinear::check(const std::string& name, int want_c, int want_k) const {
                std::to_string(want_c) + ", " + std::to_string(want_k) + "]");
     expect(codes.size() == size_t(C) * K && m.size() == size_t(K) && scale.size() == size_t(C),
            name + ": codes or scales missing");
+    expect(requant.empty() || requant.size() == size_t(C), name + ": out_step must have [C] values");
 }
 
 void Model::check_layer(int i) const {

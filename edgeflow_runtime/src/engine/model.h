@@ -111,15 +111,24 @@ private:
     size_t n_ = 0;
 };
 
-// One quantized linear y = linear(x) with C outputs and K inputs, ready for the INT8 matmul.
+// One quantized linear y = linear(x) with C outputs and K inputs, as the accelerator lane computes it
+// (docs/quantized-artifact.md): its input quantized to act_bits, the integer matmul, and - with an output grid, as
+// an NPU gives it back - the sums requantized to output codes on that grid; the CPU side multiplies what the lane
+// returns (sums or codes) by `scale`.
 struct QLinear {
     int C = 0, K = 0;
+    int act_bits = 8;           // 8: int8 inputs in [-127, 127]; 16: int16 in [-32767, 32767] (A16, HTP's A16W8)
     CodeBuffer codes;           // [C, K] row-major: K codes of output channel c at c * K
-    std::vector<float> m;       // [K] in_scale[k] / act_scale: multiplies x before rounding to int8
-    std::vector<float> scale;   // [C] act_scale * w_scale[c]: turns the int32 accumulator back into float
+    std::vector<float> m;       // [K] in_scale[k] / act_scale: multiplies x before rounding
+    std::vector<float> scale;   // [C] act_scale * w_scale[c] (float outputs) or out_step[c] (requantized)
+    std::vector<double> requant;  // [C] act_scale * w_scale[c] / out_step[c] in float64; empty: float outputs
 
-    // Sets m and scale from the artifact's per-tensor values; codes must already hold C * K values.
-    void set_scales(const float* w_scale, const float* in_scale, float act_scale);
+    // Sets m and scale from the artifact's values; out_step [C] (or nullptr: float outputs) is the static output
+    // grid. codes must already hold C * K values.
+    void set_scales(const float* w_scale, const float* in_scale, float act_scale, const float* out_step = nullptr,
+                    int bits = 8);
+    bool requantized() const { return !requant.empty(); }
+    int out_qmax() const { return (1 << (act_bits - 1)) - 1; }  // output codes lie in [-out_qmax - 1, out_qmax]
     void check(const std::string& name, int want_c, int want_k) const;
 };
 

@@ -20,6 +20,39 @@ void quantize_rows(int T, int K, const float* x, const float* m, int8_t* xq) {
         }
 }
 
+void quantize_rows16(int T, int K, const float* x, const float* m, int16_t* xq) {
+    for (int t = 0; t < T; ++t)
+        for (int k = 0; k < K; ++k) {
+            float v = x[size_t(t) * K + k] * m[k];
+            v = v > -32767.f ? v : -32767.f;  // NaN maps to -32767, as in quantize_rows
+            v = v < 32767.f ? v : 32767.f;
+            xq[size_t(t) * K + k] = int16_t(std::nearbyint(v));
+        }
+}
+
+void quantize_rows_bits(int bits, int T, int K, const float* x, const float* m, void* xq) {
+    if (bits == 16) return quantize_rows16(T, K, x, m, static_cast<int16_t*>(xq));
+    quantize_rows(T, K, x, m, static_cast<int8_t*>(xq));
+}
+
+template <class Acc>
+static void requantize(int T, int C, const Acc* acc, int ldacc, const double* ratio, int qmax, int32_t* y, int ldy) {
+    const double lo = -double(qmax) - 1, hi = double(qmax);
+    for (int t = 0; t < T; ++t)
+        for (int c = 0; c < C; ++c) {
+            const double v = std::nearbyint(double(acc[size_t(t) * ldacc + c]) * ratio[c]);  // half to even
+            y[size_t(t) * ldy + c] = int32_t(v < lo ? lo : v > hi ? hi : v);
+        }
+}
+
+void requantize_rows(int T, int C, const int32_t* acc, int ldacc, const double* ratio, int qmax, int32_t* y, int ldy) {
+    requantize(T, C, acc, ldacc, ratio, qmax, y, ldy);
+}
+
+void requantize_rows(int T, int C, const int64_t* acc, int ldacc, const double* ratio, int qmax, int32_t* y, int ldy) {
+    requantize(T, C, acc, ldacc, ratio, qmax, y, ldy);
+}
+
 EF_VECTOR_CLONES
 void dequantize_rows(int T, int C, const int32_t* acc, int ldacc, const float* scale, float* y) {
     for (int t = 0; t < T; ++t)
@@ -117,13 +150,19 @@ void silu_mul(int n, float* g, const float* u) {
 
 void swiglu_quantize_rows(int T, int I, const int32_t* acc_g, const int32_t* acc_u, int ldacc, const float* scale_g,
                           const float* scale_u, const float* m, int8_t* xq, float* scratch) {
+    swiglu_quantize_rows_bits(8, T, I, acc_g, acc_u, ldacc, scale_g, scale_u, m, xq, scratch);
+}
+
+void swiglu_quantize_rows_bits(int bits, int T, int I, const int32_t* acc_g, const int32_t* acc_u, int ldacc,
+                               const float* scale_g, const float* scale_u, const float* m, void* xq, float* scratch) {
     float* g = scratch;
     float* u = scratch + I;
+    const size_t row_bytes = size_t(I) * (bits / 8);
     for (int t = 0; t < T; ++t) {
         dequantize_rows(1, I, acc_g + size_t(t) * ldacc, ldacc, scale_g, g);
         dequantize_rows(1, I, acc_u + size_t(t) * ldacc, ldacc, scale_u, u);
         silu_mul(I, g, u);
-        quantize_rows(1, I, g, m, xq + size_t(t) * I);
+        quantize_rows_bits(bits, 1, I, g, m, static_cast<char*>(xq) + t * row_bytes);
     }
 }
 

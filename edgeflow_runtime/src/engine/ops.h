@@ -9,6 +9,18 @@ namespace edgeflow {
 // xq[t, k] = clamp(round_half_even(x[t, k] * m[k]), -127, 127); x [T, K] float, m [K] (= in_scale / act_scale).
 void quantize_rows(int T, int K, const float* x, const float* m, int8_t* xq);
 
+// As quantize_rows at 16 bits (A16): xq[t, k] = clamp(round_half_even(x[t, k] * m[k]), -32767, 32767).
+void quantize_rows16(int T, int K, const float* x, const float* m, int16_t* xq);
+
+// The quantize_rows of a linear's width: int8 codes, or int16 ones (act_bits 16) at xq's bytes reinterpreted.
+void quantize_rows_bits(int bits, int T, int K, const float* x, const float* m, void* xq);
+
+// The accelerator lane's output codes (docs/quantized-artifact.md, "Requantized outputs"): for exact sums acc
+// [T, ldacc] (int32 or int64), y[t, c] = clamp(round_half_even(double(acc[t, c]) * ratio[c]), -qmax - 1, qmax);
+// y [T, ldy] int32 may be acc itself (int32).
+void requantize_rows(int T, int C, const int32_t* acc, int ldacc, const double* ratio, int qmax, int32_t* y, int ldy);
+void requantize_rows(int T, int C, const int64_t* acc, int ldacc, const double* ratio, int qmax, int32_t* y, int ldy);
+
 // y[t, c] = float(acc[t, c]) * scale[c]  (scale[c] = act_scale * w_scale[c]); acc [T, ldacc] int32, y [T, C].
 void dequantize_rows(int T, int C, const int32_t* acc, int ldacc, const float* scale, float* y);
 
@@ -39,6 +51,9 @@ void silu_mul(int n, float* g, const float* u);
 // [T, ldacc] int32, xq [T, I]; scratch >= 2 * I floats. Bit-identical to the four whole-array passes.
 void swiglu_quantize_rows(int T, int I, const int32_t* acc_g, const int32_t* acc_u, int ldacc, const float* scale_g,
                           const float* scale_u, const float* m, int8_t* xq, float* scratch);
+// The same with down_proj's input at `bits` (quantize_rows_bits: int16 codes at 16).
+void swiglu_quantize_rows_bits(int bits, int T, int I, const int32_t* acc_g, const int32_t* acc_u, int ldacc,
+                               const float* scale_g, const float* scale_u, const float* m, void* xq, float* scratch);
 
 // Embedding lookup: x[t] = rows[t][0..H) * scales[t], rows[t] the int8 codes of token t's table row.
 void embed_rows(int T, int H, const int8_t* const* rows, const float* scales, float* x);

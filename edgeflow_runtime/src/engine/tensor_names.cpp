@@ -82,10 +82,14 @@ void set_named_tensor(Model& model, ScaleStaging& staging, const TensorView& t) 
             q->codes.assign(static_cast<const int8_t*>(t.data), static_cast<const int8_t*>(t.data) + numel(t));
         } else if (field == "bits") {
             if (t.dtype != "uint8" || t.shape.size() != 1) throw EngineError(t.name + ": expected a 1-D uint8 tensor");
-        } else if (field == "w_scale" || field == "in_scale") {
+        } else if (field == "w_scale" || field == "in_scale" || field == "out_step") {
             if (t.dtype != "float32" || t.shape.size() != 1)
                 throw EngineError(t.name + ": expected a 1-D float32 tensor");
-            (field == "w_scale" ? sc.w_scale : sc.in_scale) = floats(t);
+            (field == "w_scale" ? sc.w_scale : field == "in_scale" ? sc.in_scale : sc.out_step) = floats(t);
+        } else if (field == "act_bits") {
+            expect_tensor(t, "uint8", {});
+            sc.act_bits = *static_cast<const uint8_t*>(t.data);
+            if (sc.act_bits != 8 && sc.act_bits != 16) throw EngineError(t.name + ": must be 8 or 16");
         } else if (field == "act_scale") {
             expect_tensor(t, "float32", {});
             std::memcpy(&sc.act_scale, t.data, sizeof(float));
@@ -157,7 +161,14 @@ void ScaleStaging::finish_layer(Model& model, int l) {
         if (!s.has_act) throw EngineError(module + ": no act_scale (weight-only schemes are not runtime-compatible)");
         if (s.w_scale.size() != size_t(q->C) || s.in_scale.size() != size_t(q->K))
             throw EngineError(module + ": w_scale must have [C] and in_scale [K] values");
-        q->set_scales(s.w_scale.data(), s.in_scale.data(), s.act_scale);
+        if (!s.out_step.empty() && s.out_step.size() != size_t(q->C))
+            throw EngineError(module + ": out_step must have [C] values");
+        if (s.act_bits == 16 && (s.out_step.empty() || float_outputs))
+            throw EngineError(module + ": 16-bit activations need the output grid (out_step): float outputs are "
+                                       "defined for 8-bit activations only");
+        const bool requantize = !s.out_step.empty() && !float_outputs;
+        q->set_scales(s.w_scale.data(), s.in_scale.data(), s.act_scale, requantize ? s.out_step.data() : nullptr,
+                      s.act_bits);
         linears.erase(it);
     }
     model.check_layer(l);

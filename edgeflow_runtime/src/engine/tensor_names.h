@@ -23,10 +23,13 @@ struct TensorView {
 struct ScaleStaging {
     struct Scales {
         std::vector<float> w_scale, in_scale;
+        std::vector<float> out_step;  // [C] the static output grid; empty: float outputs (a version 1/2 file)
         float act_scale = 0;
+        int act_bits = 8;
         bool has_act = false;
     };
     std::map<std::string, Scales> linears;  // module name -> scales
+    bool float_outputs = false;  // ignore the output grids: the CPU-only lane (edgeflow-run --float-outputs)
     void finish_layer(Model& model, int layer);  // computes m / scale of the layer's linears and checks its shapes
     void finish(Model& model);                   // every layer, then the embeddings, final norm and LM head
 };

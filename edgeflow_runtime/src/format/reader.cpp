@@ -22,6 +22,9 @@ T get(const uint8_t* p) {
 
 bool add_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_add_overflow(a, b, out); }
 bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
 
 uint64_t elem_size(DType t) {
   switch (t) {
@@ -180,6 +183,8 @@ void PackedFile::parse() {
       if (t.dtype == DType::QInt8 && t.size != count) fail(who + ": raw INT8 payload size disagrees with its shape");
     } else if (t.dtype == DType::U32 && version < 2) {
       fail(who + ": dtype u32 needs format version 2, the file is version " + std::to_string(version));
+    } else if (version < 3 && (ends_with(t.name, ".out_step") || ends_with(t.name, ".act_bits"))) {
+      fail(who + ": a linear's numerics need format version 3, the file is version " + std::to_string(version));
     } else if (elem_size(t.dtype) != 0) {
       uint64_t bytes;
       if (mul_overflows(count, elem_size(t.dtype), &bytes) || bytes != t.size)

@@ -1,0 +1,26 @@
+"""Static output grids: each linear's output as an NPU hands it back, requantized to its activation width.
+
+An NPU matmul never returns float: QNN HTP requantizes a quantized MatMul's output to a static grid of the input's
+width (docs/npu.md). The quantizer writes that grid into the artifact (`P.out_step`, one step per output channel or
+one per linear) so that the QDQ graphs (harness/npu/graph.py), the fake-quant reference and the runtime's
+accelerator lane all compute the same codes (numerics.py, "Outputs").
+
+The peaks are the FP linear's largest |output| per channel over the whole calibration set (calibrate.LinearStats
+.out_max), widened by `headroom` for text unlike the calibration corpus: a grid at the calibrated peak clips there.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from harness.artifact import QuantLinear
+from harness.quant.numerics import output_steps
+
+
+def with_output_grid(q: QuantLinear, peaks: torch.Tensor, grid: str, headroom: float) -> QuantLinear:
+    """The linear with its static output grid at its activation width (grid "none": float outputs, unchanged; a
+    weight-only linear has no grid)."""
+    if grid == "none" or q.act_scale is None:
+        return replace(q, out_step=None)
+    return replace(q, out_step=output_steps(peaks, q.act_bits, grid, headroom))
