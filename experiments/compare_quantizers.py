@@ -132,10 +132,10 @@ def _stderr(notes: str) -> float:
 
 
 # The fidelity kind's other measurements of the same artifact (metric suffix -> column): the runtime itself, QNN's HTP
-# simulator computing the quantized linears (with `npu`), and the fake-quant model with per-token dynamic or float
-# activations, which locate a quantizer's error.
-KL_VARIANTS = {"_runtime": "runtime", "_htp": "HTP (simulated)", "_dynamic": "dynamic act.",
-               "_weight_only": "weight-only"}
+# simulator computing the quantized linears (with `npu`), and the fake-quant model with float outputs (a CPU-only
+# system, which no NPU computes), per-token dynamic or float activations, which locate a quantizer's error.
+KL_VARIANTS = {"_runtime": "runtime", "_htp": "HTP (simulated)", "_float_outputs": "CPU only (float outputs)",
+               "_dynamic": "dynamic act.", "_weight_only": "weight-only"}
 
 
 def table(rows: pd.DataFrame) -> pd.DataFrame:

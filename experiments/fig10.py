@@ -723,8 +723,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
 # names (EdgeFlow's runtime, llama.cpp, MNN); the others: EdgeFlow's and the stand-ins' fake-quant models, which
 # locate the error (static activation scales as the runtime computes, per-token dynamic scales, float activations).
 QUALITY = {"kl_fp16_runtime": "KL by the engine", "top1_agreement_runtime": "same top-1 (engine)",
-           "kl_fp16": "KL fake-quant", "kl_fp16_dynamic": "KL fake-quant, dynamic act.",
-           "kl_fp16_weight_only": "KL fake-quant, weights only"}
+           "kl_fp16": "KL fake-quant", "kl_fp16_float_outputs": "KL CPU only (float outputs)",
+           "kl_fp16_dynamic": "KL fake-quant, dynamic act.", "kl_fp16_weight_only": "KL fake-quant, weights only"}
 
 
 def quality_table(rows: pd.DataFrame) -> pd.DataFrame:

@@ -40,9 +40,12 @@ def random_codes(bits: np.ndarray, dim: int, rng: np.random.Generator) -> np.nda
 
 
 def random_artifact(config: dict, mean_bits: int, seed: int = 0, name: str = "random",
-                    output_grids: bool = False) -> Artifact:
+                    output_grids: bool = False, act_bits: int = 8) -> Artifact:
     """Every linear of every layer quantized with random codes and the bit mix above; INT8 embeddings. output_grids:
-    each linear also gets a random static output grid (P.out_step, docs/quantized-artifact.md)."""
+    each linear also gets a random static output grid (P.out_step, docs/quantized-artifact.md), which act_bits 16
+    (A16 activations) needs."""
+    if act_bits == 16 and not output_grids:
+        raise ValueError("A16 linears need output grids (their sums do not fit int32)")
     rng = np.random.default_rng(seed)
     linears: dict[str, QuantLinear] = {}
     others: dict[str, torch.Tensor] = {}
@@ -56,7 +59,8 @@ def random_artifact(config: dict, mean_bits: int, seed: int = 0, name: str = "ra
                 bits=torch.from_numpy(bits),
                 w_scale=torch.from_numpy(rng.uniform(1e-3, 1e-2, c).astype(np.float32)),
                 in_scale=torch.ones(d),
-                act_scale=torch.tensor(0.05),
+                act_scale=torch.tensor(0.05 * 127 / (127 if act_bits == 8 else 32767)),
+                act_bits=act_bits,
                 out_step=torch.from_numpy(rng.uniform(1e-3, 1e-2, c).astype(np.float32)) if output_grids else None,
             )
         for norm in ("input_layernorm", "post_attention_layernorm"):

@@ -258,9 +258,12 @@ def fidelity(job) -> Iterator[dict]:
     text = job.settings.fidelity_text
     ids = fidelity_tokens(tokenizer, text).ids
     window, windows = job.settings.fidelity_window, job.settings.fidelity_windows
-    # The fake-quant model as the runtime computes (static activation scales: kl_fp16), the two variants that locate
-    # the error (per-token dynamic activations; float activations, i.e. weights only), and the runtime itself.
+    # The fake-quant model as the runtime computes (static activation scales, the artifact's numerics: kl_fp16), the
+    # variants that locate the error (float outputs: the CPU-only lane, which no NPU computes; per-token dynamic
+    # activations; float activations, i.e. weights only), and the runtime itself.
     variants = [("", "fake-quant, static activation scales", build_fakequant_model(artifact, model), "stand-in"),
+                ("_float_outputs", "fake-quant, static activation scales, float outputs (CPU only: no NPU computes "
+                 "it)", build_fakequant_model(artifact, model, numerics="cpu-float"), "stand-in"),
                 ("_dynamic", "fake-quant, per-token dynamic activation scales",
                  build_fakequant_model(artifact, model, "dynamic"), "stand-in"),
                 ("_weight_only", "fake-quant, float activations (weights only)",

@@ -65,15 +65,18 @@ def test_edgeflow_accuracy_comes_from_its_runtime_with_agreement_rows(tmp_path):
     store = ResultsStore(tmp_path / "runs")
     cfg = compose_config(["experiment=accuracy", "system=edgeflow", "quantizer=edgeflow", "quantizer.budget_bits=5.0",
                           "packing=weightlet", "dataset=lambada-local", "experiment.eval_limit=8",
-                          "experiment.extra.agreement_items=3"])
+                          "experiment.extra.agreement_items=8"])
     assert run_job(cfg, store) == "ok"
     rows = store.read("accuracy").set_index("metric")
     assert "scored by edgeflow runtime over" in rows.loc["accuracy", "notes"] and rows.loc["accuracy", "label"] == "proxy"
     accuracy = rows.loc["accuracy", "value"]  # a share of the 8 items (experiment.eval_limit), counted as such
     assert abs(accuracy * 8 - round(accuracy * 8)) < 1e-9 and "n=8" in rows.loc["accuracy", "notes"]
-    assert rows.loc["agreement_top1", "value"] > 0.5  # the runtime and its fake-quant reference mostly agree
-    assert "requests of the first 3 items (" in rows.loc["agreement_top1", "notes"]  # checked on 3 of the 8
-    assert rows.loc["agreement_top1", "notes"].endswith(", 3 requests)")
+    # The runtime and its fake-quant reference mostly agree: per token ~0.78 on held-out text under the NPU's
+    # numerics (a float-order difference that moves an input across a rounding boundary moves an output by a whole
+    # step of its 8-bit grid; 0.88 with float outputs), measured 2026-12-07 on the default model at 5 bits
+    assert rows.loc["agreement_top1", "value"] > 0.5
+    assert "requests of the first 8 items (" in rows.loc["agreement_top1", "notes"]
+    assert rows.loc["agreement_top1", "notes"].endswith(", 8 requests)")
     assert rows.loc["agreement_max_abs_loglik", "value"] >= rows.loc["agreement_mean_abs_loglik", "value"] >= 0
     items = rows.loc["item_accuracy"]  # each document's result, for pairing (experiments/fig12.py)
     assert sorted(items["prompt_index"]) == list(range(8)) and items["value"].mean() == pytest.approx(accuracy)

@@ -39,6 +39,7 @@
 
 #include "amx_tiles.h"
 #include "gemm.h"
+#include "gemm16.h"
 #include "thread_pool.h"
 
 using namespace edgeflow;
@@ -199,20 +200,24 @@ struct GemmRates {
 
 // Weight codes uniform in the range of `bits`-bit codes, [-2^(bits-1), 2^(bits-1) - 1] (the AVX2 kernel multiplies
 // codes of <= 7, 6 and 5 bits in cheaper forms).
-GemmRates measure_gemm(ThreadPool* pool, int threads, double seconds, GemmFn fn, int bits, bool per_k) {
+// Act: int8_t (the INT8 kernels, activations in [-127, 127]) or int16_t (the A16 kernels, [-32767, 32767]); Acc their
+// output type (int32_t, int64_t).
+template <class Act, class Acc, class Fn>
+GemmRates measure_gemm(ThreadPool* pool, int threads, double seconds, Fn fn, int bits, bool per_k) {
     const int T = 128, H = 576, I = 1536, KV = 192;
     const int shapes[][2] = {{H, H}, {KV, H}, {KV, H}, {H, H}, {I, H}, {I, H}, {H, I}};  // [C, K]: q k v o gate up down
     // Activations and weights of random codes in the contract's ranges (speed does not depend on them).
-    std::vector<int8_t> a(size_t(T) * I);
+    std::vector<Act> a(size_t(T) * I);
     unsigned seed = 12345;
     auto next = [&seed] { return seed = seed * 1103515245u + 12345u, int(seed >> 16); };
-    for (auto& x : a) x = int8_t(next() % 255 - 127);
+    constexpr int qmax = sizeof(Act) == 1 ? 127 : 32767;
+    for (auto& x : a) x = Act(next() % (2 * qmax + 1) - qmax);
     std::vector<std::vector<int8_t>> w;
     for (const auto& s : shapes) {
         w.emplace_back(size_t(s[0]) * s[1]);
         for (auto& x : w.back()) x = int8_t(next() % (1 << bits) - (1 << (bits - 1)));
     }
-    std::vector<int32_t> y(size_t(T) * I);
+    std::vector<Acc> y(size_t(T) * I);
     auto run = [&](int K) {  // the matmuls of one layer with this K (0: all)
         double ops = 0;
         for (size_t i = 0; i < w.size(); ++i) {
@@ -323,12 +328,12 @@ int main(int argc, char** argv) {
     };
     for (const auto& k : available_gemm_kernels()) {
         if (std::string(k.name) == "ref") continue;  // scalar: minutes per layer, and not a candidate
-        const GemmRates r = measure_gemm(&pool, threads, seconds, k.fn, 8, true);
-        const GemmRates r7 = measure_gemm(&pool, threads, seconds, k.fn, 7, false);
-        const GemmRates r6 = measure_gemm(&pool, threads, seconds, k.fn, 6, false);
-        const GemmRates r5 = measure_gemm(&pool, threads, seconds, k.fn, 5, false);
-        const GemmRates core = measure_gemm(nullptr, threads, seconds, k.fn, 8, false);
-        const GemmRates core5 = measure_gemm(nullptr, threads, seconds, k.fn, 5, false);
+        const GemmRates r = measure_gemm<int8_t, int32_t>(&pool, threads, seconds, k.fn, 8, true);
+        const GemmRates r7 = measure_gemm<int8_t, int32_t>(&pool, threads, seconds, k.fn, 7, false);
+        const GemmRates r6 = measure_gemm<int8_t, int32_t>(&pool, threads, seconds, k.fn, 6, false);
+        const GemmRates r5 = measure_gemm<int8_t, int32_t>(&pool, threads, seconds, k.fn, 5, false);
+        const GemmRates core = measure_gemm<int8_t, int32_t>(nullptr, threads, seconds, k.fn, 8, false);
+        const GemmRates core5 = measure_gemm<int8_t, int32_t>(nullptr, threads, seconds, k.fn, 5, false);
         if (std::string(k.name) == best_gemm_kernel().name) best = r.layer;
         const double ipeak = lookup(instr_gops, kernel_instruction(k.name));
         const double cpeak = lookup(core_gops, kernel_instruction(k.name));
@@ -343,10 +348,25 @@ int main(int argc, char** argv) {
                       cpeak > 0 ? core.layer / cpeak : 0.0);
         kernels += buf;
     }
+    // A16 x INT8 (HTP's A16W8 inputs): the same layer's matmuls with 16-bit activations, beside the INT8 kernel
+    std::string kernels16;
+    double best16 = 0;
+    for (const auto& k : available_gemm16_kernels()) {
+        if (std::string(k.name) == "ref") continue;
+        const GemmRates r = measure_gemm<int16_t, int64_t>(&pool, threads, seconds, k.fn, 8, false);
+        const GemmRates core = measure_gemm<int16_t, int64_t>(nullptr, threads, seconds, k.fn, 8, false);
+        if (std::string(k.name) == best_gemm16_kernel().name) best16 = r.layer;
+        char buf[256];
+        std::snprintf(buf, sizeof buf, "%s\"%s\": {\"layer_gops\": %.2f, \"core_layer_gops\": %.2f}",
+                      kernels16.empty() ? "" : ", ", k.name, r.layer, core.layer);
+        kernels16 += buf;
+    }
     std::printf("{\"threads\": %d, \"instruction_gops\": {%s}, \"step_gops\": {%s}, \"int8_peak_gops\": %.2f, "
                 "\"core_instruction_gops\": {%s}, \"gemm_kernel\": \"%s\", \"gemm_gops\": %.2f, "
-                "\"gemm_efficiency\": %.3f, \"gemm_kernels\": {%s}}\n",
+                "\"gemm_efficiency\": %.3f, \"gemm_kernels\": {%s}, \"gemm16_kernel\": \"%s\", "
+                "\"gemm16_gops\": %.2f, \"a16_of_int8\": %.3f, \"gemm16_kernels\": {%s}}\n",
                 threads, instrs.c_str(), steps.c_str(), peak, core_instrs.c_str(), best_gemm_kernel().name, best,
-                best / peak, kernels.c_str());
+                best / peak, kernels.c_str(), best_gemm16_kernel().name, best16, best > 0 ? best16 / best : 0.0,
+                kernels16.c_str());
     return 0;
 }
