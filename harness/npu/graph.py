@@ -89,15 +89,6 @@ def widths_text(linears: dict[str, QuantLinear], bits: int | None = None) -> str
     return f"A8W8, A16W8 on {wide} of {len(linears)} linears (the quantizer's choice)"
 
 
-def grids_text(artifact: Artifact) -> str:
-    """'the artifact's static output grids per output channel at 4x the calibrated peak', for rows' notes."""
-    numerics = artifact.manifest.get("numerics", {})
-    if numerics.get("outputs") != "requantized":
-        return "output grids calibrated on one window (the artifact has float outputs: no grid of its own)"
-    grid = "per output channel" if numerics.get("output_grid") == "channel" else "per linear"
-    return f"the artifact's static output grids {grid} at {numerics.get('output_headroom'):g}x the calibrated peak"
-
-
 def input_codes(x: torch.Tensor, q: QuantLinear, bits: int | None = None) -> torch.Tensor:
     """int64 [T, D] signed activation codes of x float32 [T, D], as the CPU side computes them. At 8 bits these are
     exactly the runtime's (numerics.quantize_activations: the same m = in_scale / act_scale in float32)."""

@@ -24,3 +24,16 @@ def with_output_grid(q: QuantLinear, peaks: torch.Tensor, grid: str, headroom: f
     if grid == "none" or q.act_scale is None:
         return replace(q, out_step=None)
     return replace(q, out_step=output_steps(peaks, q.act_bits, grid, headroom))
+
+
+def numerics_text(manifest: dict) -> str:
+    """What the accelerator half computes for an artifact, from its manifest's "numerics", for rows' notes: 'NPU
+    numerics: A8, outputs requantized to static grids per output channel at 4x the calibrated peak'."""
+    numerics = manifest.get("numerics") or {}
+    if numerics.get("outputs") != "requantized":
+        return "float outputs (CPU only: no NPU computes them)"
+    wide, n = numerics.get("a16_linears", 0), numerics.get("linears", 0)
+    inputs = "A8" if not wide else "A16" if wide == n else f"A8 (A16 on {wide} of {n} linears)"
+    grid = "per output channel" if numerics.get("output_grid") == "channel" else "per linear"
+    return (f"NPU numerics: {inputs}, outputs requantized to static grids {grid} at "
+            f"{numerics.get('output_headroom'):g}x the calibrated peak")

@@ -295,7 +295,8 @@ def fidelity(job) -> Iterator[dict]:
 def _htp_variant(job, artifact, model, tokenizer) -> tuple:
     """('_htp', what, the model whose quantized linears QNN HTP computes, 'simulated') for the run's npu group."""
     from harness.npu.config import npu_of
-    from harness.npu.graph import grids_text, widths_text
+    from harness.npu.graph import widths_text
+    from harness.quant.outputs import numerics_text
     from harness.npu.htp import require_htp
     from harness.npu.model import build_htp_model
     from harness.runner.npu_kinds import calibration_window, where
@@ -304,7 +305,7 @@ def _htp_variant(job, artifact, model, tokenizer) -> tuple:
     npu = npu_of(job.cfg)
     calibration = calibration_window(tokenizer)
     what = (f"quantized linears on the HTP simulator, {where(npu)}; {widths_text(artifact.linears, npu.activation_bits)}"
-            f" with {grids_text(artifact)}, CPU ops in float32")
+            f"; {numerics_text(artifact.manifest)}; CPU ops in float32")
     return "_htp", what, build_htp_model(artifact, model, npu, calibration), "simulated"
 
 

@@ -119,7 +119,8 @@ def npu_oracle(job) -> Iterator[dict]:
     htp_lsb_share_a16 over its 16-bit ones (in 16-bit LSBs), labelled simulated, with the mean signed difference in
     the notes. Inputs: one npu.chunk_tokens batch of the held-out perplexity split; output ranges from
     one calibration window. Context binaries are compiled once and cached (harness/npu/compile.py)."""
-    from harness.npu.graph import grids_text, widths_text
+    from harness.npu.graph import widths_text
+    from harness.quant.outputs import numerics_text
     from harness.npu.oracle import layer_agreement
     from harness.quant.fakequant import build_fakequant_model
 
@@ -131,7 +132,7 @@ def npu_oracle(job) -> Iterator[dict]:
     calibration, test = _oracle_tokens(tokenizer, npu)
     layers = job.settings.oracle_layers
     sim = (f"HTP simulator on this host, {where(npu)}; {widths_text(artifact.linears, npu.activation_bits)}, "
-           f"{len(test)} tokens of held-out text, {grids_text(artifact)}")
+           f"{len(test)} tokens of held-out text, {numerics_text(artifact.manifest)}")
     for r in layer_agreement(artifact, fq_model, calibration, test, npu, layers=None if layers is None else list(layers)):
         for bits, width in ((8, ""), (16, "_a16")):  # LSBs of 8- and 16-bit outputs are different units
             for suffix, which in (("", "vs_reference"), ("_runtime", "vs_runtime")):

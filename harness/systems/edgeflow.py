@@ -115,6 +115,7 @@ class EdgeFlowSystem(System):
     def prepare(self, model, bits, device) -> Prepared:
         from harness.artifact import read_manifest
         from harness.quant.cache import quantized_artifact
+        from harness.quant.outputs import numerics_text
 
         qcfg = {**(self.quantizer or {"name": "edgeflow"}), "budget_bits": float(bits)}
         art_dir = quantized_artifact(model, qcfg)
@@ -132,7 +133,7 @@ class EdgeFlowSystem(System):
             packed = device.push(str(packed), f"{remote}/models/{packed.name}")
         notes = [f"{self.layout} packing, {manifest['effective_bits_per_weight']:.2f} effective bits/weight "
                  f"(quantized linears), file {os.path.getsize(packed) / 1e6:.1f} MB" if device.name == "local" else
-                 f"{self.layout} packing"]
+                 f"{self.layout} packing", numerics_text(manifest)]
         files, artifacts = [str(packed)], {"binary": str(binary), "model": str(packed),
                                            "checkpoint": str(checkpoint_dir(model))}
         tok, why = self._tokenizer_file(model, local_packed)

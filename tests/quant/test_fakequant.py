@@ -97,3 +97,17 @@ def test_model_from_saved_artifact_equals_in_memory(model, calibration, tmp_path
     fq = build_fakequant_model(back, model)
     layer = fq.get_submodule("model.layers.0.self_attn.q_proj")
     assert layer.outlier_idx is not None and layer.outlier_idx.numel() > 0
+
+
+def test_rows_can_say_which_numerics_an_artifact_computes(model, calibration):
+    from harness.quant.outputs import numerics_text
+
+    npu = artifact_for(model, calibration, name="edgeflow", budget_bits=5, alpha_grid=[0.5], a16_budget=0.5)
+    wide = npu.manifest["numerics"]["a16_linears"]
+    assert 0 < wide < len(npu.linears)
+    assert numerics_text(npu.manifest) == (f"NPU numerics: A8 (A16 on {wide} of {len(npu.linears)} linears), "
+                                           "outputs requantized to static grids per output channel at 4x the "
+                                           "calibrated peak")
+    plain = artifact_for(model, calibration, name="edgeflow", budget_bits=5, alpha_grid=[0.5], output_grid="none")
+    assert numerics_text(plain.manifest) == "float outputs (CPU only: no NPU computes them)"
+    assert numerics_text({}) == numerics_text(plain.manifest)  # an artifact made before grids existed

@@ -35,20 +35,35 @@ void quantize_rows_bits(int bits, int T, int K, const float* x, const float* m, 
     quantize_rows(T, K, x, m, static_cast<int8_t*>(xq));
 }
 
+// Rounding half to even without a libm call, so that the loop vectorizes: for |v| <= 2^51, (v + 1.5 * 2^52) - 1.5 *
+// 2^52 rounds v to an integer in the default rounding mode (the sum's ulp is 1). v is clamped to the code range
+// first (the same codes: the bounds are integers), which also keeps it in range and puts an operation between the
+// product and the add, so that no FMA contraction (-ffp-contract=fast) can fuse them and round once instead of twice.
+static constexpr double kRoundMagic = 6755399441055744.0;  // 1.5 * 2^52
+
+// Inlined into each clone below, so that it vectorizes for the clone's ISA.
 template <class Acc>
-static void requantize(int T, int C, const Acc* acc, int ldacc, const double* ratio, int qmax, int32_t* y, int ldy) {
+__attribute__((always_inline)) inline void requantize(int T, int C, const Acc* acc, int ldacc, const double* ratio,
+                                                      int qmax, int32_t* y, int ldy) {
     const double lo = -double(qmax) - 1, hi = double(qmax);
-    for (int t = 0; t < T; ++t)
+    for (int t = 0; t < T; ++t) {
+        const Acc* a = acc + size_t(t) * ldacc;
+        int32_t* out = y + size_t(t) * ldy;
         for (int c = 0; c < C; ++c) {
-            const double v = std::nearbyint(double(acc[size_t(t) * ldacc + c]) * ratio[c]);  // half to even
-            y[size_t(t) * ldy + c] = int32_t(v < lo ? lo : v > hi ? hi : v);
+            double v = double(a[c]) * ratio[c];
+            v = v > lo ? v : lo;
+            v = v < hi ? v : hi;
+            out[c] = int32_t((v + kRoundMagic) - kRoundMagic);
         }
+    }
 }
 
+EF_VECTOR_CLONES
 void requantize_rows(int T, int C, const int32_t* acc, int ldacc, const double* ratio, int qmax, int32_t* y, int ldy) {
     requantize(T, C, acc, ldacc, ratio, qmax, y, ldy);
 }
 
+EF_VECTOR_CLONES
 void requantize_rows(int T, int C, const int64_t* acc, int ldacc, const double* ratio, int qmax, int32_t* y, int ldy) {
     requantize(T, C, acc, ldacc, ratio, qmax, y, ldy);
 }
