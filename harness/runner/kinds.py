@@ -129,6 +129,7 @@ def _edgeflow_accuracy(job, dataset, requested: str) -> Iterator[dict]:
     from harness.engine.capi import NativeEngine
     from harness.quant.cache import quantized_artifact
     from harness.quant.fakequant import build_fakequant_model
+    from harness.quant.outputs import numerics_text
     from harness.systems.edgeflow import packed_file
 
     if job.cfg.get("quantizer") is None:
@@ -140,7 +141,8 @@ def _edgeflow_accuracy(job, dataset, requested: str) -> Iterator[dict]:
     packed = packed_file(job.model.name, art_dir, layout)
     with NativeEngine.open(packed, threads=int(job.cfg.system.threads), ctx=job.settings.max_length) as engine:
         yield from _checked_runtime_rows(job, engine, build_fakequant_model(artifact, model), tokenizer, dataset,
-                                         requested, scored_by=f"edgeflow runtime over {packed.name}")
+                                         requested, scored_by=f"edgeflow runtime over {packed.name}; "
+                                                              f"{numerics_text(artifact.manifest)}")
 
 
 def _runtime_evaluated_accuracy(job, dataset, requested: str) -> Iterator[dict]:
@@ -149,6 +151,7 @@ def _runtime_evaluated_accuracy(job, dataset, requested: str) -> Iterator[dict]:
     rows' notes say which, and the runtime's carry variant RUNTIME_EVALUATED."""
     from harness.engine.capi import NativeEngine, gemm_kernel
     from harness.quant.fakequant import build_fakequant_model
+    from harness.quant.outputs import numerics_text
 
     fp, tokenizer = _fp_model(job)
     artifact = _job_artifact(job, tokenizer)
@@ -164,7 +167,8 @@ def _runtime_evaluated_accuracy(job, dataset, requested: str) -> Iterator[dict]:
     with NativeEngine.from_artifact(artifact, threads=threads, ctx=job.settings.max_length) as engine:
         yield from _checked_runtime_rows(job, engine, reference, tokenizer, dataset, requested,
                                          scored_by=f"our runtime's INT8 forward pass over the artifact ("
-                                                   f"{gemm_kernel()} GEMM, {threads} thread{'s' * (threads != 1)})",
+                                                   f"{gemm_kernel()} GEMM, {threads} thread{'s' * (threads != 1)}; "
+                                                   f"{numerics_text(artifact.manifest)})",
                                          variant=RUNTIME_EVALUATED)
 
 
@@ -233,6 +237,7 @@ def fidelity(job) -> Iterator[dict]:
     from harness.eval.fidelity import fidelity_of_each as measure_each
     from harness.quant.cache import quantized_artifact
     from harness.quant.fakequant import build_fakequant_model
+    from harness.quant.outputs import numerics_text
     from harness.runner.store import NOT_RUN
     from harness.systems.edgeflow import packed_file
 
@@ -276,7 +281,8 @@ def fidelity(job) -> Iterator[dict]:
         from harness.eval.fidelity import LogitsModel
 
         engine = NativeEngine.open(packed, threads=_engine_threads(job), ctx=window)
-        variants.append(("_runtime", f"the runtime over {packed.name}", LogitsModel(engine.logits), "measured"))
+        variants.append(("_runtime", f"the runtime over {packed.name}; {numerics_text(manifest)}",
+                         LogitsModel(engine.logits), "measured"))
     try:  # the FP model runs once per window for every variant
         results = measure_each(model, {suffix: q_model for suffix, _, q_model, _ in variants}, ids, window, windows,
                                reference=_fp_reference(job, model))

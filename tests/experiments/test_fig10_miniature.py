@@ -39,6 +39,11 @@ def test_miniature_fig10_sweep_measures_and_draws(tmp_path, tiny_checkpoint):
     fidelity = store.read("fidelity")
     engines = fidelity[(fidelity.metric == "kl_fp16_runtime") & fidelity.system.notna()]
     assert set(engines["system"]) == {"llamacpp", "edgeflow"} and (engines["value"] >= 0).all()
+    # EdgeFlow's TTFT, accuracy and KL: one artifact under one numerics, the NPU's (requantized outputs)
+    npu = "NPU numerics: A8, outputs requantized to static grids per output channel"
+    for rows in (ttft[ttft.system == "edgeflow"], by["edgeflow"][by["edgeflow"].metric == "accuracy"],
+                 engines[engines.system == "edgeflow"]):
+        assert len(rows) and rows["notes"].str.contains(npu, regex=False).all()
 
     section = render("fig10", store, tmp_path, **params)
     pngs = [f for f in section.figures if f.suffix == ".png"]
