@@ -1,6 +1,6 @@
 """`make bench-runtime`: the native runtime against the machine's INT8 peak and against llama.cpp Q8_0, in one run.
 
-    python -m harness.bench.runtime [--threads 2] [--prompt-tokens 128] [--reps 5]
+    python -m harness.bench.runtime [--threads 2] [--prompt-tokens 128] [--reps 5] [--packed FILE ...]
 
 Prints, side by side: warm prefill tokens/s and GOPS of edgeflow-run (INT8 weights) and of llama.cpp Q8_0
 (llama-bench), the measured INT8 peak (edgeflow-bench-int8) and each engine's efficiency against it, and cold TTFT
@@ -123,6 +123,27 @@ def edgeflow_entries(threads: int, device, bits: list[int]) -> list:
     return entries
 
 
+def packed_entries(threads: int, device, paths: list[str]) -> list:
+    """Cold entries of edgeflow-run on packed files of real quantized artifacts (--packed), labelled by file and by
+    the numerics their accelerator lane computes."""
+    from harness.measure.compare import Entry
+    from harness.pack import PackedFile
+    from harness.systems import get_system
+    from harness.systems.base import Prepared, SystemConfig
+
+    binary = str(engine_dir() / "edgeflow-run")
+    entries = []
+    for path in map(Path, paths):
+        f = PackedFile(path)
+        a16 = sum(t.name.endswith(".act_bits") for t in f.tensors)
+        numerics = "float outputs" if f.float_outputs else f"A16 on {a16} linears" if a16 else "A8"
+        prepared = Prepared("edgeflow", [str(path)], {"binary": binary, "model": str(path)},
+                            f"efpk {path.name}, {numerics}")
+        label = f"edgeflow {path.stem} ({numerics}, {path.stat().st_size / 2**20:.1f} MiB)"
+        entries.append(Entry(label, get_system(SystemConfig(name="edgeflow", threads=threads)), prepared, device))
+    return entries
+
+
 def breakdown(entry) -> str:
     """The engine's own timings (medians over the repetitions) as one line."""
     med = lambda name: statistics.median(entry.values(name)) if entry.values(name) else float("nan")  # noqa: E731
@@ -146,6 +167,8 @@ def main() -> None:
                     "request's, harness.measure.workload.request_ctx)")
     ap.add_argument("--bits", default="4,5,6,7,8", help="EdgeFlow bit widths of the cold comparison")
     ap.add_argument("--results", default=None, help="results store root (default results/runs)")
+    ap.add_argument("--packed", nargs="*", default=[], help="packed files of real artifacts timed beside the others "
+                    "(e.g. the A8 and A16 recipes' files under ~/.cache/edgeflow-bench/packed/)")
     a = ap.parse_args()
     recorder = BenchRecorder("runtime", {k: v for k, v in vars(a).items() if k != "results"}, ResultsStore(a.results))
     build_engine("host")
@@ -196,7 +219,7 @@ def main() -> None:
         entries.append(Entry("llama.cpp Q8_0", system, prepared, device))
     else:
         print(f"  llama.cpp: not run: {prepared}")
-    entries += edgeflow_entries(a.threads, device, bits)
+    entries += edgeflow_entries(a.threads, device, bits) + packed_entries(a.threads, device, a.packed)
 
     print("\ncold TTFT: every engine given the same work (harness/measure/workload.py), runs interleaved; "
           "median (min..max) s")
