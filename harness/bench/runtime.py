@@ -5,9 +5,9 @@
 Prints, side by side: warm prefill tokens/s and GOPS of edgeflow-run (INT8 weights) and of llama.cpp Q8_0
 (llama-bench), the measured INT8 peak (edgeflow-bench-int8) and each engine's efficiency against it, and cold TTFT
 of edgeflow-run at 4..8 bits (weightlet packing; at 5 bits also every linear A16, and without CRC checks) beside
-llama.cpp Q8_0 cold. The accelerator lane computes the NPU's numerics (requantized outputs; A16 kernels). Speed does not depend on the code
-values, so the packed files hold random codes of the default model's shapes (harness.pack.synthetic); they are
-labelled as such.
+llama.cpp Q8_0 cold. The accelerator lane computes the NPU's numerics (requantized outputs; A16 kernels). Speed does
+not depend on the code values, so the packed files hold random codes of the default model's shapes
+(harness.pack.synthetic); they are labelled as such. --packed adds real artifacts' files.
 The cold comparison gives every engine the same work (harness/measure/workload.py): the same corpus prompt ids as the
 `ttft` experiment's experiment.extra.prompt_tokens=N prompt, the request's context (or --ctx for all), --threads for
 all, the same timed event (spawn -> first generated token on stdout) and cold state (files evicted, residency
@@ -101,46 +101,42 @@ def _no_verify_edgeflow(cfg):
     return system
 
 
-def edgeflow_entries(threads: int, device, bits: list[int]) -> list:
-    """Cold entries of edgeflow-run on the random-code packed files (host build), one per bit width, and 5 bits
-    without CRC checks."""
+def _edgeflow_entry(path: Path, label: str, weight_format: str, device, threads: int, verify_crc: bool = True):
+    """A cold entry of the host build's edgeflow-run on one packed file."""
     from harness.measure.compare import Entry
     from harness.systems import get_system
     from harness.systems.base import Prepared, SystemConfig
 
     binary = str(engine_dir() / "edgeflow-run")
-    entries = []
+    prepared = Prepared("edgeflow", [str(path)], {"binary": binary, "model": str(path)}, weight_format)
+    cfg = SystemConfig(name="edgeflow", threads=threads)
+    system = get_system(cfg) if verify_crc else _no_verify_edgeflow(cfg)
+    return Entry(f"{label} ({path.stat().st_size / 2**20:.1f} MiB)", system, prepared, device)
+
+
+def edgeflow_entries(threads: int, device, bits: list[int]) -> list:
+    """Cold entries of edgeflow-run on the random-code packed files, one per bit width, and at 5 bits without CRC
+    checks and with every linear A16."""
     variants = [(b, False, 8) for b in bits] + ([(5, True, 8), (5, False, 16)] if 5 in bits else [])
-    for b, no_crc, act_bits in variants:
-        path = synthetic_packed(b, act_bits)
-        prepared = Prepared("edgeflow", [str(path)], {"binary": binary, "model": str(path)},
-                            f"efpk weightlet {b} bits A{act_bits}, random codes, requantized outputs")
-        cfg = SystemConfig(name="edgeflow", threads=threads)
-        system = _no_verify_edgeflow(cfg) if no_crc else get_system(cfg)
-        label = (f"edgeflow {b} bits{' A16' if act_bits == 16 else ''}{' no CRC' if no_crc else ''} "
-                 f"({path.stat().st_size / 2**20:.1f} MiB)")
-        entries.append(Entry(label, system, prepared, device))
-    return entries
+    return [_edgeflow_entry(synthetic_packed(b, act_bits),
+                            f"edgeflow {b} bits{' A16' if act_bits == 16 else ''}{' no CRC' if no_crc else ''}",
+                            f"efpk weightlet {b} bits A{act_bits}, random codes, requantized outputs", device, threads,
+                            verify_crc=not no_crc)
+            for b, no_crc, act_bits in variants]
 
 
 def packed_entries(threads: int, device, paths: list[str]) -> list:
     """Cold entries of edgeflow-run on packed files of real quantized artifacts (--packed), labelled by file and by
     the numerics their accelerator lane computes."""
-    from harness.measure.compare import Entry
     from harness.pack import PackedFile
-    from harness.systems import get_system
-    from harness.systems.base import Prepared, SystemConfig
 
-    binary = str(engine_dir() / "edgeflow-run")
     entries = []
     for path in map(Path, paths):
         f = PackedFile(path)
         a16 = sum(t.name.endswith(".act_bits") for t in f.tensors)
         numerics = "float outputs" if f.float_outputs else f"A16 on {a16} linears" if a16 else "A8"
-        prepared = Prepared("edgeflow", [str(path)], {"binary": binary, "model": str(path)},
-                            f"efpk {path.name}, {numerics}")
-        label = f"edgeflow {path.stem} ({numerics}, {path.stat().st_size / 2**20:.1f} MiB)"
-        entries.append(Entry(label, get_system(SystemConfig(name="edgeflow", threads=threads)), prepared, device))
+        entries.append(_edgeflow_entry(path, f"edgeflow {path.stem} ({numerics})", f"efpk {path.name}, {numerics}",
+                                       device, threads))
     return entries
 
 

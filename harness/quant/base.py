@@ -38,7 +38,7 @@ from harness.quant.a16 import a16_gain, as_a16, choose_a16
 from harness.quant.calibrate import LinearStats, collect_stats
 from harness.quant.config import ConfigError, QuantizerConfig
 from harness.quant.numerics import quantize_per_channel
-from harness.quant.outputs import with_output_grid
+from harness.quant.outputs import numerics_summary, with_output_grid
 from harness.registry import Registry, RegistryError
 from harness.safetensors_io import Chunks, TensorDict
 
@@ -156,7 +156,7 @@ class Quantizer(ABC):
             "quantizer": {"name": self.name, "params": self.config.params()},
             "runtime_compatible": compatible,
             "effective_bits_per_weight": tally.bits_per_weight,
-            "numerics": numerics_summary(self.config, wide, len(selected)),
+            "numerics": numerics_summary(self.config.output_grid, self.config.output_headroom, wide, len(selected)),
             "linears": entries,
         })
         if not compatible:
@@ -205,13 +205,6 @@ class Quantizer(ABC):
                 yield f"{name}.codes", Chunks(torch.int8, (rows, dim), codes())
                 yield f"{name}.w_scale", torch.cat(scales)  # (filled while the consumer took the codes' blocks)
                 yield f"{name}.bits", torch.full((rows,), 8, dtype=torch.uint8)
-
-
-def numerics_summary(config: QuantizerConfig, wide: int, n_linears: int) -> dict:
-    """The manifest's "numerics": what the accelerator half computes for this artifact (docs/quantized-artifact.md)."""
-    return {"outputs": "float" if config.output_grid == "none" else "requantized",
-            "output_grid": config.output_grid, "output_headroom": config.output_headroom,
-            "a16_linears": wide, "linears": n_linears}
 
 
 def linear_names(parameter_names) -> list[str]:

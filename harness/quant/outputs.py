@@ -26,6 +26,12 @@ def with_output_grid(q: QuantLinear, peaks: torch.Tensor, grid: str, headroom: f
     return replace(q, out_step=output_steps(peaks, q.act_bits, grid, headroom))
 
 
+def numerics_summary(grid: str, headroom: float, a16_linears: int, n_linears: int) -> dict:
+    """The manifest's "numerics": what the accelerator half computes for the artifact (docs/quantized-artifact.md)."""
+    return {"outputs": "float" if grid == "none" else "requantized", "output_grid": grid,
+            "output_headroom": headroom, "a16_linears": a16_linears, "linears": n_linears}
+
+
 def numerics_text(manifest: dict) -> str:
     """What the accelerator half computes for an artifact, from its manifest's "numerics", for rows' notes: 'NPU
     numerics: A8, outputs requantized to static grids per output channel at 4x the calibrated peak'."""

@@ -75,7 +75,7 @@ RUNTIME_EVALUATED = "scored by our runtime"
 # other than fp16, not the HTP simulator's) were labelled measured or proxy before they were labelled stand-in.
 QUALITY_METRICS = ("accuracy", "acc_norm", "perplexity", "word_perplexity", "window_nll",
                    "kl_fp16", "top1_agreement", "kl_fp16_dynamic", "top1_agreement_dynamic", "kl_fp16_weight_only",
-                   "top1_agreement_weight_only", "kl_fp16_float_outputs", "top1_agreement_float_outputs")
+                   "top1_agreement_weight_only")
 # Before items / prompt_index / prompt_source were columns, the notes said them: "..., n=100, shots=0" on accuracy
 # rows (harness/runner/kinds.py) and "prompt 3 (corpus text (local, Shakespeare corpus)); ..." on timing rows.
 _OLD_ITEMS = r"\bn=(\d+)"

@@ -123,8 +123,8 @@ struct QLinear {
     std::vector<float> scale;   // [C] act_scale * w_scale[c] (float outputs) or out_step[c] (requantized)
     std::vector<double> requant;  // [C] act_scale * w_scale[c] / out_step[c] in float64; empty: float outputs
 
-    // Sets m and scale from the artifact's values; out_step [C] (or nullptr: float outputs) is the static output
-    // grid. codes must already hold C * K values.
+    // Sets m and scale from the artifact's values; out_step [C] (or nullptr: float outputs, 8-bit activations only)
+    // is the static output grid. codes must already hold C * K values.
     void set_scales(const float* w_scale, const float* in_scale, float act_scale, const float* out_step = nullptr,
                     int bits = 8);
     bool requantized() const { return !requant.empty(); }

@@ -3,31 +3,36 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "exp_approx.h"
 #include "vec_exp.h"
 #include "vector_clones.h"
 
 namespace edgeflow {
-EF_VECTOR_CLONES
-void quantize_rows(int T, int K, const float* x, const float* m, int8_t* xq) {
-    for (int t = 0; t < T; ++t)
-        for (int k = 0; k < K; ++k) {
-            float v = x[t * K + k] * m[k];
-            v = v > -127.f ? v : -127.f;  // written so that NaN maps to -127 instead of an undefined cast
-            v = v < 127.f ? v : 127.f;
-            xq[t * K + k] = int8_t(std::nearbyint(v));  // default rounding mode: round half to even
-        }
-}
 
-void quantize_rows16(int T, int K, const float* x, const float* m, int16_t* xq) {
+// xq = clamp(round_half_even(x * m), -qmax, qmax), qmax the code type's largest value (127, 32767). Inlined into
+// each clone below, so that it vectorizes for the clone's ISA.
+template <class Code>
+__attribute__((always_inline)) inline void quantize_codes(int T, int K, const float* x, const float* m, Code* xq) {
+    constexpr float qmax = float(std::numeric_limits<Code>::max());
     for (int t = 0; t < T; ++t)
         for (int k = 0; k < K; ++k) {
             float v = x[size_t(t) * K + k] * m[k];
-            v = v > -32767.f ? v : -32767.f;  // NaN maps to -32767, as in quantize_rows
-            v = v < 32767.f ? v : 32767.f;
-            xq[size_t(t) * K + k] = int16_t(std::nearbyint(v));
+            v = v > -qmax ? v : -qmax;  // written so that NaN maps to -qmax instead of an undefined cast
+            v = v < qmax ? v : qmax;
+            xq[size_t(t) * K + k] = Code(std::nearbyint(v));  // default rounding mode: round half to even
         }
+}
+
+EF_VECTOR_CLONES
+void quantize_rows(int T, int K, const float* x, const float* m, int8_t* xq) {
+    quantize_codes(T, K, x, m, xq);
+}
+
+EF_VECTOR_CLONES
+void quantize_rows16(int T, int K, const float* x, const float* m, int16_t* xq) {
+    quantize_codes(T, K, x, m, xq);
 }
 
 void quantize_rows_bits(int bits, int T, int K, const float* x, const float* m, void* xq) {

@@ -163,12 +163,13 @@ void ScaleStaging::finish_layer(Model& model, int l) {
             throw EngineError(module + ": w_scale must have [C] and in_scale [K] values");
         if (!s.out_step.empty() && s.out_step.size() != size_t(q->C))
             throw EngineError(module + ": out_step must have [C] values");
-        if (s.act_bits == 16 && (s.out_step.empty() || float_outputs))
-            throw EngineError(module + ": 16-bit activations need the output grid (out_step): float outputs are "
-                                       "defined for 8-bit activations only");
         const bool requantize = !s.out_step.empty() && !float_outputs;
-        q->set_scales(s.w_scale.data(), s.in_scale.data(), s.act_scale, requantize ? s.out_step.data() : nullptr,
-                      s.act_bits);
+        try {
+            q->set_scales(s.w_scale.data(), s.in_scale.data(), s.act_scale, requantize ? s.out_step.data() : nullptr,
+                          s.act_bits);
+        } catch (const EngineError& e) {
+            throw EngineError(module + ": " + e.what());
+        }
         linears.erase(it);
     }
     model.check_layer(l);
