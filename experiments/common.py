@@ -18,7 +18,9 @@ import numpy as np
 import pandas as pd
 
 from harness.data.prompts import CORPUS_PROMPT_LABEL
-from harness.runner.store import RUNTIME_EVALUATED
+from harness.quant.outputs import NPU_NUMERICS
+from harness.runner.store import QUALITY_METRICS, RUNTIME_EVALUATED
+from harness.systems.base import CPU_THREADS
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER_DIR = REPO / "results" / "paper"
@@ -27,6 +29,10 @@ PAPER_DIR = REPO / "results" / "paper"
 # interval does not hold (the paper's own noise, a different build of the same system), not for our sampling noise.
 RATIO_TOLERANCE = 0.10       # our ratio interval widened by x(1+tol) up and /(1+tol) down
 ACCURACY_TOLERANCE_PP = 2.0  # our accuracy-difference interval widened by this many percentage points each side
+SHARE_TOLERANCE_PP = 5.0     # a share or rate (a fraction of a whole): our interval widened by this many points
+# An interval this wide proves nothing about the size of an effect: the verdict is inconclusive whatever it holds.
+MAX_RATIO_SPREAD = 2.0       # a ratio's interval whose upper end is more than this many times its lower end
+MAX_POINTS_WIDTH_PP = 20.0   # a difference's or a share's interval wider than this many percentage points
 BAND_TOLERANCE = 0.15        # Table 3 check of the prompts' lengths against the paper's band (an input, not a verdict)
 MIN_DATASETS = 3             # a ratio verdict needs this many datasets (or all the paper's statement covers) ...
 MIN_PROMPTS = 3              # ... and this many distinct prompts per dataset and system
@@ -47,7 +53,10 @@ binomial (Wilson) interval of each accuracy row's items, a difference of accurac
 (MOVER, Newcombe's method for two proportions); a TTFT ratio from a seeded bootstrap ({BOOTSTRAP_RESAMPLES} resamples)
 over prompts (paired between the two systems) and the repetitions of each prompt, within each dataset, then the
 geometric mean over datasets. The interval is widened by a tolerance for what it does not hold: ratios by
-×/÷{1 + RATIO_TOLERANCE:g}, accuracy differences by ±{ACCURACY_TOLERANCE_PP:g} percentage points.
+×/÷{1 + RATIO_TOLERANCE:g}, accuracy differences by ±{ACCURACY_TOLERANCE_PP:g} percentage points, shares and rates
+(fractions of a whole: a bubble rate, the share of a cold start spent loading) by ±{SHARE_TOLERANCE_PP:g} percentage
+points. A share is judged on that additive scale, never as a ratio, and has no direction to agree on: *reproduced*
+when the paper's value lies within our widened interval, else *differs*.
 
 - *Direction*: a ratio's is which side of 1 it lies on (which system wins), a difference's its sign. Ours is
   established when the whole 95% interval lies on one side. A paper value within the tolerance of 1 (or of 0)
@@ -60,13 +69,18 @@ geometric mean over datasets. The interval is widened by a tolerance for what it
   interval.
 - *differs*: our direction is established and is the opposite of the paper's, or the paper's value lies outside our
   widened interval while our direction is not established (we see a different size of effect).
-- *inconclusive*: our interval includes no effect (1, or 0) and the paper's value: the data cannot tell. A ratio
-  also needs at least {MIN_DATASETS} datasets (or every dataset the paper's statement covers, when fewer) and
+- *inconclusive*: our interval includes no effect (1, or 0) and the paper's value: the data cannot tell. An
+  interval too wide to size an effect is inconclusive whatever it holds: a ratio's whose upper end is more than
+  {MAX_RATIO_SPREAD:g}× its lower one, a difference's or share's wider than {MAX_POINTS_WIDTH_PP:g} percentage points.
+  A ratio also needs at least {MIN_DATASETS} datasets (or every dataset the paper's statement covers, when fewer) and
   {MIN_PROMPTS} prompts per dataset; with fewer it is inconclusive.
 - *qualitative*: the cap. When the model is not the paper's, the device is not the paper's phone (a host, flash
   emulation, the loopback sandbox), the dataset is a local proxy, or our number has no interval (a single
   measurement), only the direction can be compared: *reproduced* and *same direction* become *qualitative*;
-  *differs* and *inconclusive* stay. The table says which condition capped it.
+  *differs* and *inconclusive* stay. EdgeFlow's own conditions cap it too: a timing whose accelerator half ran on CPU
+  threads (every EdgeFlow timing of this project so far: no NPU ran it) or a simulated one, and a quality number
+  (accuracy, perplexity, KL) that numerics other than the NPU's computed (float outputs, dynamic or float
+  activations, or rows that do not record theirs). The table says which condition capped it.
 - *Orderings* (perplexity tables; perplexity is deterministic, no interval): *reproduced* when the methods rank in the
   paper's order at that bit-width; *same direction* when the paper's best method is also ours; otherwise *differs*;
   the same cap applies.
@@ -372,11 +386,43 @@ def on_paper_device(df: pd.DataFrame) -> pd.Series:
     return pd.Series([one(i, r) for i, r in zip(info, rate)], index=df.index, dtype=bool)
 
 
+def is_edgeflow(df: pd.DataFrame) -> pd.Series:
+    """Per row: a number of EdgeFlow's (its system, or its quantizer's artifact scored without a system)."""
+    none = pd.Series(None, index=df.index, dtype=object)
+    system, quantizer = (df[c] if c in df.columns else none for c in ("system", "quantizer"))
+    return (system == "edgeflow") | (system.isna() & (quantizer == "edgeflow"))
+
+
+NO_NPU = "EdgeFlow's accelerator half ran on CPU threads, not on an NPU"
+SIMULATED_NPU = "EdgeFlow's accelerator half was simulated at assumed NPU speeds, not run on an NPU"
+
+
+def npu_caps(df: pd.DataFrame, timing: bool) -> list[str]:
+    """Why EdgeFlow's numbers among these rows are not those of the paper's system, which runs its INT8 matmuls on an
+    NPU: for a timing, an accelerator half that ran on CPU threads (a row's `accelerator`; rows without one were timed
+    by the runtime, whose lane is CPU threads on every device) or in a simulator; for a quality number, numerics that
+    are not the NPU's (a row's `numerics`)."""
+    ef = df[is_edgeflow(df)] if len(df) else df
+    if ef.empty:
+        return []
+    if timing:
+        simulated = ef["label"] == "simulated" if "label" in ef.columns else pd.Series(False, index=ef.index)
+        ran = ef["accelerator"] if "accelerator" in ef.columns else pd.Series(None, index=ef.index, dtype=object)
+        return ([SIMULATED_NPU] * bool(simulated.any())
+                + [NO_NPU] * bool(((ran.fillna(CPU_THREADS) != "npu") & ~simulated).any()))
+    metric = ef["metric"].fillna("")
+    quality = ef[metric.isin(QUALITY_METRICS) | metric.str.startswith(("kl_fp16", "top1_agreement"))]
+    numerics = quality["numerics"] if "numerics" in quality.columns else pd.Series(None, index=quality.index)
+    other = sorted(set(numerics.fillna("not recorded")) - {NPU_NUMERICS})
+    return [f"EdgeFlow's numbers were not computed with the NPU's numerics ({', '.join(other)})"] if other else []
+
+
 def cap_reasons(df: pd.DataFrame, paper_models, device_matters: bool = True) -> list[str]:
     """Why a comparison of these rows with the paper's can only be qualitative (empty: it can be quantitative):
     a model that is not the paper's, a device that is not its phone (when the metric depends on the device: TTFT,
-    not accuracy or perplexity), a proxy dataset."""
-    out = []
+    not accuracy or perplexity), a proxy dataset, and EdgeFlow without its NPU (npu_caps: a timing when
+    `device_matters`, else a quality number)."""
+    out = npu_caps(df, timing=device_matters)
     paper_models = set(paper_models)
     if "model" in df.columns:
         foreign = sorted(set(df["model"].dropna()) - paper_models)
@@ -390,6 +436,24 @@ def cap_reasons(df: pd.DataFrame, paper_models, device_matters: bool = True) -> 
     if len(df) and (dataset_source(df) == "proxy").any():
         out.append("proxy dataset")
     return out
+
+
+def caps_note(caps_seen: dict[str, list[str]]) -> str:
+    """Markdown: why verdicts were capped, per condition ({where: reasons}); '' when none was."""
+    if not caps_seen:
+        return ""
+    listed = "".join(f"- {where}: {'; '.join(reasons)}\n" for where, reasons in caps_seen.items())
+    return f"Agreement can only be *qualitative* (the cap) here because:\n\n{listed}"
+
+
+def simulation_inputs() -> str:
+    """Markdown: the phone-like simulation's inputs with their sources (harness/pipeline_sim.py SIM_INPUTS), shown
+    beside every verdict the simulation feeds: a simulated number repeats what went into it."""
+    from harness.pipeline_sim import SIM_INPUTS
+
+    table = pd.DataFrame([{"input": i.what, "value": f"{i.value:g}×", "source": i.source} for i in SIM_INPUTS])
+    return ("**Inputs of the simulated series** (the simulator replays this host's measured operator costs with the "
+            "accelerator's at these ratios; its verdicts are at best *qualitative*):\n\n" + md_table(table))
 
 
 def labels(df: pd.DataFrame) -> list[str]:
@@ -636,6 +700,8 @@ def ratio_verdict(ours: float, paper: float, tol: float = RATIO_TOLERANCE, inter
     if not (_finite(lo) and _finite(hi) and 0 < lo <= hi):
         lo = hi = ours
         caps.append("no interval")
+    if hi > MAX_RATIO_SPREAD * lo:
+        return INCONCLUSIVE
     v = _judge(math.log(ours), math.log(lo), math.log(hi), math.log(paper), math.log1p(tol))
     return cap(v, caps)
 
@@ -650,7 +716,26 @@ def points_verdict(ours_pp: float, paper_pp: float, tol: float = ACCURACY_TOLERA
     if not (_finite(lo) and _finite(hi) and lo <= hi):
         lo = hi = ours_pp
         caps.append("no interval")
+    if hi - lo > MAX_POINTS_WIDTH_PP:
+        return INCONCLUSIVE
     return cap(_judge(ours_pp, lo, hi, paper_pp, tol), caps)
+
+
+def share_verdict(ours: float, paper: float, interval: tuple | None = None, caps=()) -> str:
+    """Verdict on a share or rate (a fraction of a whole, 0-1: a bubble rate, the share of a cold start spent
+    loading) on an additive scale: reproduced when the paper's value lies within our interval widened by
+    SHARE_TOLERANCE_PP percentage points, else differs (a share has no direction to agree on); capped like the rest."""
+    if not _finite(ours) or not _finite(paper):
+        return NOT_RUN
+    caps = list(caps)
+    lo, hi = interval if interval is not None else (math.nan, math.nan)
+    if not (_finite(lo) and _finite(hi) and lo <= hi):
+        lo = hi = ours
+        caps.append("no interval")
+    if 100 * (hi - lo) > MAX_POINTS_WIDTH_PP:
+        return INCONCLUSIVE
+    tol = SHARE_TOLERANCE_PP / 100
+    return cap(REPRODUCED if lo - tol <= paper <= hi + tol else DIFFERS, caps)
 
 
 def at_most_verdict(ours: float, paper: float, tol: float = RATIO_TOLERANCE) -> str:

@@ -668,10 +668,9 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     tags = common.labels(rows)
     note = common.models_differ_note(set(t["ttft"]["model"]) | set(t["accuracy"]["model"]), PAPER_MODELS)
     spans = common.spans_note(series_rows[series_rows["metric"] == "ttft_s"], tuple(TTFT_CONDITION))
-    capped = "".join(f"- {where}: {'; '.join(r)}\n" for where, r in caps_seen.items())
     body = [f"![{TITLE}](figures/{figures[0].name})\n", "Labels: " + "; ".join(tags) + ".\n" if tags else "",
             f"{note}\n" if note else "", f"{spans}\n" if spans else "",
-            f"Agreement can only be *qualitative* (the cap) here because:\n\n{capped}" if capped else "",
+            common.caps_note(caps_seen),
             "**TTFT ratios** (baseline / EdgeFlow; ours: geometric mean over the datasets where both ran, with the "
             "bootstrap 95% interval over prompts and repetitions). The paper's ratios summarise its Figure 10 over "
             "Llama3-8B and Phi3-3.8B and five datasets.\n",

@@ -7,7 +7,8 @@ Two series, never pooled:
   The host's "accelerator" lane is CPU cores (DESIGN.md), so the lanes are equally fast: the paper's effects, which
   come from a slow-at-non-matmul NPU, need not show.
 - simulated: each policy replayed by harness/pipeline_sim.py over the operator costs of warm prefills measured on
-  this host, the accelerator at the paper's Figure 5b ratios (experiment=pipeline_sim; labelled simulated): one
+  this host, the accelerator at phone-like ratios (experiment=pipeline_sim; labelled simulated; pipeline_sim
+  SIM_INPUTS: one ratio the paper's Figure 5b, one assumed): one
   decoder layer, as the paper's Figure 14 times it ("simulated, one layer"), and the whole prefill ("simulated").
 Each series at several chunk sizes (rows' `variant`, "chunk 32"), never pooled: stealing needs more ready accelerator
 tasks than its threshold (5), and each chunk has at most one ready (its operators are a chain), so at 512 tokens the
@@ -102,22 +103,26 @@ def _value(med: pd.DataFrame, panel, series, policy, metric) -> float | None:
     return float(hit["median"].iloc[0]) if len(hit) else None
 
 
-def compare(med: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None) -> list[dict]:
-    """Each of the paper's step changes beside ours, measured and simulated."""
+def compare(med: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None,
+            caps_seen: dict | None = None) -> list[dict]:
+    """Each of the paper's step changes beside ours, measured and simulated; `caps_seen` collects why each series'
+    verdicts are capped ({model, series: reasons})."""
     lines = []
     steps = paper[paper["versus"].notna()] if paper is not None else pd.DataFrame()
+    simulated = rows["metric"].fillna("").str.startswith("sim_") if len(rows) else pd.Series(dtype=bool)
     for panel in _panels(med):
         model, chunk = panel
-        caps = common.cap_reasons(rows[rows["model"] == model], PAPER_MODELS)
         for p in steps.itertuples():
             what = p.metric.removesuffix("_change_pct")
             for i, series in enumerate(SERIES):
                 metric = METRICS[what][i]
                 new, old = (_value(med, panel, series, pol, metric) if metric else None for pol in (p.policy, p.versus))
                 ours = None if new is None or not old else 100 * (new / old - 1)
-                extra = [] if i == 0 else ["simulated at the paper's NPU/CPU ratios"]
+                caps = common.cap_reasons(rows[(rows["model"] == model) & (simulated == (i > 0))], PAPER_MODELS)
+                if caps_seen is not None and ours is not None:
+                    caps_seen[f"{model}, {series}"] = caps + ["a median, no interval"]
                 verdict = common.NOT_RUN if ours is None else common.ratio_verdict(
-                    1 + ours / 100, 1 + p.value / 100, caps=caps + extra)
+                    1 + ours / 100, 1 + p.value / 100, caps=caps)
                 lines.append({"model": model, "chunk": chunk, "series": series, "step": f"{p.versus} -> {p.policy}",
                               "change of": what.replace("_", " "), "ours %": "–" if ours is None else f"{ours:+.1f}",
                               "paper %": f"{p.value:+g}", "verdict": verdict})
@@ -136,6 +141,21 @@ def paper_latency(paper: pd.DataFrame | None) -> list[float] | None:
             return None
         out.append(out[-1] * (1 + float(steps[policy]) / 100))
     return out
+
+
+def _paper_says(paper: pd.DataFrame | None, what: str) -> str:
+    """' (paper: -4.2%, -5.2%, -11.3% per step)' for the latency panel, ' (paper: NPU -82.2% with place+priority,
+    ...)' for the bubble one, from the paper's CSV ('' without it)."""
+    if paper is None:
+        return ""
+    steps = paper[paper["versus"].notna()]
+    if what == "latency":
+        values = steps.loc[steps["metric"] == "latency_change_pct", "value"]
+        return f" (paper: {', '.join(f'{v:+g}%' for v in values)} per step)" if len(values) else ""
+    lanes = {"accel_bubble_change_pct": "NPU", "cpu_bubble_change_pct": "CPU"}
+    said = [f"{lanes[m]} {v:+g}% with {pol}" for m, v, pol in zip(steps["metric"], steps["value"], steps["policy"])
+            if m in lanes and v < 0]  # the reductions the policies were built for
+    return f" (paper: {', '.join(said)})" if said else ""
 
 
 def draw(med: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> list[Path]:
@@ -168,18 +188,17 @@ def draw(med: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> li
         ax_l.axhline(1, color="black", linewidth=0.6)
         ax_l.set_xticks(x, POLICIES, fontsize=8)
         ax_l.set_ylabel("latency / llmnpu-static's")
-        ax_l.set_title(f"{title}\nlatency per policy (paper: -4.2%, -5.2%, -11.3% per step)", fontsize=8.5)
+        ax_l.set_title(f"{title}\nlatency per policy{_paper_says(paper, 'latency')}", fontsize=8.5)
         if panel == panels[0]:  # the same series in every row
             ax_l.legend(fontsize=6.5, loc="lower left")
         ax_b.set_xticks(x, POLICIES, fontsize=8)
         ax_b.set_ylim(0, 1)
         ax_b.set_ylabel("bubble rate (idle / span)")
-        ax_b.set_title(f"{title}\nbubble rates (paper: NPU -82.2% with priority, CPU -61.6% with stealing)",
-                       fontsize=8.5)
+        ax_b.set_title(f"{title}\nbubble rates{_paper_says(paper, 'bubble')}", fontsize=8.5)
         if panel == panels[0]:
             ax_b.legend(fontsize=6.5, loc="upper right")
-    fig.suptitle("Figure 14 (ours): pipeline policies at 512 tokens; measured on this host and simulated at the "
-                 "paper's NPU/CPU ratios", fontsize=9.5)
+    fig.suptitle(f"Figure 14 (ours): pipeline policies at {PROMPT_TOKENS} tokens; measured on this host and simulated "
+                 "at phone-like NPU/CPU ratios (one the paper's, one assumed)", fontsize=9.5)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / (3.6 * len(panels) + 0.6)))
     return common.save_figure(fig, NAME, figures_dir)
 
@@ -213,7 +232,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         return common.not_run_section(NAME, TITLE, f"no pipeline rows at {PROMPT_TOKENS} prompt tokens in the store "
                                       "(Figure 14 compares at the paper's length; other lengths are Figure 5's)")
     figures = draw(med, paper, figures_dir)
-    lines = compare(med, rows, paper)
+    caps_seen: dict[str, list[str]] = {}
+    lines = compare(med, rows, paper, caps_seen)
     verdict, count = common.overall([line["verdict"] for line in lines])
     shown = ["ttft_s", "edgeflow_ttft_s", *(m for pair in METRICS.values() for m in pair if m)]
     table = med[med["metric"].isin(shown)]
@@ -224,8 +244,10 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     tags = common.labels(rows)
     body = [f"![{TITLE}](figures/{figures[0].name})\n", "Labels: " + "; ".join(tags) + ".\n" if tags else "",
             common.models_differ_note(set(med["model"]), PAPER_MODELS), left_out, steal_note,
+            common.caps_note(caps_seen),
             "**Each step's change**, ours beside the paper's (ratio rule on 1 + change; medians, no interval):\n",
             md_table(pd.DataFrame(lines)) if lines else "_(no paper values loaded)_\n",
+            common.simulation_inputs() if (med["series"] != SERIES[0]).any() else "",
             "\n**Our medians** per policy (wall-clock TTFT, the engine's own TTFT, bubble rates, busy time, stolen "
             "tasks; the simulation's in sim_layer_* for one layer, sim_* for the whole prefill):\n", md_table(wide)]
     bad = common.unrun_reasons(rows)

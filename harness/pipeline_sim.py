@@ -16,9 +16,10 @@ What it mirrors (change both sides together):
 - at one instant, completions are processed first (in completion order), then idle workers pick, CPU first.
 
 Costs: `CostTable` maps (stage, lane it runs on) to seconds per chunk of `chunk` tokens, and optionally (stage, lane,
-chunk index) where measured. Build one from the runtime's `edgeflow-run --profile-ops FILE` (medians) and optionally rescale it with the paper's Figure 5b
-ratios (`phone_like`): non-matmul operators 2.1x slower on the NPU than on the CPU, INT8 matmuls `matmul_speedup`x
-faster on the NPU than on the CPU (the paper sets the steal threshold, 5, from that ratio).
+chunk index) where measured. Build one from the runtime's `edgeflow-run --profile-ops FILE` (medians) and optionally
+rescale it to a phone's ratios (`phone_like`, SIM_INPUTS): non-matmul operators 2.1x slower on the NPU than on the CPU
+(the paper's Figure 5b), INT8 matmuls `matmul_speedup`x faster on the NPU than on the CPU (assumed: 5, inferred from
+the paper's steal threshold; the paper gives no such ratio).
 
     python -m harness.pipeline_sim PROFILE.json [--tokens 512] [--warm] [--phone-like] [--threads 2]
 """
@@ -37,7 +38,31 @@ LAYER_STAGES = ("attn_in", "qkv", "attention", "o_proj", "ffn_in", "gate_up", "s
 MATMULS = {"qkv", "o_proj", "gate_up", "down"}
 STAGES = ("embed", *LAYER_STAGES, "head")
 NPU_SLOWDOWN_NON_MATMUL = 2.1  # Figure 5b: RMSNorm, SwiGLU, quantize on the NPU vs the CPU
-NPU_MATMUL_SPEEDUP = 5.0       # section 4.3: the CPU/NPU matmul time ratio behind the steal threshold 5
+NPU_MATMUL_SPEEDUP = 5.0       # assumed: the paper states no such ratio (see SIM_INPUTS)
+
+
+@dataclass(frozen=True)
+class SimInput:
+    """One input of the phone-like simulation, with where its value comes from: a reader sees it beside any verdict
+    the simulation feeds."""
+
+    what: str
+    value: float
+    source: str
+
+
+SIM_INPUTS = (
+    SimInput("non-matmul operators (RMSNorm, SwiGLU, quantize): NPU time / CPU time", NPU_SLOWDOWN_NON_MATMUL,
+             "the paper's Figure 5b (measured by its authors on a Snapdragon 8 Elite)"),
+    SimInput("INT8 matmuls: CPU time / NPU time", NPU_MATMUL_SPEEDUP,
+             "assumed: inferred from the steal threshold 5 of section 4.3 (a task is stolen when the NPU's queue holds "
+             "more than 5 tasks); the paper states no such ratio"),
+)
+
+
+def sim_inputs_text() -> str:
+    """The simulation's inputs in one line, for rows' notes: 'non-matmul ... 2.1x (the paper's Figure 5b); ...'."""
+    return "; ".join(f"{i.what} {i.value:g}x ({i.source.split(':')[0].split(' (')[0]})" for i in SIM_INPUTS)
 
 
 def stage_lane(policy: str, stage: str) -> str:
@@ -152,7 +177,7 @@ class CostTable:
 
     def phone_like(self, npu_slowdown: float = NPU_SLOWDOWN_NON_MATMUL,
                    matmul_speedup: float = NPU_MATMUL_SPEEDUP) -> "CostTable":
-        """The host's CPU costs as the CPU's, and the accelerator's at the paper's ratios to them (Figure 5b)."""
+        """The host's CPU costs as the CPU's, and the accelerator's at SIM_INPUTS' ratios to them."""
         def scale(stage: str, cpu: float) -> float:
             return cpu / matmul_speedup if stage in MATMULS else cpu * npu_slowdown
 
@@ -283,7 +308,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tokens", type=int, default=512)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steal-threshold", type=int, default=5)
-    ap.add_argument("--phone-like", action="store_true", help="rescale with the paper's Figure 5b ratios")
+    ap.add_argument("--phone-like", action="store_true", help="rescale to a phone's NPU/CPU ratios (the paper's 2.1x, an assumed 5x)")
     a = ap.parse_args(argv)
     profile = json.loads(a.profile.read_text())
     costs = CostTable.from_profile(profile, a.prefill, warm=a.warm)

@@ -95,7 +95,7 @@ def ttft(job) -> Iterator[dict]:
                     yield job.row(m.name, m.value, m.unit, repetition=r, bits=float(bits), dataset=dataset,
                                   prompt_tokens=len(ids), flash_emulated_mbps=device.flash_read_mbps,
                                   label=label, device_info=info, workload=recorded,
-                                  prompt_index=prompt.index, prompt_source=prompt.source,
+                                  prompt_index=prompt.index, prompt_source=prompt.source, **prepared.columns,
                                   notes="; ".join(x for x in (m.reason, m.detail, notes, extra_notes) if x))
     finally:
         device.close()

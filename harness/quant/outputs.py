@@ -17,6 +17,10 @@ import torch
 from harness.artifact import QuantLinear
 from harness.quant.numerics import output_steps
 
+# The `numerics` column of rows computed with exactly what an NPU computes (harness/runner/store.py); other values
+# say how a computation differs from it.
+NPU_NUMERICS = "npu"
+
 
 def with_output_grid(q: QuantLinear, peaks: torch.Tensor, grid: str, headroom: float) -> QuantLinear:
     """The linear with its static output grid at its activation width (grid "none": float outputs, unchanged; a
@@ -43,3 +47,13 @@ def numerics_text(manifest: dict) -> str:
     grid = "per output channel" if numerics.get("output_grid") == "channel" else "per linear"
     return (f"NPU numerics: {inputs}, outputs requantized to static grids {grid} at "
             f"{numerics.get('output_headroom'):g}x the calibrated peak")
+
+
+def numerics_column(manifest: dict, numerics: str = "npu", activations: str = "static") -> str:
+    """The `numerics` column of rows computed over an artifact with these settings (those of build_fakequant_model,
+    or the runtime's lane): NPU_NUMERICS only where they are the NPU's (static activations, requantized outputs)."""
+    if activations != "static":
+        return f"{activations} activations"
+    if numerics != "npu" or (manifest.get("numerics") or {}).get("outputs") != "requantized":
+        return "float outputs"
+    return NPU_NUMERICS

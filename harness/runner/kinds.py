@@ -7,7 +7,8 @@
   fidelity    a quantizer's artifact against the FP model: mean KL and top-1 agreement on held-out text, effective
               bits per weight, artifact and packed file size, calibration and quantization time
   pipeline_sim  every scheduling policy replayed (harness/pipeline_sim.py) over the runtime's measured operator
-              costs, the accelerator at the paper's NPU/CPU ratios: latency and bubble rates (labelled simulated)
+              costs, the accelerator at phone-like NPU/CPU ratios (one the paper's, one assumed: pipeline_sim
+              SIM_INPUTS): latency and bubble rates (labelled simulated)
   npu_compile / npu_oracle / npu_profile  the accelerator half compiled by QNN for a Qualcomm SoC: graph preparation
               times and bytes; HTP's numerics against ours; its time on a phone's NPU (harness/runner/npu_kinds.py)
 """
@@ -129,7 +130,7 @@ def _edgeflow_accuracy(job, dataset, requested: str) -> Iterator[dict]:
     from harness.engine.capi import NativeEngine
     from harness.quant.cache import quantized_artifact
     from harness.quant.fakequant import build_fakequant_model
-    from harness.quant.outputs import numerics_text
+    from harness.quant.outputs import numerics_column, numerics_text
     from harness.systems.edgeflow import packed_file
 
     if job.cfg.get("quantizer") is None:
@@ -142,7 +143,8 @@ def _edgeflow_accuracy(job, dataset, requested: str) -> Iterator[dict]:
     with NativeEngine.open(packed, threads=int(job.cfg.system.threads), ctx=job.settings.max_length) as engine:
         yield from _checked_runtime_rows(job, engine, build_fakequant_model(artifact, model), tokenizer, dataset,
                                          requested, scored_by=f"edgeflow runtime over {packed.name}; "
-                                                              f"{numerics_text(artifact.manifest)}")
+                                                              f"{numerics_text(artifact.manifest)}",
+                                         numerics=numerics_column(artifact.manifest))
 
 
 def _runtime_evaluated_accuracy(job, dataset, requested: str) -> Iterator[dict]:
@@ -151,7 +153,7 @@ def _runtime_evaluated_accuracy(job, dataset, requested: str) -> Iterator[dict]:
     rows' notes say which, and the runtime's carry variant RUNTIME_EVALUATED."""
     from harness.engine.capi import NativeEngine, gemm_kernel
     from harness.quant.fakequant import build_fakequant_model
-    from harness.quant.outputs import numerics_text
+    from harness.quant.outputs import numerics_column, numerics_text
 
     fp, tokenizer = _fp_model(job)
     artifact = _job_artifact(job, tokenizer)
@@ -161,7 +163,7 @@ def _runtime_evaluated_accuracy(job, dataset, requested: str) -> Iterator[dict]:
         lm = _torch_lm(job, reference, tokenizer)
         yield from _accuracy_rows(job, reference, tokenizer, dataset, row_dataset=requested, lm=lm,
                                   scored_by=f"{FAKE_QUANT} (our runtime cannot run this method: {why})",
-                                  label="stand-in")
+                                  label="stand-in", numerics=numerics_column(artifact.manifest))
         return
     threads = _engine_threads(job)
     with NativeEngine.from_artifact(artifact, threads=threads, ctx=job.settings.max_length) as engine:
@@ -169,7 +171,7 @@ def _runtime_evaluated_accuracy(job, dataset, requested: str) -> Iterator[dict]:
                                          scored_by=f"our runtime's INT8 forward pass over the artifact ("
                                                    f"{gemm_kernel()} GEMM, {threads} thread{'s' * (threads != 1)}; "
                                                    f"{numerics_text(artifact.manifest)})",
-                                         variant=RUNTIME_EVALUATED)
+                                         variant=RUNTIME_EVALUATED, numerics=numerics_column(artifact.manifest))
 
 
 def _engine_threads(job) -> int:
@@ -237,7 +239,7 @@ def fidelity(job) -> Iterator[dict]:
     from harness.eval.fidelity import fidelity_of_each as measure_each
     from harness.quant.cache import quantized_artifact
     from harness.quant.fakequant import build_fakequant_model
-    from harness.quant.outputs import numerics_text
+    from harness.quant.outputs import numerics_column, numerics_text
     from harness.runner.store import NOT_RUN
     from harness.systems.edgeflow import packed_file
 
@@ -266,13 +268,18 @@ def fidelity(job) -> Iterator[dict]:
     # The fake-quant model as the runtime computes (static activation scales, the artifact's numerics: kl_fp16), the
     # variants that locate the error (float outputs: the CPU-only lane, which no NPU computes; per-token dynamic
     # activations; float activations, i.e. weights only), and the runtime itself.
-    variants = [("", "fake-quant, static activation scales", build_fakequant_model(artifact, model), "stand-in"),
+    # Each variant: (metric suffix, what computed it, the model, its label, its numerics column).
+    variants = [("", "fake-quant, static activation scales", build_fakequant_model(artifact, model), "stand-in",
+                 numerics_column(manifest)),
                 ("_float_outputs", "fake-quant, static activation scales, float outputs (CPU only: no NPU computes "
-                 "it)", build_fakequant_model(artifact, model, numerics="cpu-float"), "stand-in"),
+                 "it)", build_fakequant_model(artifact, model, numerics="cpu-float"), "stand-in",
+                 numerics_column(manifest, numerics="cpu-float")),
                 ("_dynamic", "fake-quant, per-token dynamic activation scales",
-                 build_fakequant_model(artifact, model, "dynamic"), "stand-in"),
+                 build_fakequant_model(artifact, model, "dynamic"), "stand-in",
+                 numerics_column(manifest, activations="dynamic")),
                 ("_weight_only", "fake-quant, float activations (weights only)",
-                 build_fakequant_model(artifact, model, "float"), "stand-in")]
+                 build_fakequant_model(artifact, model, "float"), "stand-in",
+                 numerics_column(manifest, activations="float"))]
     if job.cfg.get("npu") is not None:
         variants.append(_htp_variant(job, artifact, model, tokenizer))
     engine = None
@@ -282,17 +289,17 @@ def fidelity(job) -> Iterator[dict]:
 
         engine = NativeEngine.open(packed, threads=_engine_threads(job), ctx=window)
         variants.append(("_runtime", f"the runtime over {packed.name}; {numerics_text(manifest)}",
-                         LogitsModel(engine.logits), "measured"))
+                         LogitsModel(engine.logits), "measured", numerics_column(manifest)))
     try:  # the FP model runs once per window for every variant
-        results = measure_each(model, {suffix: q_model for suffix, _, q_model, _ in variants}, ids, window, windows,
-                               reference=_fp_reference(job, model))
-        for suffix, what, _, label in variants:
+        results = measure_each(model, {suffix: q_model for suffix, _, q_model, _, _ in variants}, ids, window,
+                               windows, reference=_fp_reference(job, model))
+        for suffix, what, _, label, numerics in variants:
             result = results[suffix]
             for metric, unit in (("kl_fp16", "nats/token"), ("top1_agreement", "fraction")):
                 key = "kl" if metric == "kl_fp16" else "top1"
                 for i, v in enumerate(result[key]):
                     yield job.row(metric + suffix, v, unit, repetition=i, dataset=text, label=label,
-                                  notes=f"{what}; {result['protocol']}; {result['reference']}")
+                                  numerics=numerics, notes=f"{what}; {result['protocol']}; {result['reference']}")
     finally:
         if engine is not None:
             engine.close()
@@ -302,7 +309,7 @@ def _htp_variant(job, artifact, model, tokenizer) -> tuple:
     """('_htp', what, the model whose quantized linears QNN HTP computes, 'simulated') for the run's npu group."""
     from harness.npu.config import npu_of
     from harness.npu.graph import widths_text
-    from harness.quant.outputs import numerics_text
+    from harness.quant.outputs import NPU_NUMERICS, numerics_text
     from harness.npu.htp import require_htp
     from harness.npu.model import build_htp_model
     from harness.runner.npu_kinds import calibration_window, where
@@ -312,7 +319,7 @@ def _htp_variant(job, artifact, model, tokenizer) -> tuple:
     calibration = calibration_window(tokenizer)
     what = (f"quantized linears on the HTP simulator, {where(npu)}; {widths_text(artifact.linears, npu.activation_bits)}"
             f"; {numerics_text(artifact.manifest)}; CPU ops in float32")
-    return "_htp", what, build_htp_model(artifact, model, npu, calibration), "simulated"
+    return "_htp", what, build_htp_model(artifact, model, npu, calibration), "simulated", NPU_NUMERICS
 
 
 def _engine_fidelity(job) -> Iterator[dict]:
@@ -345,7 +352,7 @@ def pipeline_sim(job) -> Iterator[dict]:
     from harness.devices import get_device
     from harness.engine.run import run_edgeflow
     from harness.models.zoo import checkpoint_dir
-    from harness.pipeline_sim import POLICIES, CostTable, simulate
+    from harness.pipeline_sim import POLICIES, CostTable, sim_inputs_text, simulate
     from harness.systems import get_system
 
     if job.cfg.get("system") is None or job.cfg.system.name != "edgeflow":
@@ -365,8 +372,7 @@ def pipeline_sim(job) -> Iterator[dict]:
     # a phone run beside the NPU on other cores.
     costs = CostTable.from_profile(profile, warm=True).phone_like()
     notes = (f"simulated (harness/pipeline_sim.py) over the median operator costs of {warm} warm {n}-token prefills "
-             f"in {chunk}-token chunks, accelerator at the paper's Figure 5b ratios (non-matmul 2.1x slower, INT8 "
-             "matmul 5x faster than the CPU)")
+             f"in {chunk}-token chunks, the accelerator at phone-like ratios: {sim_inputs_text()}")
     for policy in POLICIES:
         for layers, prefix, table in ((profile["n_layers"], "sim_", costs), (1, "sim_layer_", costs.layers_only())):
             s = simulate(policy, table, n_layers=layers, n_tokens=n, chunk=chunk, threads=threads,
@@ -412,15 +418,17 @@ def _model_under_test(job, fp=None):
     label `simulated` among the fields; the fake-quant model's rows are labelled stand-in). `fp`: the (FP model,
     tokenizer) if the caller has loaded it."""
     from harness.quant.fakequant import build_fakequant_model
+    from harness.quant.outputs import NPU_NUMERICS, numerics_column
 
     model, tokenizer = fp or _fp_model(job)
     if job.cfg.get("quantizer") is None:
         return model, tokenizer, {"quantizer": "fp16", "bits": 16.0}
     artifact = _job_artifact(job, tokenizer)
-    if job.cfg.get("npu") is not None:
-        _, what, htp_model, label = _htp_variant(job, artifact, model, tokenizer)
-        return htp_model, tokenizer, {"scored_by": what, "label": label}
-    return build_fakequant_model(artifact, model), tokenizer, {"scored_by": FAKE_QUANT, "label": "stand-in"}
+    if job.cfg.get("npu") is not None:  # HTP computes the quantized linears: the NPU's numerics by definition
+        _, what, htp_model, label, _ = _htp_variant(job, artifact, model, tokenizer)
+        return htp_model, tokenizer, {"scored_by": what, "label": label, "numerics": NPU_NUMERICS}
+    return build_fakequant_model(artifact, model), tokenizer, {"scored_by": FAKE_QUANT, "label": "stand-in",
+                                                               "numerics": numerics_column(artifact.manifest)}
 
 
 def _job_artifact(job, tokenizer):

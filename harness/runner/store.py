@@ -37,6 +37,14 @@ COLUMNS: dict[str, pa.DataType] = {
     # where a quality number's data came from, whatever computed it: "proxy" (a local stand-in for the paper's dataset
     # or text, harness/data/) or "builtin" (the paper's); null on rows without data (sizes, timings: prompt_source)
     "data_source": pa.string(),
+    # what arithmetic computed a quantized model's number (a quality row, or a timing of the engine that computes it):
+    # "npu" (harness/quant/outputs.py NPU_NUMERICS: static A8/A16 inputs, INT8 weights, outputs requantized to the artifact's static grids: what QNN
+    # HTP computes, docs/npu.md) or how it differs ("float outputs", "dynamic activations", "float activations");
+    # null for FP16 and for engines that have no accelerator half
+    "numerics": pa.string(),
+    # where an engine's accelerator half ran on a timing row (harness/systems/base.py Prepared.columns): "cpu threads"
+    # (our runtime on every device so far) or "npu"; null for an engine without one
+    "accelerator": pa.string(),
 }
 SCHEMA = pa.schema(list(COLUMNS.items()))
 OK, FAILED, NOT_RUN = "ok", "failed", "not run"

@@ -53,6 +53,12 @@ class Prepared:
     artifacts: dict  # named paths (e.g. {"gguf": ..., "binary": ...})
     weight_format: str  # e.g. "gguf Q8_0", "mnn int8 per-channel"
     notes: list[str] = field(default_factory=list)
+    # typed columns of every row these weights give (harness/runner/store.py): e.g. {"accelerator": CPU_THREADS,
+    # "numerics": "npu"} for our runtime
+    columns: dict = field(default_factory=dict)
+
+
+CPU_THREADS = "cpu threads"  # the `accelerator` column of an engine whose accelerator half runs on CPU threads
 
 
 @dataclass

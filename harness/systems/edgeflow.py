@@ -32,8 +32,8 @@ from harness.engine.run import (DEFAULT_CHUNK, DEFAULT_POLICY, POLICIES, ReportE
 from harness.measure.cold import EngineError, repeat, run_once
 from harness.measure.workload import Workload, prompt_file, prompt_text
 from harness.models.zoo import checkpoint_dir
-from harness.systems.base import (Measurement, Metric, NotRun, Prepared, System, cold_metrics, decode_metrics,
-                                  register_system)
+from harness.systems.base import (CPU_THREADS, Measurement, Metric, NotRun, Prepared, System, cold_metrics,
+                                  decode_metrics, register_system)
 
 
 @dataclass
@@ -115,7 +115,7 @@ class EdgeFlowSystem(System):
     def prepare(self, model, bits, device) -> Prepared:
         from harness.artifact import read_manifest
         from harness.quant.cache import quantized_artifact
-        from harness.quant.outputs import numerics_text
+        from harness.quant.outputs import numerics_column, numerics_text
 
         qcfg = {**(self.quantizer or {"name": "edgeflow"}), "budget_bits": float(bits)}
         art_dir = quantized_artifact(model, qcfg)
@@ -144,7 +144,9 @@ class EdgeFlowSystem(System):
                 tok = device.push(str(tok), f"{device.cfg.remote_dir}/models/{local_packed.name}.tok")
             files.append(str(tok))
             artifacts["tokenizer_file"] = str(tok)
-        return Prepared(self.name, files, artifacts, f"efpk {self.layout} {float(bits):g} bits", notes)
+        # the accelerator lane is CPU threads on every device (src/engine/README.md), computing the NPU's numerics
+        columns = {"accelerator": CPU_THREADS, "numerics": numerics_column(manifest)}
+        return Prepared(self.name, files, artifacts, f"efpk {self.layout} {float(bits):g} bits", notes, columns)
 
     @staticmethod
     def _tokenizer_file(model, packed) -> tuple[object, str]:
