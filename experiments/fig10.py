@@ -727,8 +727,8 @@ QUALITY = {"kl_fp16_runtime": "KL by the engine", "top1_agreement_runtime": "sam
 
 
 def quality_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per model and series: mean KL(FP16 || series) and top-1 agreement over the held-out windows, each with its 95%
-    t-interval over windows (harness/eval/fidelity.py)."""
+    """Per model, text and series: mean KL(FP16 || series) and top-1 agreement over the text's windows, each with
+    its 95% t-interval over windows (harness/eval/fidelity.py); two texts are never pooled."""
     from harness.eval.fidelity import mean_ci95
 
     q = rows[(rows["status"] == "ok") & rows["metric"].isin(list(QUALITY)) & rows["value"].notna()]
@@ -737,8 +737,9 @@ def quality_table(rows: pd.DataFrame) -> pd.DataFrame:
     if q.empty:
         return pd.DataFrame()
     out = []
-    for (model, series), g in q.groupby(["model", "series"]):
-        line = {"model": model, "series": series}
+    q = q if "dataset" in q.columns else q.assign(dataset="")
+    for (model, text, series), g in q.groupby(["model", "dataset", "series"], dropna=False):
+        line = {"model": model, "text": text, "series": series}
         for metric, column in QUALITY.items():
             values = list(g.loc[g["metric"] == metric, "value"])
             mean, half = mean_ci95(values) if values else (math.nan, math.nan)
@@ -746,7 +747,7 @@ def quality_table(rows: pd.DataFrame) -> pd.DataFrame:
         line["windows"] = int(g.groupby("metric").size().max())
         out.append(line)
     order = {name: i for i, name in enumerate(series_order({line["series"] for line in out}))}
-    return pd.DataFrame(sorted(out, key=lambda line: (line["model"], order[line["series"]])))
+    return pd.DataFrame(sorted(out, key=lambda line: (line["model"], str(line["text"]), order[line["series"]])))
 
 
 AGREEMENT = {"agreement_top1": "top-1 agreement (scored tokens)",

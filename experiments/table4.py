@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from experiments import common, paired_windows
@@ -142,20 +143,28 @@ def render_for(name: str, title: str, model: str, rows: pd.DataFrame, paper: pd.
     """Table 4 or 5: our perplexities beside the paper's `model` table, one table per model and evaluation set (a
     local proxy's perplexities and WikiText-2's are never pooled)."""
     cur = _fp16_named(common.with_conditions(common.current(rows)))
-    ok = common.ok_rows(cur, "perplexity")
-    if model in set(ok["model"]):
-        ok = ok[ok["model"] == model]
-    if ok.empty:
+    # what computed each perplexity (the fake-quant model, HTP's simulator, an engine): never pooled; FP16's torch
+    # model is every scorer's reference
+    cur = cur.assign(scorer=np.where(cur["quantizer"] == "fp16", "", common.scoring_path(cur)))
+    all_ok = common.ok_rows(cur, "perplexity")
+    if model in set(all_ok["model"]):
+        all_ok = all_ok[all_ok["model"] == model]
+    if all_ok.empty:
         return common.not_run_section(name, title, "no perplexity rows in the store")
     if paper is None:
         ref = pd.DataFrame(columns=["quantizer", "bits", "value", "lower_bound"])
     else:
         ref = paper_table(paper, model)
-    ours = common.summarize(ok, ["model", "dataset", "source", "quantizer", "bits"])
-    nlls, refs = paired_windows.windows(cur), paired_windows.windows(cur, "window_nll_ref")
-    groups = list(ours.groupby(["model", "dataset", "source"]))
+    scorers = sorted(set(all_ok["scorer"]) - {""}) or [""]
+    groups = [(scorer, key, per_model) for scorer in scorers
+              for key, per_model in common.summarize(all_ok[all_ok["scorer"].isin([scorer, ""])],
+                                                     ["model", "dataset", "source", "quantizer", "bits"]
+                                                     ).groupby(["model", "dataset", "source"])]
     sections, verdicts, figures = [], [], []
-    for (m, dataset, source), per_model in groups:
+    for scorer, (m, dataset, source), per_model in groups:
+        mine_rows = cur[cur["scorer"].isin([scorer, ""])]
+        ok = all_ok[all_ok["scorer"].isin([scorer, ""])]
+        nlls, refs = paired_windows.windows(mine_rows), paired_windows.windows(mine_rows, "window_nll_ref")
         caps = common.cap_reasons(ok[(ok["model"] == m) & (ok["dataset"] == dataset)], {model}, device_matters=False)
         lines = []
         fp_windows = nlls.get((m, dataset, "fp16", None))
@@ -194,9 +203,11 @@ def render_for(name: str, title: str, model: str, rows: pd.DataFrame, paper: pd.
         fp_ref = ref[ref["quantizer"] == "fp16"]
         fp_text = (f"FP16: ours {fmt(fp['median'].iloc[0]) if len(fp) else '–'}, paper "
                    f"{fmt(fp_ref['value'].iloc[0]) if len(fp_ref) else '–'}.")
-        where = f"{m}, {dataset}" + (" (local proxy text)" if source == "proxy" else "")
+        where = (f"{m}, {dataset}" + (" (local proxy text)" if source == "proxy" else "")
+                 + (f", scored by the {scorer}" if len(scorers) > 1 else ""))
+        suffix = f"-{scorer.replace(' ', '-')}" if len(scorers) > 1 else ""
         figures += _draw(per_model, ref, f"{title}: ours ({where}) beside the paper's ({model}, WikiText-2)",
-                         name if len(groups) == 1 else f"{name}-{m}-{dataset}", figures_dir)
+                         name if len(groups) == 1 else f"{name}-{m}-{dataset}{suffix}", figures_dir)
         cap_text = f" Capped at *qualitative*: {'; '.join(caps)}." if caps else ""
         sections.append(f"**{where}** (cells: ours / paper; protocol and context length in the rows' notes). "
                         f"{fp_text}{cap_text}\n\n" + md_table(pd.DataFrame(lines)))
@@ -204,7 +215,7 @@ def render_for(name: str, title: str, model: str, rows: pd.DataFrame, paper: pd.
     if paper is None:
         count += f"; results/paper/{name}.csv is missing"
     pngs = [f for f in figures if f.suffix == ".png"]
-    spans = common.spans_note(ok, ("model", "source"))
+    spans = common.spans_note(all_ok, ("model", "source"))
     body = ("".join(f"![{title}](figures/{p.name})\n\n" for p in pngs) + (f"{spans}\n\n" if spans else "")
             + "\n".join(sections))
     return Section(name, title, verdict, count, body, figures)

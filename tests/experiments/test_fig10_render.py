@@ -56,6 +56,15 @@ def test_quality_table_gives_each_engine_its_own_kl_with_an_interval():
     assert (table["windows"] == 4).all()
 
 
+def test_quality_table_never_pools_two_texts():
+    rows = [_row(system="llamacpp", quantizer=None, bits=None, packing=None, metric="kl_fp16_runtime", value=v,
+                 repetition=w, dataset=text) for text, v in (("ppl-local", 0.01), ("python-docs", 0.05)) for w in range(4)]
+    table = fig10.quality_table(fig10._with_series(pd.DataFrame(rows))).set_index("text")
+    assert table.loc["ppl-local", "KL by the engine"].startswith("0.01 ")
+    assert table.loc["python-docs", "KL by the engine"].startswith("0.05 ")
+    assert (table["windows"] == 4).all()  # not 8 windows of one pooled mean (0.03)
+
+
 def test_work_table_says_how_each_system_got_its_prompt_and_threads():
     rows = _mnn_and_ef_rows()
     rows["workload"] = '{"threads": 2, "ctx": 256}'

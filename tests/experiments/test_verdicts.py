@@ -379,3 +379,33 @@ def test_perplexity_tables_never_pool_proxy_and_wikitext2(tmp_path):
     assert "span 2 measurement conditions" in section.body
     assert section.summary.startswith("3 of 8 comparisons reproduced, 4 qualitative, 1 same direction")
     assert section.verdict == PARTLY
+
+
+def _paper_table4():
+    return pd.DataFrame({"bits": [4, 5, 6, 7], "SmoothQuant": [410.67, 99.68, 97.31, 75.0],
+                         "SO": [">10k", ">10k", 814.51, 21.62], "CMPQ": [103.52, 18.22, 15.83, 15.11],
+                         "EdgeFlow": [30.96, 17.27, 15.63, 15.09]})
+
+
+def test_perplexity_tables_never_pool_what_computed_them(tmp_path):
+    """The same methods scored by the fake-quant model (stand-in) and by HTP's simulator (simulated): two tables,
+    never one average (the old grouping by model, dataset, quantizer and bits merged them)."""
+    from synthetic_rows import quantizer_rows
+
+    fake = [{**r, "dataset": "ppl-wikitext2", "label": "stand-in"} for r in quantizer_rows(model="llama3-8b")["perplexity"]
+            if r["quantizer"] != "fp16"]
+    fp16 = [{**r, "dataset": "ppl-wikitext2"} for r in quantizer_rows(model="llama3-8b")["perplexity"]
+            if r["quantizer"] == "fp16"]
+    htp = [_row(**{**{k: v for k, v in r.items() if k != "config_hash"}, "label": "simulated", "numerics": "npu",
+                   "value": r["value"] * 50, "notes": "HTP"}) for r in fake]
+    store = _store(tmp_path, {"perplexity": fake + htp + fp16})
+    section = table4.render(common.read_rows(store, table4.EXPERIMENTS), _paper_table4(), tmp_path / "figures")
+    assert "**llama3-8b, ppl-wikitext2, scored by the fake-quant model**" in section.body
+    assert "**llama3-8b, ppl-wikitext2, scored by the HTP simulator**" in section.body
+    pooled = fake[0]["value"] * 25.5  # the mean of the two scorers' values
+    assert fmt_cell(pooled) not in section.body
+    assert len([f for f in section.figures if f.suffix == ".png"]) == 2
+
+
+def fmt_cell(x: float) -> str:
+    return f"| {common.fmt(x)} /"
