@@ -37,6 +37,7 @@ BAND_TOLERANCE = 0.15        # Table 3 check of the prompts' lengths against the
 MIN_DATASETS = 3             # a ratio verdict needs this many datasets (or all the paper's statement covers) ...
 MIN_PROMPTS = 3              # ... and this many distinct prompts per dataset and system
 BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_MIN_PROMPTS = 8    # fewer common prompts per dataset: a t-interval of per-prompt log ratios instead
 BOOTSTRAP_SEED = 0
 Z95 = 1.959963984540054
 
@@ -50,9 +51,11 @@ PAPER_SOCS = ("SM8750",)
 VERDICT_RULES = f"""\
 Each comparison of ours with the paper's gets one verdict. Our value carries a 95% interval: accuracy from the
 binomial (Wilson) interval of each accuracy row's items, a difference of accuracies from the Wilson intervals combined
-(MOVER, Newcombe's method for two proportions); a TTFT ratio from a seeded bootstrap ({BOOTSTRAP_RESAMPLES} resamples)
-over prompts (paired between the two systems) and the repetitions of each prompt, within each dataset, then the
-geometric mean over datasets. The interval is widened by a tolerance for what it does not hold: ratios by
+(MOVER, Newcombe's method for two proportions); a TTFT ratio on the prompts both systems timed (paired: a prompt
+only one of them timed is left out), per dataset, then the geometric mean over datasets, its interval from a seeded
+bootstrap ({BOOTSTRAP_RESAMPLES} resamples) over prompts and the repetitions of each prompt when every dataset has at
+least {BOOTSTRAP_MIN_PROMPTS} common prompts, else from the t-interval of the mean per-prompt log ratio (Welch-
+Satterthwaite degrees of freedom over datasets; the table says which). The interval is widened by a tolerance for what it does not hold: ratios by
 ×/÷{1 + RATIO_TOLERANCE:g}, accuracy differences by ±{ACCURACY_TOLERANCE_PP:g} percentage points, shares and rates
 (fractions of a whole: a bubble rate, the share of a cold start spent loading) by ±{SHARE_TOLERANCE_PP:g} percentage
 points. A share is judged on that additive scale, never as a ratio, and has no direction to agree on: *reproduced*
@@ -624,35 +627,78 @@ def _resampled_medians(groups: dict, prompts: list, idx: np.ndarray, rng) -> np.
 
 def bootstrap_ratio(num: pd.DataFrame, den: pd.DataFrame, datasets=None, resamples: int = BOOTSTRAP_RESAMPLES,
                     seed: int = BOOTSTRAP_SEED) -> dict:
-    """TTFT ratio num / den (e.g. baseline / EdgeFlow) over rows with dataset, value and the prompt (notes or
-    prompt_tokens): per dataset both have, median(num) / median(den); the ratio is their geometric mean over datasets.
-    Its 95% interval is the 2.5-97.5 percentile of a seeded bootstrap that, per dataset, draws prompts with replacement
-    (the same draw for both systems: they timed the same prompts) and each drawn prompt's repetitions with
-    replacement (independently per system). Returns ratio, lo, hi, datasets (count) and prompts (the fewest distinct
-    prompts of one system on one dataset)."""
-    common_ds = sorted(set(num["dataset"].dropna()) & set(den["dataset"].dropna()))
-    if datasets is not None:
-        common_ds = [d for d in common_ds if d in set(datasets)]
-    if not common_ds:
-        return {"ratio": math.nan, "lo": math.nan, "hi": math.nan, "datasets": 0, "prompts": 0}
-    rng = np.random.default_rng(seed)
-    point, boot, fewest = [], np.empty((resamples, len(common_ds))), math.inf
-    for j, d in enumerate(common_ds):
+    """TTFT ratio num / den (e.g. baseline / EdgeFlow) over rows with dataset, value and the prompt (prompt_ids), on
+    the prompts both systems timed (a prompt one of them lacks would unpair the two medians): per dataset both have,
+    median(num) / median(den); the ratio is their geometric mean over datasets. Its 95% interval: with at least
+    BOOTSTRAP_MIN_PROMPTS common prompts in every dataset, the 2.5-97.5 percentile of a seeded bootstrap that, per
+    dataset, draws prompts with replacement (the same draw for both systems) and each drawn prompt's repetitions with
+    replacement (independently per system); with fewer (a percentile bootstrap over 3 prompts has 10 distinct
+    resamples), the t-interval of the mean per-prompt log ratio (each prompt's median over its repetitions), per
+    dataset, combined over datasets with Welch-Satterthwaite's degrees of freedom; the ratio is then that mean's.
+    Returns ratio, lo, hi, datasets (count), prompts (the fewest common prompts of one dataset) and method."""
+    empty = {"ratio": math.nan, "lo": math.nan, "hi": math.nan, "datasets": 0, "prompts": 0, "method": "none"}
+    pairs = {}  # dataset -> ({prompt: num's values}, {prompt: den's values}) over the common prompts
+    for d in sorted(set(num["dataset"].dropna()) & set(den["dataset"].dropna())):
+        if datasets is not None and d not in set(datasets):
+            continue
         a, b = num[num["dataset"] == d], den[den["dataset"] == d]
         ga = {p: g["value"].to_numpy(float) for p, g in a.groupby(prompt_ids(a))}
         gb = {p: g["value"].to_numpy(float) for p, g in b.groupby(prompt_ids(b))}
-        fewest = min(fewest, len(ga), len(gb))
-        prompts = sorted(set(ga) | set(gb))
-        point.append(math.log(a["value"].median() / b["value"].median()))
+        both = sorted(set(ga) & set(gb))
+        if both:
+            pairs[d] = ({p: ga[p] for p in both}, {p: gb[p] for p in both})
+    if not pairs:
+        return empty
+    fewest = min(len(ga) for ga, _ in pairs.values())
+    if fewest >= BOOTSTRAP_MIN_PROMPTS:
+        return {**_bootstrap(pairs, resamples, seed), "datasets": len(pairs), "prompts": fewest,
+                "method": f"bootstrap over prompts ({resamples} resamples)"}
+    return {**_t_interval_of_log_ratios(pairs), "datasets": len(pairs), "prompts": fewest,
+            "method": "t-interval of per-prompt log ratios"}
+
+
+def _bootstrap(pairs: dict, resamples: int, seed: int) -> dict:
+    """ratio, lo, hi of bootstrap_ratio's bootstrap over `pairs` (dataset -> (num's, den's values per prompt))."""
+    rng = np.random.default_rng(seed)
+    point, boot = [], np.empty((resamples, len(pairs)))
+    for j, (ga, gb) in enumerate(pairs.values()):
+        prompts = list(ga)
+        point.append(math.log(np.median(np.concatenate(list(ga.values())))
+                              / np.median(np.concatenate(list(gb.values())))))
         idx = rng.integers(0, len(prompts), size=(resamples, len(prompts)))
         boot[:, j] = np.log(_resampled_medians(ga, prompts, idx, rng)) - np.log(_resampled_medians(gb, prompts, idx, rng))
     geo = boot.mean(axis=1)
     geo = geo[np.isfinite(geo)]
     ratio = math.exp(sum(point) / len(point))
-    lo, hi = (np.exp(np.percentile(geo, [2.5, 97.5])) if len(geo) else (math.nan, math.nan))
+    if not len(geo):
+        return {"ratio": ratio, "lo": math.nan, "hi": math.nan}
+    lo, hi = np.exp(np.percentile(geo, [2.5, 97.5]))
     # medians of few values are discrete: a percentile interval can miss the estimate itself; widen it to hold it
-    lo, hi = (min(lo, ratio), max(hi, ratio)) if len(geo) else (lo, hi)
-    return {"ratio": ratio, "lo": float(lo), "hi": float(hi), "datasets": len(common_ds), "prompts": int(fewest)}
+    return {"ratio": ratio, "lo": float(min(lo, ratio)), "hi": float(max(hi, ratio))}
+
+
+def _t_interval_of_log_ratios(pairs: dict) -> dict:
+    """ratio, lo, hi from the per-prompt log ratios log(median num / median den) of `pairs`: the mean over datasets
+    of each dataset's mean, with the t-interval whose variance sums the datasets' (s_d^2 / n_d) / D^2 and whose
+    degrees of freedom are Welch-Satterthwaite's; no interval when a dataset has fewer than two prompts."""
+    from harness.eval.intervals import t975
+
+    means, variances, dfs = [], [], []
+    for ga, gb in pairs.values():
+        r = np.array([math.log(np.median(ga[p]) / np.median(gb[p])) for p in ga])
+        means.append(r.mean())
+        variances.append(r.var(ddof=1) / len(r) if len(r) > 1 else math.nan)
+        dfs.append(len(r) - 1)
+    d = len(means)
+    est = float(np.mean(means))
+    v = np.array(variances)
+    if not np.isfinite(v).all():
+        return {"ratio": math.exp(est), "lo": math.nan, "hi": math.nan}
+    if v.sum() == 0:
+        return {"ratio": math.exp(est), "lo": math.exp(est), "hi": math.exp(est)}
+    df = v.sum() ** 2 / sum(x * x / k for x, k in zip(v, dfs))
+    half = t975(df) * math.sqrt(v.sum()) / d
+    return {"ratio": math.exp(est), "lo": math.exp(est - half), "hi": math.exp(est + half)}
 
 
 # --- verdicts -----------------------------------------------------------------------------------------------------------

@@ -118,7 +118,7 @@ def sweep(models=("smollm2-135m",), quantizers=None, bits=BITS, datasets=DATASET
 # --- from rows to one table per model -----------------------------------------------------------------------------------
 
 def _ci(values: pd.Series) -> tuple[float, float]:
-    from harness.eval.fidelity import mean_ci95
+    from harness.eval.intervals import mean_ci95
 
     return mean_ci95(list(values))
 

@@ -187,7 +187,7 @@ def ratios(ttft: pd.DataFrame, ttft_rows: pd.DataFrame | None = None, datasets=N
     geometric mean over the datasets where both ran of median(baseline) / median(EdgeFlow). With the rows behind the
     summary, its bootstrap 95% interval (common.bootstrap_ratio), the datasets and the fewest prompts per dataset.
     `series`: baseline -> the series that stands for it (default: each baseline's own, DISPLAY)."""
-    cols = [*TTFT_CONDITION, "system", "bits", "ratio", "lo", "hi", "datasets", "prompts"]
+    cols = [*TTFT_CONDITION, "system", "bits", "ratio", "lo", "hi", "datasets", "prompts", "method"]
     series = series or {b: DISPLAY[b] for b in BASELINES}
     out = []
     for cond, per in _conditions(ttft, TTFT_CONDITION):
@@ -202,13 +202,15 @@ def ratios(ttft: pd.DataFrame, ttft_rows: pd.DataFrame | None = None, datasets=N
             if not len(r):
                 continue
             line = {**cond, "system": base, "bits": float(ef[3:-1]), "ratio": float(np.exp(np.log(r).mean())),
-                    "lo": math.nan, "hi": math.nan, "datasets": len(r), "prompts": math.nan}
+                    "lo": math.nan, "hi": math.nan, "datasets": len(r), "prompts": math.nan, "method": "none"}
             if ttft_rows is not None:
                 mine = ttft_rows
                 for k, v in cond.items():
                     mine = mine[mine[k] == v]
                 b = common.bootstrap_ratio(mine[mine["series"] == name], mine[mine["series"] == ef], datasets=r.index)
-                line.update(lo=b["lo"], hi=b["hi"], prompts=b["prompts"])
+                # the interval's own estimate (on the prompts both timed), so that it always holds its ratio
+                line.update(ratio=b["ratio"], lo=b["lo"], hi=b["hi"], datasets=b["datasets"], prompts=b["prompts"],
+                            method=b["method"])
             out.append(line)
     return pd.DataFrame(out, columns=cols)
 
@@ -600,7 +602,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         if hit.empty:
             verdicts.append(common.NOT_RUN)
             lines.append({"condition": "–", "baseline": DISPLAY[p.system], f"{EF} bits": f"{p.bits:g}",
-                          "ours [95%]": "–", "paper": f"{p.value:.2f}", "datasets × prompts": "–",
+                          "ours [95%]": "–", "paper": f"{p.value:.2f}", "datasets × prompts": "–", "interval": "–",
                           "verdict": common.NOT_RUN, "before the cap": common.NOT_RUN})
         for h in hit.itertuples():
             cond = {k: getattr(h, k) for k in TTFT_CONDITION}
@@ -612,7 +614,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
                           "ours [95%]": common.interval_text(h.ratio, h.lo, h.hi),
                           "paper": f"{p.value:.2f}",
                           "datasets × prompts": f"{h.datasets} × {'?' if pd.isna(h.prompts) else int(h.prompts)}",
-                          "verdict": v, "before the cap": common.ratio_verdict(h.ratio, p.value, **args)})
+                          "interval": h.method, "verdict": v,
+                          "before the cap": common.ratio_verdict(h.ratio, p.value, **args)})
     drops = accuracy_drops(t["accuracy"])
     drop_lines = []
     paper_drop = paper[paper["metric"] == "accuracy_drop_pct"] if paper is not None else pd.DataFrame()
@@ -671,9 +674,10 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     body = [f"![{TITLE}](figures/{figures[0].name})\n", "Labels: " + "; ".join(tags) + ".\n" if tags else "",
             f"{note}\n" if note else "", f"{spans}\n" if spans else "",
             common.caps_note(caps_seen),
-            "**TTFT ratios** (baseline / EdgeFlow; ours: geometric mean over the datasets where both ran, with the "
-            "bootstrap 95% interval over prompts and repetitions). The paper's ratios summarise its Figure 10 over "
-            "Llama3-8B and Phi3-3.8B and five datasets.\n",
+            "**TTFT ratios** (baseline / EdgeFlow; ours: geometric mean over the datasets where both ran, on the "
+            "prompts both timed, with its 95% interval: a bootstrap over prompts and repetitions with "
+            f"{common.BOOTSTRAP_MIN_PROMPTS} or more common prompts per dataset, else a t-interval of per-prompt log "
+            "ratios). The paper's ratios summarise its Figure 10 over Llama3-8B and Phi3-3.8B and five datasets.\n",
             md_table(pd.DataFrame(lines)) if lines else "_(no paper ratios loaded)_\n"]
     if drop_lines:
         body += ["\n**Accuracy drop** of EdgeFlow vs the mean of the baselines (ours in percentage points, averaged "
@@ -729,7 +733,7 @@ QUALITY = {"kl_fp16_runtime": "KL by the engine", "top1_agreement_runtime": "sam
 def quality_table(rows: pd.DataFrame) -> pd.DataFrame:
     """Per model, text and series: mean KL(FP16 || series) and top-1 agreement over the text's windows, each with
     its 95% t-interval over windows (harness/eval/fidelity.py); two texts are never pooled."""
-    from harness.eval.fidelity import mean_ci95
+    from harness.eval.intervals import mean_ci95
 
     q = rows[(rows["status"] == "ok") & rows["metric"].isin(list(QUALITY)) & rows["value"].notna()]
     # a stand-in names no engine: its fidelity run's "_runtime" rows are our runtime over its weights, not shown here

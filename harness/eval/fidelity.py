@@ -15,6 +15,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+
 HELD_OUT = "ppl-local"  # the `dataset` of fidelity rows: the held-out text, shared by every task's figure
 PROTOCOL = "{windows} windows x {window} tokens, evenly spaced over the stream; KL(FP || quantized) per position"
 
@@ -129,21 +130,3 @@ class LogitsModel:
         return out
 
 
-def mean_ci95(values) -> tuple[float, float]:
-    """(mean, half-width of a 95% t-interval) over independent samples; half-width nan for fewer than 2."""
-    values = [float(v) for v in values]
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
-        return mean, math.nan
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    return mean, _t975(n - 1) * sd / math.sqrt(n)
-
-
-def _t975(dof: int) -> float:
-    """Student's t 0.975 quantile (table for small dof, normal beyond)."""
-    table = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-             12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
-    if dof > 30:
-        return 1.96
-    return table[max(k for k in table if k <= dof)]  # the next tabulated dof below: a slightly wider interval
