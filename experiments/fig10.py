@@ -368,7 +368,8 @@ def _colors(order: list[str]) -> dict[str, tuple]:
 
 
 def _unrun_reason(unrun: pd.DataFrame, model: str, dataset: str, series: str) -> str:
-    hit = unrun[(unrun["model"] == model) & (unrun["series"] == series)]
+    """Why `series` did not run for `model` (any model when '') on `dataset` (or on any)."""
+    hit = unrun[((unrun["model"] == model) | (model == "")) & (unrun["series"] == series)]
     same = hit[hit["dataset"] == dataset]
     hit = same if len(same) else hit  # a system that cannot run here usually says so once per dataset
     if hit.empty:
@@ -602,7 +603,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         if hit.empty:
             verdicts.append(common.NOT_RUN)
             lines.append({"condition": "–", "baseline": DISPLAY[p.system], f"{EF} bits": f"{p.bits:g}",
-                          "ours [95%]": "–", "paper": f"{p.value:.2f}", "datasets × prompts": "–", "interval": "–",
+                          "ours [95%]": _unrun_reason(t["unrun"], "", "", DISPLAY[p.system]), "paper": f"{p.value:.2f}",
+                          "datasets × prompts": "–", "interval": "–",
                           "verdict": common.NOT_RUN, "before the cap": common.NOT_RUN})
         for h in hit.itertuples():
             cond = {k: getattr(h, k) for k in TTFT_CONDITION}
@@ -631,8 +633,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
                                "paper (%)": f"{p.value:.2f}", "datasets": h.datasets, "verdict": v,
                                "before the cap": common.points_verdict(h.drop_pp, p.value, interval=(h.lo, h.hi))})
     npu_lines = []
+    stated = {m: v for m, v in zip(paper["metric"], paper["value"])} if paper is not None else {}
     if paper is not None:
-        stated = {m: v for m, v in zip(paper["metric"], paper["value"])}
         for h in llmnpu_statements(t):
             if h["metric"] == "ttft_ratio_long" and "ttft_ratio_min" in stated:
                 cond = {k: h[k] for k in TTFT_CONDITION}
@@ -660,12 +662,19 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             verdicts.append(v)
             npu_lines.append({"condition": _where(cond), "statement": what, "ours": ours_txt, "paper": paper_txt,
                               "verdict": v, "before the cap": raw})
-    if paper is not None and "ttft_ratio_min" in set(paper["metric"]) and NPU in t["different_work"] \
-            and not any(line["statement"].startswith("llm.npu+ / EF") for line in npu_lines):
-        verdicts.append(common.NOT_RUN)  # its rows are drawn, but a ratio of different work would say nothing
-        npu_lines.append({"condition": "", "statement": "llm.npu+ / EF 5b TTFT on MMLU and HellaSwag",
-                          "ours": t["different_work"][NPU], "paper": "", "verdict": common.NOT_RUN,
-                          "before the cap": common.NOT_RUN})
+    # every statement of the paper is a line, measured or not: one not measured says why (never silently dropped)
+    claims = {"ttft_ratio_min": ("llm.npu+ / EF 5b TTFT on MMLU and HellaSwag", "ttft_ratio_max", "×"),
+              "accuracy_gain_pct_max": ("largest accuracy gain over llm.npu+", None, "%")}
+    for metric, (what, upper, unit) in claims.items():
+        if paper is None or metric not in stated or any(line["statement"].startswith(what) for line in npu_lines):
+            continue
+        # its rows may be drawn, but a ratio of different work would say nothing
+        why = (f"not run: {t['different_work'][NPU]}" if NPU in t["different_work"]
+               else _unrun_reason(t["unrun"], "", "", NPU))
+        said = f"{stated[metric]:.2f}" + (f"–{stated[upper]:.2f}" if upper in stated else "") + unit
+        verdicts.append(common.NOT_RUN)
+        npu_lines.append({"condition": "", "statement": what, "ours": why, "paper": said,
+                          "verdict": common.NOT_RUN, "before the cap": common.NOT_RUN})
     verdict, count = common.overall(verdicts)
     summary = "no baseline/EdgeFlow pair measured on the same model and dataset" if verdict == common.NOT_RUN else count
     tags = common.labels(rows)

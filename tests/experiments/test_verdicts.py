@@ -346,6 +346,16 @@ def test_fig10_on_the_papers_model_device_data_and_npu_can_reproduce(tmp_path):
     assert section.body.count("| reproduced | reproduced |") >= 6
 
 
+def test_the_papers_claims_that_did_not_run_are_lines_that_say_why(tmp_path):
+    """llm.npu+ cannot run on a host: its two statements are rows saying so, counted as not run (they vanished)."""
+    section = run.render("fig10", _store(tmp_path, fig10_rows()), tmp_path / "out")
+    npu = [line for line in section.body.splitlines() if "llm.npu+" in line and "| not run |" in line]
+    assert any("llm.npu+ / EF 5b TTFT" in line and "| 1.37–1.41× |" in line for line in npu), npu
+    assert any("largest accuracy gain over llm.npu+" in line for line in npu)
+    assert all("llm.npu runs only on an Android phone" in line for line in npu)
+    assert section.summary.endswith("5 not run")  # three llm.npu+ ratios of the TTFT table and the two statements
+
+
 @pytest.mark.parametrize("accelerator,numerics,timing_capped,quality_capped", [
     (None, None, True, True),                      # rows that record neither: the runtime's CPU lane, unknown numerics
     ("cpu threads", "npu", True, False),           # today's runtime: the NPU's numbers, a CPU's time
