@@ -84,6 +84,9 @@ when the paper's value lies within our widened interval, else *differs*.
   threads (every EdgeFlow timing of this project so far: no NPU ran it) or a simulated one, and a quality number
   (accuracy, perplexity, KL) that numerics other than the NPU's computed (float outputs, dynamic or float
   activations, or rows that do not record theirs). The table says which condition capped it.
+- *Percent or points*: the paper gives accuracy differences in "%", which may mean percentage points or percent of
+  the accuracy they are relative to. Ours (in points) is judged against both readings (the second with our
+  reference accuracy); when the two verdicts disagree, the unit decides and the comparison is *inconclusive*.
 - *Orderings* (perplexity tables; perplexity is deterministic, no interval): *reproduced* when the methods rank in the
   paper's order at that bit-width; *same direction* when the paper's best method is also ours; otherwise *differs*;
   the same cap applies.
@@ -765,6 +768,25 @@ def points_verdict(ours_pp: float, paper_pp: float, tol: float = ACCURACY_TOLERA
     if hi - lo > MAX_POINTS_WIDTH_PP:
         return INCONCLUSIVE
     return cap(_judge(ours_pp, lo, hi, paper_pp, tol), caps)
+
+
+def percent_verdict(ours_pp: float, paper_pct: float, reference: float | None, interval: tuple | None = None,
+                    caps=()) -> str:
+    """Verdict on an accuracy difference the paper gives in "%" against ours in percentage points: its "%" may be
+    points or percent of the accuracy it is relative to (`reference`, a fraction: the baseline's accuracy, ours).
+    Both readings are judged by points_verdict; when they disagree the unit decides, so the verdict is inconclusive."""
+    as_points = points_verdict(ours_pp, paper_pct, interval=interval, caps=caps)
+    if reference is None or not _finite(reference):
+        return INCONCLUSIVE if as_points not in (NOT_RUN, INCONCLUSIVE, DIFFERS) else as_points
+    as_relative = points_verdict(ours_pp, paper_pct * reference, interval=interval, caps=caps)
+    return as_points if as_points == as_relative else INCONCLUSIVE
+
+
+def percent_text(paper_pct: float, reference: float | None) -> str:
+    """'2.52% (2.52 pp, or 1.13 pp if relative to 44.8%)': the paper's "%" in both readings."""
+    if reference is None or not _finite(reference):
+        return f"{paper_pct:.2f}% (unit unknown: points or relative)"
+    return f"{paper_pct:.2f}% ({paper_pct:.2f} pp, or {paper_pct * reference:.2f} pp if relative to {reference:.1%})"
 
 
 def share_verdict(ours: float, paper: float, interval: tuple | None = None, caps=()) -> str:

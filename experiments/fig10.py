@@ -311,10 +311,12 @@ def accuracy_drops(acc: pd.DataFrame) -> pd.DataFrame:
             terms, n = _diff_terms(wide, items, base_cols, ef)
             if n:
                 v, lo, hi = common.combination_interval(terms)
+                # the baselines' mean accuracy on the datasets compared: what a relative "%" would be relative to
+                reference = float(wide.loc[wide[ef].notna(), base_cols].mean(axis=1).mean())
                 out.append({**cond, "bits": float(ef[3:-1]), "drop_pp": round(100 * v, 9), "lo": 100 * lo,
-                            "hi": 100 * hi,
-                            "datasets": n, "versus": versus})
-    return pd.DataFrame(out, columns=[*ACC_CONDITION, "bits", "drop_pp", "lo", "hi", "datasets", "versus"])
+                            "hi": 100 * hi, "datasets": n, "versus": versus, "reference": reference})
+    return pd.DataFrame(out, columns=[*ACC_CONDITION, "bits", "drop_pp", "lo", "hi", "datasets", "versus",
+                                      "reference"])
 
 
 LONG_PROMPTS = ("mmlu", "hellaswag")
@@ -350,7 +352,7 @@ def llmnpu_statements(t: dict[str, pd.DataFrame]) -> list[dict]:
             if gains:
                 v, lo, hi = max(gains, key=lambda g: g[0])
                 out.append({**cond, "metric": "accuracy_gain_max", "min": 100 * v, "max": 100 * v, "value": 100 * v,
-                            "lo": 100 * lo, "hi": 100 * hi})
+                            "lo": 100 * lo, "hi": 100 * hi, "reference": float(wide[NPU].mean())})
     return out
 
 
@@ -626,12 +628,13 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             cond = {k: getattr(h, k) for k in ACC_CONDITION}
             capped = caps(cond, acc_rows, False) + (["the baselines' accuracy comes from fake-quant stand-ins"]
                                                     if h.versus.startswith("stand-ins") else [])
-            v = common.points_verdict(h.drop_pp, p.value, interval=(h.lo, h.hi), caps=capped)
+            v = common.percent_verdict(h.drop_pp, p.value, h.reference, interval=(h.lo, h.hi), caps=capped)
             verdicts.append(v)
             drop_lines.append({"condition": _where(cond), f"{EF} bits": f"{p.bits:g}", "versus": h.versus,
                                "ours (pp) [95%]": common.interval_text(h.drop_pp, h.lo, h.hi),
-                               "paper (%)": f"{p.value:.2f}", "datasets": h.datasets, "verdict": v,
-                               "before the cap": common.points_verdict(h.drop_pp, p.value, interval=(h.lo, h.hi))})
+                               "paper": common.percent_text(p.value, h.reference), "datasets": h.datasets,
+                               "verdict": v, "before the cap": common.percent_verdict(h.drop_pp, p.value, h.reference,
+                                                                                      interval=(h.lo, h.hi))})
     npu_lines = []
     stated = {m: v for m, v in zip(paper["metric"], paper["value"])} if paper is not None else {}
     if paper is not None:
@@ -651,11 +654,11 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             elif h["metric"] == "accuracy_gain_max" and "accuracy_gain_pct_max" in stated:
                 cond = {k: h[k] for k in ACC_CONDITION}
                 args = dict(interval=(h["lo"], h["hi"]))
-                v = common.points_verdict(h["value"], stated["accuracy_gain_pct_max"],
-                                          caps=caps(cond, acc_rows, False), **args)
-                raw = common.points_verdict(h["value"], stated["accuracy_gain_pct_max"], **args)
+                said, reference = stated["accuracy_gain_pct_max"], h["reference"]
+                v = common.percent_verdict(h["value"], said, reference, caps=caps(cond, acc_rows, False), **args)
+                raw = common.percent_verdict(h["value"], said, reference, **args)
                 ours_txt = common.interval_text(h["value"], h["lo"], h["hi"], unit=" pp")
-                paper_txt = f"{stated['accuracy_gain_pct_max']:.2f}%"
+                paper_txt = common.percent_text(said, reference)
                 what = "largest accuracy gain over llm.npu+ (max over bits of the mean over datasets)"
             else:
                 continue

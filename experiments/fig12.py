@@ -81,9 +81,10 @@ def gains(acc: pd.DataFrame, per_item: dict | None = None) -> pd.DataFrame:
             v, lo, hi = common.combination_interval(terms, correlations)
             v = round(v, 12) + 0.0  # equal accuracies give 0, not the residue of their weighted sum (-2.8e-17) or -0
             out.append({**cond, "quantizer": q, "gain_pp": 100 * v, "lo": 100 * lo, "hi": 100 * hi,
-                        "datasets": len(both), "paired_items": min(paired) if paired else math.nan})
+                        "datasets": len(both), "paired_items": min(paired) if paired else math.nan,
+                        "reference": float(wide.loc[both, q].mean())})  # the baseline's accuracy: a relative %'s base
     return pd.DataFrame(out, columns=["model", "source", "quantizer", "bits", "gain_pp", "lo", "hi", "datasets",
-                                      "paired_items"])
+                                      "paired_items", "reference"])
 
 
 def _documents(per_item: dict | None, cond: dict, quantizer: str, dataset: str) -> dict:
@@ -159,11 +160,12 @@ def compare(ours: pd.DataFrame, paper: pd.DataFrame, model: str, source: str | N
         ours_pp, lo, hi = ((float(hit["gain_pp"]), float(hit["lo"]), float(hit["hi"])) if hit is not None
                            else (None, None, None))
         args = dict(interval=(lo, hi) if hit is not None else None)
+        reference = float(hit["reference"]) if hit is not None else None
         return {"condition": where, "paper model": ref_model, "vs": table4.DISPLAY[vs], "bits": bits,
                 "ours (pp) [95%]": common.interval_text(ours_pp, lo, hi, 4) if hit is not None else "–",
-                "interval": _pairing(hit), "paper (%)": f"{paper_value:.2f}",
-                "verdict": common.points_verdict(ours_pp, paper_value, caps=caps, **args),
-                "before the cap": common.points_verdict(ours_pp, paper_value, **args)}
+                "interval": _pairing(hit), "paper": common.percent_text(paper_value, reference),
+                "verdict": common.percent_verdict(ours_pp, paper_value, reference, caps=caps, **args),
+                "before the cap": common.percent_verdict(ours_pp, paper_value, reference, **args)}
 
     lines = []
     for q in BASELINES:

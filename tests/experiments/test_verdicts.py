@@ -67,6 +67,17 @@ def test_shares_are_judged_in_percentage_points(ours, interval, paper, expected)
     assert common.share_verdict(ours, paper, interval=interval) == expected
 
 
+def test_the_papers_percent_is_read_both_as_points_and_as_relative():
+    # 20 pp against "22.48%": reproduced if the paper means points, a smaller effect if it means 22.48% of a 50%
+    # accuracy (11.24 pp): the unit decides, so the data cannot (the old rule compared points only: reproduced)
+    assert common.points_verdict(20.0, 22.48, interval=(19.0, 21.0)) == REPRODUCED
+    assert common.percent_verdict(20.0, 22.48, 0.5, interval=(19.0, 21.0)) == INCONCLUSIVE
+    # both readings agree: that verdict
+    assert common.percent_verdict(-4.0, 2.52, 0.45, interval=(-5.0, -3.0)) == DIFFERS
+    assert common.percent_verdict(1.2, 2.52, 0.45, interval=(0.4, 2.0)) == REPRODUCED
+    assert "2.52 pp, or 1.13 pp if relative to 45.0%" in common.percent_text(2.52, 0.45)
+
+
 def test_a_share_without_an_interval_is_capped():
     assert common.share_verdict(0.88, 0.91) == QUALITATIVE
     assert common.share_verdict(0.80, 0.91) == DIFFERS
