@@ -44,6 +44,7 @@ Z95 = 1.959963984540054
 REPRODUCED, SAME_DIRECTION, DIFFERS, NOT_RUN = "reproduced", "same direction", "differs", "not run"
 QUALITATIVE, INCONCLUSIVE, PARTLY = "qualitative", "inconclusive", "partly reproduced"
 INPUT = "input"  # a section showing what went into the measurement (Table 3), not a result: no verdict
+NO_CLAIM = "no paper claim"  # a section of ours beside no claim of the paper (compare-quantizers): no verdict
 # The paper's testbed (section 5.1): Xiaomi 15 Pro, Snapdragon 8 Elite (SoC model SM8750). A row's device is the
 # paper's when its device_info names that SoC on a real phone (not the loopback sandbox) without flash emulation.
 PAPER_SOCS = ("SM8750",)
@@ -477,7 +478,9 @@ def labels(df: pd.DataFrame) -> list[str]:
         some = " (other rows: device storage)" if timed["flash_emulated_mbps"].isna().any() else ""
         out.append("flash emulated at " + ", ".join(f"{r:g}" for r in rates) + " MB/s" + some)
     elif "emulated" in set(df["label"]):
-        out.append("flash emulated")
+        loopback = df["device_info"].fillna("").str.contains('"loopback": true') if "device_info" in df else None
+        out.append("timings under emulation: the loopback phone (aarch64 under qemu on this host)"
+                   if loopback is not None and loopback.any() else "flash emulated")
     elif (df["metric"] == "ttft_s").any():
         out.append("flash not emulated (host storage)")
     simulated = df[df["label"] == "simulated"]

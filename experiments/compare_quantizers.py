@@ -341,7 +341,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     body += "\n".join(parts)
     methods = sorted(set(df["quantizer"]) - {"fp16"})
     summary = f"{len(methods)} quantizers ({', '.join(methods)}) on {', '.join(models)}"
-    return Section(NAME, TITLE, "measured", summary, body, figures)
+    return Section(NAME, TITLE, common.NO_CLAIM, summary, body, figures)
 
 
 @register_artifact

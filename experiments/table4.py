@@ -216,7 +216,9 @@ def render_for(name: str, title: str, model: str, rows: pd.DataFrame, paper: pd.
         count += f"; results/paper/{name}.csv is missing"
     pngs = [f for f in figures if f.suffix == ".png"]
     spans = common.spans_note(all_ok, ("model", "source"))
-    body = ("".join(f"![{title}](figures/{p.name})\n\n" for p in pngs) + (f"{spans}\n\n" if spans else "")
+    tags = common.labels(all_ok)
+    body = ("".join(f"![{title}](figures/{p.name})\n\n" for p in pngs)
+            + ("Labels: " + "; ".join(tags) + ".\n\n" if tags else "") + (f"{spans}\n\n" if spans else "")
             + "\n".join(sections))
     return Section(name, title, verdict, count, body, figures)
 

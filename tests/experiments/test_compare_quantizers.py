@@ -114,7 +114,7 @@ def test_render_draws_a_table_and_pareto_plots(tmp_path):
     from experiments.run import render
 
     section = render(cq.NAME, store, tmp_path)
-    assert section.verdict == "measured" and "rtn_clip, shadow_outlier" in section.summary
+    assert section.verdict == "no paper claim" and "rtn_clip, shadow_outlier" in section.summary
     png = tmp_path / "figures" / f"{cq.NAME}.png"
     assert png in section.figures and png.stat().st_size > 20_000
     assert "| shadow_outlier | 4 |" in section.body and "not run: " in section.body

@@ -413,6 +413,18 @@ def test_perplexity_tables_never_pool_proxy_and_wikitext2(tmp_path):
     assert section.verdict == PARTLY
 
 
+def test_labels_say_what_was_emulated_and_tables_4_and_5_show_theirs(tmp_path):
+    loopback = pd.DataFrame([_row(metric="ttft_s", value=1.0, label="emulated", flash_emulated_mbps=None,
+                                  device="android", device_info=json.dumps({"loopback": True, "soc": "SM8750"}))])
+    tags = "; ".join(common.labels(loopback))
+    assert "loopback phone (aarch64 under qemu" in tags and "flash emulated" not in tags
+    from synthetic_rows import quantizer_rows
+
+    store = _store(tmp_path, {"perplexity": quantizer_rows()["perplexity"]})
+    section = table4.render(common.read_rows(store, table4.EXPERIMENTS), _paper_table4(), tmp_path / "figures")
+    assert "Labels: device: local" in section.body
+
+
 def _paper_table4():
     return pd.DataFrame({"bits": [4, 5, 6, 7], "SmoothQuant": [410.67, 99.68, 97.31, 75.0],
                          "SO": [">10k", ">10k", 814.51, 21.62], "CMPQ": [103.52, 18.22, 15.83, 15.11],
