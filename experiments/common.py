@@ -110,6 +110,53 @@ class NotAvailable(RuntimeError):
     """What an artifact needs to measure is not in this checkout or on this machine (the reason is the message)."""
 
 
+# What would make a capped or weak verdict stronger, by the cap's reason (cap_reasons, npu_caps) or the verdict.
+STRONGER = (("is not the paper's phone", "the paper's phone (Snapdragon 8 Elite)"),
+            ("is not the paper's", "the paper's model (from the Hugging Face hub)"),
+            ("proxy dataset", "the paper's datasets (from the Hugging Face hub)"),
+            ("stand-in", "the engines' own numbers, not fake-quant stand-ins"),
+            ("on CPU threads", "EdgeFlow's accelerator half on an NPU"),
+            ("simulated at assumed", "EdgeFlow's accelerator half on an NPU"),
+            ("NPU's numerics", "EdgeFlow's numbers computed with the NPU's numerics"),
+            ("no interval", "repetitions, for an interval"))
+
+
+@dataclass
+class Claim:
+    """One quantitative claim of the paper beside ours: a row of the report's scoreboard."""
+
+    artifact: str
+    statement: str
+    paper: str
+    ours: str
+    verdict: str
+    caps: list[str] = field(default_factory=list)  # why the verdict is capped (cap_reasons), or why it did not run
+    headline: bool = False  # one of the abstract's and section 5's headline numbers (listed first)
+
+    def stronger(self) -> str:
+        """What would have to change for a stronger verdict ('' when it is already reproduced)."""
+        if self.verdict == REPRODUCED:
+            return ""
+        if self.verdict == NOT_RUN:
+            why = "; ".join(c.removeprefix("not run: ") for c in self.caps)
+            return f"a run (`make reproduce-{self.artifact}`)" + (f": {why}" if why else "")
+        needs = list(dict.fromkeys(need for cap_ in self.caps for key, need in STRONGER if key in cap_))
+        if self.verdict == INCONCLUSIVE:
+            needs.append("more prompts, items or windows (a narrower interval)")
+        if self.verdict in (DIFFERS, SAME_DIRECTION) and not needs:
+            needs.append("nothing: measured under the paper's conditions, ours differs")
+        return "; ".join(needs) or "; ".join(self.caps)
+
+
+def claims(artifact: str, lines: list[dict], statement, paper: str = "paper", ours: str = "ours",
+           caps=(), headline=lambda line: False) -> list[Claim]:
+    """The scoreboard rows of an artifact's comparison `lines` (the dicts its table is made of): `statement` a
+    function of a line, `paper` / `ours` the keys of its values, `caps` the reasons capping every line (a line's own
+    are its "_caps" key, which md_table does not show)."""
+    return [Claim(artifact, statement(line), str(line.get(paper, "–")), str(line.get(ours, "–")), line["verdict"],
+                  list(line.get("_caps", caps)), bool(headline(line))) for line in lines]
+
+
 @dataclass
 class Section:
     """One artifact's part of the report."""
@@ -121,10 +168,34 @@ class Section:
     body: str = ""                     # Markdown: our numbers beside the paper's
     figures: list[Path] = field(default_factory=list)
     context: str = ""                  # where ours were measured: device, flash emulation, proxy datasets
+    claims: list[Claim] = field(default_factory=list)  # the paper's claims this artifact compares (the scoreboard)
 
 
-def not_run_section(name: str, title: str, reason: str) -> Section:
-    return Section(name, title, NOT_RUN, reason, f"Not run yet: `make reproduce-{name}`.\n")
+def not_run_section(name: str, title: str, reason: str, claims: bool = True) -> Section:
+    """An artifact with nothing measured: each row of the paper's values (`claims`: unless they are inputs, not
+    claims, as Table 3's prompt lengths; a row whose notes say the value is ours is no claim) is a claim that did not
+    run."""
+    paper = load_paper(name) if claims else None
+    rows = [] if paper is None else [r for r in paper.to_dict("records")
+                                     if not str(r.get("notes", "")).startswith("ours")]
+    unrun = [Claim(name, paper_row_text(r), paper_value_text(r), "–", NOT_RUN, [reason]) for r in rows]
+    return Section(name, title, NOT_RUN, reason, f"Not run yet: `make reproduce-{name}`.\n", claims=unrun)
+
+
+def paper_row_text(row: dict) -> str:
+    """A row of results/paper/<name>.csv as a statement: 'ttft_ratio · llamacpp · 5 bits'."""
+    parts = [str(row[k]) for k in ("metric", "approach", "part", "system", "quantizer", "policy", "model", "dataset")
+             if k in row and isinstance(row[k], str) and row[k]]
+    if "bits" in row and isinstance(row["bits"], (int, float)) and math.isfinite(row["bits"]):
+        parts.append(f"{row['bits']:g} bits")
+    return " · ".join(parts)
+
+
+def paper_value_text(row: dict) -> str:
+    """A row's value with its unit: '4.07 x'."""
+    value, unit = row.get("value", "–"), row.get("unit", "")
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    return text + (f" {unit}" if isinstance(unit, str) and unit else "")
 
 
 # --- paper reference values -------------------------------------------------------------------------------------------
@@ -855,6 +926,7 @@ def md_table(df: pd.DataFrame) -> str:
     """A GitHub-flavoured Markdown table (cells already formatted as text where it matters)."""
     if df.empty:
         return "_(no rows)_\n"
+    df = df[[c for c in df.columns if not str(c).startswith("_")]]  # "_caps" and the like: data, not columns
     cols = [str(c) for c in df.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for row in df.itertuples(index=False):

@@ -153,7 +153,8 @@ def compare(bd: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None) ->
         lines.append({"condition": common.condition_text(model=r["model"], device=r["device"], flash=r["flash"]),
                       "statement": f"{r['series']}: share of the cold start outside prefill",
                       "ours": f"{ours:.0%}", "paper": f"{share:.0%} (llm.npu, overlapped: bubble)" if share else "–",
-                      "verdict": common.share_verdict(ours, share, caps=caps) if share else common.NOT_RUN})
+                      "verdict": common.share_verdict(ours, share, caps=caps) if share else common.NOT_RUN,
+                      "_caps": caps})
     return lines
 
 
@@ -225,7 +226,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
                  "context loader on this host, not a phone; output scales bounded, timing only). "
                  f"{_paper_graph_times(paper)}QNN stores every weight as INT8 whatever its bit-width, so its context "
                  "binary holds the weights' INT8 bytes again:\n", md_table(graphs)]
-    return Section(NAME, TITLE, verdict, count, "\n".join(b for b in body if b), figures)
+    claims = common.claims(NAME, lines, lambda line: f"{line['statement']} ({line['condition']})")
+    return Section(NAME, TITLE, verdict, count, "\n".join(b for b in body if b), figures, claims=claims)
 
 
 @register_artifact

@@ -604,17 +604,19 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         hit = ours[(ours["system"] == p.system) & (ours["bits"] == p.bits)]
         if hit.empty:
             verdicts.append(common.NOT_RUN)
+            why = _unrun_reason(t["unrun"], "", "", DISPLAY[p.system])
             lines.append({"condition": "–", "baseline": DISPLAY[p.system], f"{EF} bits": f"{p.bits:g}",
-                          "ours [95%]": _unrun_reason(t["unrun"], "", "", DISPLAY[p.system]), "paper": f"{p.value:.2f}",
-                          "datasets × prompts": "–", "interval": "–",
-                          "verdict": common.NOT_RUN, "before the cap": common.NOT_RUN})
+                          "ours [95%]": why, "paper": f"{p.value:.2f}", "datasets × prompts": "–", "interval": "–",
+                          "verdict": common.NOT_RUN, "before the cap": common.NOT_RUN, "_caps": [why]})
         for h in hit.itertuples():
             cond = {k: getattr(h, k) for k in TTFT_CONDITION}
             args = dict(interval=(h.lo, h.hi), datasets=h.datasets,
                         prompts=None if pd.isna(h.prompts) else int(h.prompts))
-            v = common.ratio_verdict(h.ratio, p.value, caps=caps(cond, t["ttft_rows"], True), **args)
+            capped = caps(cond, t["ttft_rows"], True)
+            v = common.ratio_verdict(h.ratio, p.value, caps=capped, **args)
             verdicts.append(v)
             lines.append({"condition": _where(cond), "baseline": DISPLAY[p.system], f"{EF} bits": f"{p.bits:g}",
+                          "_caps": capped,
                           "ours [95%]": common.interval_text(h.ratio, h.lo, h.hi),
                           "paper": f"{p.value:.2f}",
                           "datasets × prompts": f"{h.datasets} × {'?' if pd.isna(h.prompts) else int(h.prompts)}",
@@ -631,6 +633,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             v = common.percent_verdict(h.drop_pp, p.value, h.reference, interval=(h.lo, h.hi), caps=capped)
             verdicts.append(v)
             drop_lines.append({"condition": _where(cond), f"{EF} bits": f"{p.bits:g}", "versus": h.versus,
+                               "_caps": capped,
                                "ours (pp) [95%]": common.interval_text(h.drop_pp, h.lo, h.hi),
                                "paper": common.percent_text(p.value, h.reference), "datasets": h.datasets,
                                "verdict": v, "before the cap": common.percent_verdict(h.drop_pp, p.value, h.reference,
@@ -645,7 +648,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
                 # the statement covers two datasets: both are needed, plus MIN_PROMPTS prompts each
                 args = dict(interval=(h["lo"], h["hi"]), datasets=h["datasets"], prompts=h["prompts"],
                             min_datasets=len(LONG_PROMPTS))
-                v = common.ratio_verdict(h["value"], (lo + hi) / 2, caps=caps(cond, t["ttft_rows"], True), **args)
+                capped = caps(cond, t["ttft_rows"], True)
+                v = common.ratio_verdict(h["value"], (lo + hi) / 2, caps=capped, **args)
                 raw = common.ratio_verdict(h["value"], (lo + hi) / 2, **args)
                 ours_txt = (f"{h['min']:.2f}–{h['max']:.2f}×; geometric mean "
                             + common.interval_text(h["value"], h["lo"], h["hi"]))
@@ -655,7 +659,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
                 cond = {k: h[k] for k in ACC_CONDITION}
                 args = dict(interval=(h["lo"], h["hi"]))
                 said, reference = stated["accuracy_gain_pct_max"], h["reference"]
-                v = common.percent_verdict(h["value"], said, reference, caps=caps(cond, acc_rows, False), **args)
+                capped = caps(cond, acc_rows, False)
+                v = common.percent_verdict(h["value"], said, reference, caps=capped, **args)
                 raw = common.percent_verdict(h["value"], said, reference, **args)
                 ours_txt = common.interval_text(h["value"], h["lo"], h["hi"], unit=" pp")
                 paper_txt = common.percent_text(said, reference)
@@ -664,11 +669,11 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
                 continue
             verdicts.append(v)
             npu_lines.append({"condition": _where(cond), "statement": what, "ours": ours_txt, "paper": paper_txt,
-                              "verdict": v, "before the cap": raw})
+                              "verdict": v, "before the cap": raw, "_caps": capped})
     # every statement of the paper is a line, measured or not: one not measured says why (never silently dropped)
-    claims = {"ttft_ratio_min": ("llm.npu+ / EF 5b TTFT on MMLU and HellaSwag", "ttft_ratio_max", "×"),
-              "accuracy_gain_pct_max": ("largest accuracy gain over llm.npu+", None, "%")}
-    for metric, (what, upper, unit) in claims.items():
+    statements = {"ttft_ratio_min": ("llm.npu+ / EF 5b TTFT on MMLU and HellaSwag", "ttft_ratio_max", "×"),
+                  "accuracy_gain_pct_max": ("largest accuracy gain over llm.npu+", None, "%")}
+    for metric, (what, upper, unit) in statements.items():
         if paper is None or metric not in stated or any(line["statement"].startswith(what) for line in npu_lines):
             continue
         # its rows may be drawn, but a ratio of different work would say nothing
@@ -677,7 +682,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         said = f"{stated[metric]:.2f}" + (f"–{stated[upper]:.2f}" if upper in stated else "") + unit
         verdicts.append(common.NOT_RUN)
         npu_lines.append({"condition": "", "statement": what, "ours": why, "paper": said,
-                          "verdict": common.NOT_RUN, "before the cap": common.NOT_RUN})
+                          "verdict": common.NOT_RUN, "before the cap": common.NOT_RUN, "_caps": [why]})
     verdict, count = common.overall(verdicts)
     summary = "no baseline/EdgeFlow pair measured on the same model and dataset" if verdict == common.NOT_RUN else count
     tags = common.labels(rows)
@@ -731,7 +736,16 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     if not t["unrun"].empty:
         u = t["unrun"].groupby(["series", "reason"]).size().reset_index(name="configurations")
         body += ["\n**Did not run:**\n", md_table(u)]
-    return Section(NAME, TITLE, verdict, summary, "\n".join(b for b in body if b), figures)
+    # the abstract's headline numbers: TTFT at EdgeFlow's default 5 bits, llm.npu+'s range, every accuracy statement
+    scoreboard = (common.claims(NAME, lines, lambda line: f"TTFT ratio {line['baseline']} / {EF} {line[f'{EF} bits']}b"
+                                f" ({line['condition']})", ours="ours [95%]",
+                                headline=lambda line: line[f"{EF} bits"] == "5")
+                  + common.claims(NAME, drop_lines, lambda line: f"accuracy drop of {EF} {line[f'{EF} bits']}b vs "
+                                  f"the baselines ({line['condition']})", ours="ours (pp) [95%]",
+                                  headline=lambda line: True)
+                  + common.claims(NAME, npu_lines, lambda line: f"{line['statement']} ({line['condition'] or '–'})",
+                                  headline=lambda line: True))
+    return Section(NAME, TITLE, verdict, summary, "\n".join(b for b in body if b), figures, claims=scoreboard)
 
 
 # Fidelity rows (experiment=fidelity) -> columns of the quality table. "_runtime": computed by the engine the row

@@ -101,7 +101,6 @@ def compare(s: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None) -> 
     if paper is None:
         return lines
     for model in sorted(s["model"].unique()):
-        caps = common.cap_reasons(rows[rows["model"] == model], PAPER_MODELS)
         for p in paper.itertuples():
             key = (p.config, p.versus if isinstance(p.versus, str) else "", p.metric)
             ours, what = math.nan, ""
@@ -122,6 +121,8 @@ def compare(s: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None) -> 
                 continue
             pct = p.metric.endswith("_pct")
             paper_ratio = 1 + p.value / 100 if pct else p.value
+            caps = common.cap_reasons(rows[rows["model"] == model], PAPER_MODELS,
+                                      device_matters=not p.metric.startswith("accuracy"))
             verdict = common.NOT_RUN if not math.isfinite(ours) else common.ratio_verdict(
                 1 + ours / 100 if pct else ours, paper_ratio, caps=caps)
             if p.metric == "ttft_speedup_max" and isinstance(p.model, str) and p.model != model:
@@ -129,7 +130,8 @@ def compare(s: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None) -> 
             else:
                 label = f"{p.value:+g}%" if pct else f"{p.value:g}x"
             lines.append({"model": model, "comparison": what, "ours": "–" if not math.isfinite(ours) else
-                          (f"{ours:+.1f}%" if pct else f"{ours:.2f}x"), "paper": label, "verdict": verdict})
+                          (f"{ours:+.1f}%" if pct else f"{ours:.2f}x"), "paper": label, "verdict": verdict,
+                          "_caps": caps if math.isfinite(ours) else [f"not run: no {what} pair in the store"]})
     return lines
 
 
@@ -194,7 +196,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             "**The paper's statements**, ours beside them (ratio rule on 1 + change; means over datasets, no "
             "interval):\n", md_table(pd.DataFrame(lines)) if lines else "_(no paper values loaded)_\n",
             "\n**Our medians** per dataset and configuration:\n", md_table(table)]
-    return Section(NAME, TITLE, verdict, count, "\n".join(b for b in body if b), figures)
+    claims = common.claims(NAME, lines, lambda line: f"{line['comparison']} ({line['model']})")
+    return Section(NAME, TITLE, verdict, count, "\n".join(b for b in body if b), figures, claims=claims)
 
 
 @register_artifact

@@ -165,7 +165,8 @@ def compare(ours: pd.DataFrame, paper: pd.DataFrame, model: str, source: str | N
                 "ours (pp) [95%]": common.interval_text(ours_pp, lo, hi, 4) if hit is not None else "–",
                 "interval": _pairing(hit), "paper": common.percent_text(paper_value, reference),
                 "verdict": common.percent_verdict(ours_pp, paper_value, reference, caps=caps, **args),
-                "before the cap": common.percent_verdict(ours_pp, paper_value, reference, **args)}
+                "before the cap": common.percent_verdict(ours_pp, paper_value, reference, **args),
+                "_caps": list(caps) if hit is not None else [f"not run: no {table4.DISPLAY[vs]} accuracy at {bits}"]}
 
     lines = []
     for q in BASELINES:
@@ -259,7 +260,9 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
              "95% interval combining the accuracies' Wilson intervals, paired by document where both runs kept their "
              "documents' results (Newcombe's method 10); the paper's: percent as it states them).\n\n")
     body += md_table(pd.DataFrame(lines)) + "\n" + _extra_gains(ours) + "\n".join(tables)
-    return Section(NAME, TITLE, verdict, count, body, figures)
+    claims = common.claims(NAME, lines, lambda line: f"accuracy gain of EdgeFlow over {line['vs']}, {line['bits']} "
+                           f"bits ({line['condition']})", ours="ours (pp) [95%]")
+    return Section(NAME, TITLE, verdict, count, body, figures, claims=claims)
 
 
 def _extra_gains(ours: pd.DataFrame) -> str:

@@ -133,7 +133,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             v = common.ratio_verdict(mine, p.value, caps=caps)
             verdicts.append(v)
         lines.append({"metric": p.metric, "vs": p.versus if isinstance(p.versus, str) else "", "ours": fmt(mine),
-                      "ours over": over, "paper": f"{p.value:g}", "verdict": v})
+                      "ours over": over, "paper": f"{p.value:g}", "verdict": v, "_caps": caps})
     verdict, count = common.overall(verdicts)
     figures = draw(rows, med, lines, figures_dir)
     med_table = med[med["metric"].isin(["cold_load_seconds", "unpack_seconds", "e2e_seconds",
@@ -149,7 +149,9 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             f"verdicts are capped at *qualitative* ({'; '.join(caps)}).\n\n"
             + md_table(pd.DataFrame(lines)) + "\n**Our medians** (seconds; unpack path in brackets):\n\n"
             + md_table(wide))
-    return Section(NAME, TITLE, verdict, count, body, figures)
+    judged = [line for line in lines if not line["verdict"].startswith("info")]
+    claims = common.claims(NAME, judged, lambda line: f"{line['metric']}" + (f" vs {line['vs']}" if line["vs"] else ""))
+    return Section(NAME, TITLE, verdict, count, body, figures, claims=claims)
 
 
 @register_artifact

@@ -118,14 +118,16 @@ def compare(med: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None,
                 metric = METRICS[what][i]
                 new, old = (_value(med, panel, series, pol, metric) if metric else None for pol in (p.policy, p.versus))
                 ours = None if new is None or not old else 100 * (new / old - 1)
-                caps = common.cap_reasons(rows[(rows["model"] == model) & (simulated == (i > 0))], PAPER_MODELS)
+                caps = common.cap_reasons(rows[(rows["model"] == model) & (simulated == (i > 0))],
+                                          PAPER_MODELS) + ["a median, no interval"]
                 if caps_seen is not None and ours is not None:
-                    caps_seen[f"{model}, {series}"] = caps + ["a median, no interval"]
+                    caps_seen[f"{model}, {series}"] = caps
                 verdict = common.NOT_RUN if ours is None else common.ratio_verdict(
                     1 + ours / 100, 1 + p.value / 100, caps=caps)
                 lines.append({"model": model, "chunk": chunk, "series": series, "step": f"{p.versus} -> {p.policy}",
                               "change of": what.replace("_", " "), "ours %": "–" if ours is None else f"{ours:+.1f}",
-                              "paper %": f"{p.value:+g}", "verdict": verdict})
+                              "paper %": f"{p.value:+g}", "verdict": verdict,
+                              "_caps": caps if ours is not None else ["no such number in this series"]})
     return lines
 
 
@@ -253,7 +255,9 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     bad = common.unrun_reasons(rows)
     if len(bad):
         body += ["\n**Did not run:**\n", md_table(bad[["model", "pipeline", "reason"]].drop_duplicates())]
-    return Section(NAME, TITLE, verdict, count, "\n".join(b for b in body if b), figures)
+    claims = common.claims(NAME, lines, lambda line: f"change of {line['change of']}, {line['step']} ({line['model']},"
+                           f" {line['chunk']}-token chunks, {line['series']})", paper="paper %", ours="ours %")
+    return Section(NAME, TITLE, verdict, count, "\n".join(b for b in body if b), figures, claims=claims)
 
 
 @register_artifact

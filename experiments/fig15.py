@@ -246,7 +246,7 @@ def compare(bd: pd.DataFrame, paper: pd.DataFrame | None, cap_reasons: list[str]
         verdict = common.cap(verdict, cap_reasons)
         lines.append({"model": r.model, "statement": f"{r.series} enters decoding without a graph switch",
                       "ours": "–" if share is None else f"{sw * 1e3:.3g} ms ({share * 100:.2g}% of {total:.2f} s)",
-                      "paper": "none (llm.npu+: 2.9 s)", "verdict": verdict})
+                      "paper": "none (llm.npu+: 2.9 s)", "verdict": verdict, "_caps": list(cap_reasons)})
     if paper is None:
         return lines
     speed, unpaired = decode_speedups(bd, unpaired), unpaired or {}
@@ -256,7 +256,9 @@ def compare(bd: pd.DataFrame, paper: pd.DataFrame | None, cap_reasons: list[str]
         lines.append({"model": p.model, "statement": "EdgeFlow's decode speedup over llm.npu+ (both on the CPU)",
                       "ours": unpaired.get("llmnpu", "–") if ours is None else f"{ours:.2f}x",
                       "paper": f"{p.value:.2f}x",
-                      "verdict": common.ratio_verdict(ours, p.value) if ours is not None else common.NOT_RUN})
+                      "verdict": common.ratio_verdict(ours, p.value, caps=cap_reasons) if ours is not None
+                      else common.NOT_RUN,
+                      "_caps": list(cap_reasons) if ours is not None else [unpaired.get("llmnpu", "llm.npu+ not run")]})
     return lines
 
 
@@ -298,7 +300,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
                               [["model", "edgeflow", "versus", "speedup"]])]
     if len(bad):
         body += ["\n**Did not run:**\n", md_table(bad[["model", "series", "reason"]])]
-    return Section(NAME, TITLE, verdict, summary, "\n".join(b for b in body if b), figures)
+    claims = common.claims(NAME, lines, lambda line: f"{line['statement']} ({line['model']})")
+    return Section(NAME, TITLE, verdict, summary, "\n".join(b for b in body if b), figures, claims=claims)
 
 
 @register_artifact

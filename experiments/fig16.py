@@ -243,10 +243,12 @@ def compare(summ: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None) 
         peak = s.peak_pss_mb or s.peak_rss_mb
         kind = "PSS" if s.peak_pss_mb else "RSS"
         ok = ideal is not None and peak is not None
+        caps = common.cap_reasons(rows[(rows["model"] == s.model) & (rows["system"] == "edgeflow")], PAPER_MODELS)
         lines.append({"model": s.model, "statement": f"{s.series}'s peak {kind} close to the ideal (ratio rule)",
                       "ours": f"{peak[0]:.0f} MiB / {ideal:.0f} MiB = {peak[0] / ideal:.2f}" if ok else "–",
                       "paper": "close to 6.9 GB (Mistral-7B)",
-                      "verdict": common.ratio_verdict(peak[0] / ideal, 1.0) if ok else common.NOT_RUN})
+                      "verdict": common.ratio_verdict(peak[0] / ideal, 1.0, caps=caps) if ok else common.NOT_RUN,
+                      "_caps": caps if ok else ["no footprint or prompt length in the store"]})
     if paper is None:
         return lines
     unpaired = common.unpaired_systems(rows)
@@ -258,18 +260,21 @@ def compare(summ: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None) 
         value = float(p["value"].iloc[0])
         if "llmnpu" in unpaired:  # its demo's power over its own prompt is no peer of EdgeFlow's over ours
             lines.append({"model": "–", "statement": f"EdgeFlow / llm.npu+ {what}", "ours": unpaired["llmnpu"],
-                          "paper": f"{value:.3f}x", "verdict": common.NOT_RUN})
+                          "paper": f"{value:.3f}x", "verdict": common.NOT_RUN, "_caps": [unpaired["llmnpu"]]})
             continue
         ours = None
         for model, g in summ.groupby("model") if len(summ) else []:
             ef, npu = g[g["system"] == "edgeflow"], g[g["system"] == "llmnpu"]
             if len(ef) and len(npu) and ef[col].iloc[0] is not None and npu[col].iloc[0] is not None:
                 ours = ef[col].iloc[0][0] / npu[col].iloc[0][0]
+                caps = common.cap_reasons(rows[rows["model"] == model], PAPER_MODELS)
                 lines.append({"model": model, "statement": f"EdgeFlow / llm.npu+ {what}", "ours": f"{ours:.3f}x",
-                              "paper": f"{value:.3f}x", "verdict": common.ratio_verdict(ours, value)})
+                              "paper": f"{value:.3f}x", "verdict": common.ratio_verdict(ours, value, caps=caps),
+                              "_caps": caps})
         if ours is None:
             lines.append({"model": "–", "statement": f"EdgeFlow / llm.npu+ {what}", "ours": "–",
-                          "paper": f"{value:.3f}x", "verdict": common.NOT_RUN})
+                          "paper": f"{value:.3f}x", "verdict": common.NOT_RUN,
+                          "_caps": ["llm.npu+ runs only on a phone with its binary; no pair measured"]})
     return lines
 
 
@@ -308,7 +313,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         body += ["\n**Our cold starts** (median [min–max] over repetitions):\n", md_table(table)]
     if len(bad):
         body += ["\n**Did not run:**\n", md_table(bad[["model", "series", "reason"]])]
-    return Section(NAME, TITLE, verdict, summary_line, "\n".join(b for b in body if b), figures)
+    claims = common.claims(NAME, lines, lambda line: f"{line['statement']} ({line['model']})")
+    return Section(NAME, TITLE, verdict, summary_line, "\n".join(b for b in body if b), figures, claims=claims)
 
 
 @register_artifact

@@ -181,7 +181,7 @@ def compare(c: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None) -> 
                     common.share_verdict(need[0] / 100, paper_share / 100, caps=caps))
                 lines.append({"condition": common.condition_text(model=model, device=device, flash=flash),
                               "statement": f"{series} preloaded to match {e.series}'s cold TTFT ({e.ttft_s:.3g} s)",
-                              "ours": ours, "paper": paper_text, "verdict": verdict})
+                              "ours": ours, "paper": paper_text, "verdict": verdict, "_caps": caps})
     return lines
 
 
@@ -210,7 +210,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             "\n**TTFT per preload step** (median [min–max] over repetitions):\n", md_table(table)]
     if len(bad):
         body += ["\n**Did not run:**\n", md_table(bad[["model", "series", "reason"]])]
-    return Section(NAME, TITLE, verdict, count, "\n".join(b for b in body if b), figures)
+    claims = common.claims(NAME, lines, lambda line: f"{line['statement']} ({line['condition']})")
+    return Section(NAME, TITLE, verdict, count, "\n".join(b for b in body if b), figures, claims=claims)
 
 
 @register_artifact

@@ -111,9 +111,13 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             verdicts.append(v)
             lines.append({"ratio": f"{p.variant.upper()} / {p.versus.replace('_', ' ').upper()}", "shape": m.shape,
                           "ours": f"{m.ratio:.2f}x", "paper": f"{p.value:.2f}x", "verdict": v,
-                          "before the cap": common.ratio_verdict(m.ratio, p.value)})
+                          "before the cap": common.ratio_verdict(m.ratio, p.value), "_caps": CAPS})
         if mine.empty:
             verdicts.append(common.NOT_RUN)
+            lines.append({"ratio": f"{p.variant.upper()} / {p.versus.replace('_', ' ').upper()}", "shape": "–",
+                          "ours": "not run: no such variant in the store", "paper": f"{p.value:.2f}x",
+                          "verdict": common.NOT_RUN, "before the cap": common.NOT_RUN,
+                          "_caps": ["no such variant in the store"]})
     verdict, count = common.overall(verdicts)
     t = rows[(rows["status"] == "ok")]
     table = t.pivot_table(index=["shape", "variant"], columns="metric", values="value", aggfunc="median").reset_index()
@@ -128,7 +132,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             "portable kernel with an ISA-specific one here, not QNN's static layout optimisation.\n",
             md_table(pd.DataFrame(lines)) if lines else "_(no paper values loaded)_\n",
             "\n**Our times** per shape and format:\n", md_table(table)]
-    return Section(NAME, TITLE, verdict, count, "\n".join(body), figures)
+    claims = common.claims(NAME, lines, lambda line: f"dequantizing matmul {line['ratio']} ({line['shape']})")
+    return Section(NAME, TITLE, verdict, count, "\n".join(body), figures, claims=claims)
 
 
 @register_artifact

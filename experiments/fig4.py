@@ -113,7 +113,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         ours_v = mine.get(key, math.nan)
         v = common.ratio_verdict(ours_v, value, caps=packbench.cap_reasons(rows))
         verdicts.append(v)
-        lines.append({"ratio": key, "ours": fmt(ours_v), "paper (derived)": f"{value:.3g}", "verdict": v})
+        lines.append({"ratio": key, "ours": fmt(ours_v), "paper (derived)": f"{value:.3g}", "verdict": v,
+                      "_caps": packbench.cap_reasons(rows)})
     verdict, count = common.overall(verdicts)
     tab = tot[tot["bits"] == bits].assign(**{c: lambda d, c=c: d[c].map(fmt) for c in ("load_s", "unpack_s", "done_s")})
     figure = f"![{TITLE}](figures/{figures[0].name})\n\n"
@@ -123,7 +124,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             f"({'; '.join(packbench.cap_reasons(rows))}).\n\n"
             + md_table(pd.DataFrame(lines)) + "\n**Our times** (s; load: first start to last end over 2 threads; "
             "unpack: summed over layers, 1 thread; done: last block's end):\n\n" + md_table(tab))
-    return Section(NAME, TITLE, verdict, count, body, figures)
+    claims = common.claims(NAME, lines, lambda line: f"load/unpack timeline: {line['ratio']}", paper="paper (derived)")
+    return Section(NAME, TITLE, verdict, count, body, figures, claims=claims)
 
 
 @register_artifact

@@ -119,10 +119,11 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
                       "ours": f"{peak['bubble_rate']:.0%} ({peak['lane']}, {peak['prompt_tokens']} tokens)",
                       "paper": f"{said['bubble_rate_max']:.0%}" if "bubble_rate_max" in said else "–",
                       "verdict": common.share_verdict(float(peak["bubble_rate"]), float(said["bubble_rate_max"]),
-                                                      caps=caps) if "bubble_rate_max" in said else common.NOT_RUN})
+                                                      caps=caps) if "bubble_rate_max" in said else common.NOT_RUN,
+                      "_caps": caps})
     lines.append({"model": "–", "series": "–", "statement": "non-matmul operators on the NPU vs the CPU",
                   "ours": "no NPU here (an input of the simulation)", "paper": f"{said.get('npu_slowdown_non_matmul', '–')}x",
-                  "verdict": common.NOT_RUN})
+                  "verdict": common.NOT_RUN, "_caps": ["no NPU here: it is measured on a phone's NPU"]})
     verdict, count = common.overall([line["verdict"] for line in lines])
     wide = b.assign(cell=[f"{v:.0%} (n={n})" for v, n in zip(b["bubble_rate"], b["n"])]).pivot_table(
         index=["model", "series", "lane"], columns="prompt_tokens", values="cell", aggfunc="first").reset_index()
@@ -140,7 +141,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         table = ops.pivot_table(index=["model", "operator"], columns="prompt_tokens", values="value").map(
             fmt).reset_index()
         body += ["\n**Operator times** (s, engine trace, all layers and chunks; median):\n", md_table(table)]
-    return Section(NAME, TITLE, verdict, count, "\n".join(b for b in body if b), figures)
+    claims = common.claims(NAME, lines, lambda line: f"{line['statement']} ({line['model']}, {line['series']})")
+    return Section(NAME, TITLE, verdict, count, "\n".join(b for b in body if b), figures, claims=claims)
 
 
 @register_artifact

@@ -33,7 +33,28 @@ def sections(store: ResultsStore, out_dir: Path) -> list[Section]:
     return out
 
 
+VERDICT_ORDER = (common.REPRODUCED, common.QUALITATIVE, common.SAME_DIRECTION, common.DIFFERS, common.INCONCLUSIVE,
+                 common.NOT_RUN)
+
+
+def scoreboard(secs: list[Section]) -> tuple[str, str]:
+    """(the one-line count, the Markdown table): every claim of the paper the artifacts compare, the abstract's and
+    section 5's headline numbers first, each with the paper's value, ours, the verdict and what would make it
+    stronger."""
+    claims = [c for s in secs for c in s.claims]
+    claims = [c for c in claims if c.headline] + [c for c in claims if not c.headline]
+    counts = {v: sum(c.verdict == v for c in claims) for v in VERDICT_ORDER}
+    line = (f"Of {len(claims)} claims of the paper, " + ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+            + f" (measured on host `{provenance.host()}`).")
+    table = common.md_table(pd.DataFrame(
+        [{"#": i, "claim": ("**headline** " if c.headline else "") + c.statement,
+          "artifact": f"[{c.artifact}](#{c.artifact})", "paper": c.paper, "ours": c.ours, "verdict": c.verdict,
+          "stronger with": c.stronger()} for i, c in enumerate(claims, 1)]))
+    return line, table
+
+
 def markdown(secs: list[Section], store: ResultsStore) -> str:
+    count, board = scoreboard(secs)
     summary = common.md_table(pd.DataFrame(
         [{"artifact": s.name, "what": s.title.split(" - ", 1)[-1], "verdict": s.verdict, "why": s.summary,
           "measured on": s.context or "–", "reproduce": f"`make reproduce-{s.name}`"} for s in secs]))
@@ -45,6 +66,14 @@ def markdown(secs: list[Section], store: ResultsStore) -> str:
         "(arXiv 2604.09083v1), measured on a Xiaomi 15 Pro (Snapdragon 8 Elite). Paper values are read from "
         "`results/paper/*.csv`; each file names its source section.",
         "",
+        "## Scoreboard",
+        "",
+        f"**{count}**",
+        "",
+        "Every quantitative claim of the paper, one row each, the verdict by the rules below; *stronger with* says "
+        "what would have to change for a stronger verdict.",
+        "",
+        board,
         "Every number of ours carries one label, repeated beside each figure:",
         "",
         *(f"- *{label}*: {meaning}" for label, meaning in LABELS.items()),
@@ -59,7 +88,8 @@ def markdown(secs: list[Section], store: ResultsStore) -> str:
     ]
     body = []
     for s in secs:
-        body += [f"## {s.title}", "", f"**Verdict: {s.verdict}** — {s.summary}.", "", s.body.strip(), ""]
+        body += [f'<a id="{s.name}"></a>', "", f"## {s.title}", "", f"**Verdict: {s.verdict}** — {s.summary}.", "",
+                 s.body.strip(), ""]
         paper = common.load_paper(s.name)
         if s.verdict == common.NOT_RUN and paper is not None and "paper" not in s.body.lower():
             body += ["The paper's values, for when it runs:", "", common.md_table(paper)]

@@ -160,7 +160,7 @@ def render_for(name: str, title: str, model: str, rows: pd.DataFrame, paper: pd.
               for key, per_model in common.summarize(all_ok[all_ok["scorer"].isin([scorer, ""])],
                                                      ["model", "dataset", "source", "quantizer", "bits"]
                                                      ).groupby(["model", "dataset", "source"])]
-    sections, verdicts, figures = [], [], []
+    sections, verdicts, figures, scoreboard = [], [], [], []
     for scorer, (m, dataset, source), per_model in groups:
         mine_rows = cur[cur["scorer"].isin([scorer, ""])]
         ok = all_ok[all_ok["scorer"].isin([scorer, ""])]
@@ -199,6 +199,12 @@ def render_for(name: str, title: str, model: str, rows: pd.DataFrame, paper: pd.
             line["ordering"] = v
             line["before the cap"] = raw
             lines.append(line)
+            order = lambda values: " < ".join(DISPLAY.get(q, q) for q in sorted(values, key=values.get))  # noqa: E731
+            scoreboard.append(common.Claim(
+                name, f"perplexity ordering of the methods at {b:g} bits ({m}, {dataset}"
+                + (f", {scorer}" if len(scorers) > 1 else "") + ")",
+                order({q: said[0] for q, said in theirs.items() if q in QUANTIZERS}),
+                order({q: ppl for q, ppl in ranking.items() if q in QUANTIZERS}), v, list(caps)))
         fp = per_model[per_model["quantizer"] == "fp16"]
         fp_ref = ref[ref["quantizer"] == "fp16"]
         fp_text = (f"FP16: ours {fmt(fp['median'].iloc[0]) if len(fp) else '–'}, paper "
@@ -220,7 +226,7 @@ def render_for(name: str, title: str, model: str, rows: pd.DataFrame, paper: pd.
     body = ("".join(f"![{title}](figures/{p.name})\n\n" for p in pngs)
             + ("Labels: " + "; ".join(tags) + ".\n\n" if tags else "") + (f"{spans}\n\n" if spans else "")
             + "\n".join(sections))
-    return Section(name, title, verdict, count, body, figures)
+    return Section(name, title, verdict, count, body, figures, claims=scoreboard)
 
 
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:

@@ -26,6 +26,27 @@ def test_report_with_fig10_rows(fig10_store, tmp_path):
     assert "**Verdict: not run** — no perplexity rows" in md
 
 
+def test_the_scoreboard_is_on_top_and_counts_every_claim(fig10_store, tmp_path):
+    md = report.write(fig10_store, tmp_path / "out")[0].read_text()
+    head, rest = md.split("## Scoreboard", 1)
+    assert "## " not in head.split("\n", 1)[1]  # the first section of the report
+    count = next(line for line in rest.splitlines() if line.startswith("**Of "))
+    # Figure 10's claims (9) and every other artifact's paper rows, none silently missing, counted by verdict
+    total = int(count.split()[1])
+    rows = [line for line in rest.split("## Summary")[0].splitlines() if line.startswith("| ") and "| # |" not in line]
+    assert len(rows) == total
+    assert sum(int(n) for n in __import__("re").findall(r"(\d+) (?:reproduced|qualitative|same direction|differs|"
+                                                        r"inconclusive|not run)", count)) == total
+    # the headline numbers first: 4.07x over llama.cpp and 2.40x over MNN at EdgeFlow's 5 bits
+    assert "**headline** TTFT ratio llama.cpp / EF 5b" in rows[0] and "| 4.07 |" in rows[0]
+    assert "**headline** TTFT ratio MNN / EF 5b" in rows[1] and "| 2.40 |" in rows[1]
+    # what would make each stronger: an NPU for EdgeFlow's timings, a run for what did not run
+    assert "EdgeFlow's accelerator half on an NPU" in rows[0]
+    assert any("| not run | a run (`make reproduce-table4`)" in r for r in rows)
+    assert all("table3" not in r for r in rows)  # Table 3's prompt lengths are an input, not a claim
+    assert '<a id="fig10"></a>' in md and "[fig10](#fig10)" in rows[0]
+
+
 def test_simulated_rows_name_their_simulator():
     import pandas as pd
 
