@@ -8,11 +8,12 @@ export PYTHONPATH := $(CURDIR)
 # Debian packages for the native builds and tests: aarch64 cross compiler, qemu to run it, clang for the fuzzer,
 # valgrind for instruction counts, fuse3 for flash emulation, adb (the AOSP client) for the loopback adbd's interop
 # test, slurm-wlm and munge for the single-node SLURM cluster of the launcher tests (tests/runner/slurm_cluster.py;
-# nothing is started as a service). Installed only when a tool is missing, without the recommended extras (36 of
-# 93 packages: SLURM's optional plugins, valgrind's debug symbols, adb's udev rules).
-SYSTEM_TOOLS := aarch64-linux-gnu-g++ qemu-aarch64-static clang valgrind fusermount3 cmake adb sbatch munge
+# nothing is started as a service), chromium to open REPORT.html as a reader does (experiments/report_browser.py).
+# Installed only when a tool is missing, without the recommended extras (SLURM's optional plugins, valgrind's debug
+# symbols, adb's udev rules).
+SYSTEM_TOOLS := aarch64-linux-gnu-g++ qemu-aarch64-static clang valgrind fusermount3 cmake adb sbatch munge chromium
 SYSTEM_PACKAGES := g++-aarch64-linux-gnu qemu-user-static clang lld libclang-rt-14-dev valgrind fuse3 libfuse3-dev cmake adb \
-  slurm-wlm munge
+  slurm-wlm munge chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup system-deps test test-fast help
@@ -179,6 +180,7 @@ reproduce-all: setup $(addprefix reproduce-,$(ARTIFACTS))
 
 report: setup
 	$(PY) -m experiments report
+	@if command -v chromium >/dev/null; then $(PY) -m experiments.report_browser results/REPORT.html; fi
 
 # the benchmarks section of the report (harness/bench/; not in reproduce-all: they time this host, not the paper)
 .PHONY: reproduce-benchmarks

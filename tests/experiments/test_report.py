@@ -57,3 +57,25 @@ def test_simulated_rows_name_their_simulator():
     assert pipeline in common.labels(rows("sim_latency_s"))
     htp = [t for t in common.labels(rows("kl_fp16_htp")) if t.startswith("simulated")]
     assert htp == ["simulated: QNN's HTP simulator (the accelerator's numerics) (not measured on a device)"]
+
+
+def test_report_html_in_a_real_browser(fig10_store, tmp_path):
+    """REPORT.html opened in headless Chromium, as most readers open it: the scoreboard on top, every figure loads,
+    no link is dead; and a broken figure or a dead link is found."""
+    import pytest
+
+    from experiments import report_browser
+
+    try:
+        report_browser.browser()
+    except report_browser.NoBrowser as e:
+        pytest.skip(str(e))  # `make test` installs it (make system-deps)
+    html_path = report.write(fig10_store, tmp_path / "out")[1]
+    found = report_browser.open_in_browser(html_path)
+    assert found["images"] >= 1 and report_browser.problems(found, html_path) == []
+    broken = html_path.with_name("broken.html")
+    broken.write_text(html_path.read_text().replace("data:image/png;base64,", "data:image/png;base64,AAAA", 1)
+                      .replace("</body>", '<a href="#nowhere">x</a><a href="figures/missing.pdf">y</a></body>'))
+    bad = report_browser.problems(report_browser.open_in_browser(broken), broken)
+    assert any(b.startswith("figure does not load") for b in bad)
+    assert "dead anchor: #nowhere" in bad and "dead link: figures/missing.pdf" in bad
