@@ -9,7 +9,6 @@ benchmark, `bench-unpack`, with the paper): the section carries no verdict.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pandas as pd
@@ -23,7 +22,6 @@ TITLE = "Benchmarks - this host's speed: engines, pipeline policies, quantizatio
 EXPERIMENTS = ("bench-runtime", "bench-pipeline", "bench-quant", "bench-scale", "bench-baselines")
 KEYS = ["system", "model", "quantizer", "bits", "pipeline", "prompt_tokens", "flash_emulated_mbps", "variant", "metric",
         "unit"]
-_LOAD = re.compile(r"load average ([\d.]+)")
 
 
 def measure(store=None) -> None:
@@ -62,7 +60,7 @@ def table(rows: pd.DataFrame) -> pd.DataFrame:
 def ran_on(rows: pd.DataFrame) -> str:
     """'AMD EPYC (2 cores; avx2, avx512_vnni), commit abc, 2026-12-04, load average 0.3–1.1'."""
     info = json.loads(rows["device_info"].dropna().iloc[0]) if rows["device_info"].notna().any() else {}
-    loads = rows["notes"].fillna("").map(lambda n: float(m.group(1)) if (m := _LOAD.search(n)) else None).dropna()
+    loads = rows["load_avg_1m"].dropna() if "load_avg_1m" in rows.columns else pd.Series(dtype=float)
     parts = [f"{info.get('cpu', '?')} ({info.get('cores', '?')} cores; {', '.join(info.get('simd', [])) or 'no SIMD flags'})",
              common.commits(rows), str(rows["time"].dropna().max())[:10]]
     if len(loads):

@@ -10,13 +10,12 @@ runner as every other artifact (rows in the store folder `compare-quantizers`, r
   ttft         cold TTFT of the packed model in our runtime (system=edgeflow), natively and, with flash_mbps, with
                the flash throttled to that rate; a method the runtime cannot run gets "not run" and the reason
 plus the FP16 model's perplexity and accuracy as the reference. Every method is drawn the same way: the paper's
-baselines are series like the user's. Intervals: 95% t-interval over windows for KL and top-1, 95% from lm-eval's
-stderr for accuracy, min..max over repetitions for TTFT.
+baselines are series like the user's. Intervals: 95% t-interval over windows for KL and top-1, 95% Wilson interval
+over the items for accuracy (the rows' `items`), min..max over repetitions for TTFT.
 """
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 
 import pandas as pd
@@ -123,14 +122,6 @@ def _ci(values: pd.Series) -> tuple[float, float]:
     return mean_ci95(list(values))
 
 
-def _stderr(notes: str) -> float:
-    hit = re.search(r"stderr=([0-9.eE+-]+)", notes or "")
-    try:
-        return float(hit.group(1)) if hit else math.nan
-    except ValueError:
-        return math.nan
-
-
 # The fidelity kind's other measurements of the same artifact (metric suffix -> column): the runtime itself, QNN's HTP
 # simulator computing the quantized linears (with `npu`), and the fake-quant model with float outputs (a CPU-only
 # system, which no NPU computes), per-token dynamic or float activations, which locate a quantizer's error.
@@ -163,8 +154,11 @@ def table(rows: pd.DataFrame) -> pd.DataFrame:
             c[f"ppl {str(source).removeprefix('ppl-')}"] = float(v.iloc[-1])
         acc = g[g["metric"] == "accuracy"]
         for dataset, a in acc.groupby("dataset"):
-            c[f"acc {dataset}"] = float(a["value"].iloc[-1])
-            c[f"acc {dataset}_ci"] = 1.96 * _stderr(a["notes"].iloc[-1])
+            value, items = float(a["value"].iloc[-1]), a["items"].iloc[-1]
+            c[f"acc {dataset}"] = value
+            # the Wilson interval over the items the accuracy is a share of (the typed column, not the notes)
+            c[f"acc {dataset}_lo"], c[f"acc {dataset}_hi"] = (common.wilson(value * items, int(items))
+                                                              if pd.notna(items) else (math.nan, math.nan))
         t = g[g["metric"] == "ttft_s"]
         for mbps, tt in t.groupby(t["flash_emulated_mbps"].fillna(0)):
             col = "ttft native" if mbps == 0 else f"ttft {mbps:g} MB/s"
@@ -194,6 +188,15 @@ def _pm(v, ci, scale=1.0, digits=3) -> str:
     return text
 
 
+def _between(v, lo, hi, scale=1.0) -> str:
+    """'45.0 [40.1–50.2]' (an asymmetric interval: Wilson's), or the value alone without one."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "–"
+    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+        return f"{common.fmt(v * scale, 3)} (items unknown)"
+    return f"{common.fmt(v * scale, 3)} [{common.fmt(lo * scale, 3)}–{common.fmt(hi * scale, 3)}]"
+
+
 def _ttft(r, col: str, short: bool = False) -> str:
     v = r.get(col)
     if v is None or not math.isfinite(v):
@@ -214,7 +217,7 @@ def display(df: pd.DataFrame, short: bool = False) -> pd.DataFrame:
     reasons given once below the figure's table)."""
     ttft_cols = _ttft_columns(df)
     ppl_cols = sorted(c for c in df.columns if c.startswith("ppl "))
-    acc_cols = sorted(c for c in df.columns if c.startswith("acc ") and not c.endswith("_ci"))
+    acc_cols = sorted(c for c in df.columns if c.startswith("acc ") and not c.endswith(("_lo", "_hi")))
     lines = []
     for _, r in df.iterrows():
         r = r.to_dict()
@@ -225,7 +228,7 @@ def display(df: pd.DataFrame, short: bool = False) -> pd.DataFrame:
         for c in ppl_cols:
             line[c] = common.fmt(r.get(c), 4)
         for c in acc_cols:
-            line[f"{c} %"] = _pm(r.get(c), r.get(f"{c}_ci"), 100, 3)
+            line[f"{c} %"] = _between(r.get(c), r.get(f"{c}_lo"), r.get(f"{c}_hi"), 100)
         line["KL vs FP16"] = _pm(r.get("kl_fp16"), r.get("kl_fp16_ci"))
         line["top-1 agree %"] = _pm(r.get("top1_agreement"), r.get("top1_agreement_ci"), 100, 3)
         for suffix, name in KL_VARIANTS.items():
@@ -335,7 +338,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         parts.append(f"**{model}** ({tags}):\n\n" + md_table(display(df[df["model"] == model])))
     body = "".join(f"![{TITLE}](figures/{p.name})\n\n" for p in figures if p.suffix == ".png")
     body += ("Not a paper artifact: a side-by-side of quantizers (the paper's and any registered one) on every axis. "
-             "± is a 95% interval (KL and top-1: t-interval over held-out windows; accuracy: lm-eval's stderr); TTFT "
+             "± is a 95% interval (KL and top-1: t-interval over held-out windows); accuracy's [interval] is the "
+             "95% Wilson interval over its items; TTFT "
              "is the median [min..max] over cold runs of the packed model in our runtime. Perplexity `local` and the "
              "`*-local` tasks are local proxies; `wikitext2` appears when the hub was reachable.\n\n")
     body += "\n".join(parts)

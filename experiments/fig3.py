@@ -123,7 +123,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     table = t.pivot_table(index=["shape", "variant"], columns="metric", values="value", aggfunc="median").reset_index()
     table = table.assign(**{c: (1e3 * table[c]).map(fmt) for c in ("matmul_s", "dequant_s") if c in table})
     table = table.rename(columns={"matmul_s": "matmul (ms)", "dequant_s": "of which dequantize (ms)"})
-    load = t["notes"].str.extract(r"load average ([\d.]+)")[0].astype(float)
+    load = t["load_avg_1m"]
     body = [f"![{TITLE}](figures/{figures[0].name})\n",
             f"Measured: one thread, median of the calls; CPU {json.loads(t['device_info'].iloc[0]).get('cpu', '?')}, "
             f"best INT8 kernel {t['kernel'].iloc[0]}, load average up to {fmt(float(load.max()))} "

@@ -1,14 +1,13 @@
 """The packing benchmark shared by Figures 4 and 13: `make bench-unpack` (harness/bench/unpack.py) packs a
 model-shaped artifact in every layout at 4..7 average bits and times cold loading, unpacking and load+unpack end to
 end. Its rows are in the results store (experiment `bench-unpack`: bits, packing, variant = the unpack kernel,
-metric, value, repetition; the load average in the notes), and beside them unpack.json holds the run's summary and,
+metric, value, repetition, load_avg_1m), and beside them unpack.json holds the run's summary and,
 per bits and packing, the per-layer timeline of the median end-to-end run that Figure 4 draws.
 This module runs it and reads both; fig4.py and fig13.py compare them with the paper.
 """
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +24,6 @@ ALIASES = {"int4int8": "mixed48"}
 LABELS = {"int8": "INT8 (padded)", "int4int8": "INT4/INT8 mixed", "kquant": "K-quant-like",
           "weightlet": "EdgeFlow weightlet"}
 COLORS = {"int8": "#999999", "int4int8": "#4c72b0", "kquant": "#dd8452", "weightlet": "#55a868"}
-_LOAD = re.compile(r"load average ([\d.]+)")
 
 
 def bench_dir(store) -> Path:
@@ -51,8 +49,7 @@ def rows(store) -> pd.DataFrame:
     `loadavg` columns; empty when the benchmark has not run."""
     df = common.current(store.read(EXPERIMENT))
     back = {v: k for k, v in ALIASES.items()}
-    load = df["notes"].fillna("").map(lambda n: float(m.group(1)) if (m := _LOAD.search(n)) else float("nan"))
-    return df.assign(packing=df["packing"].replace(back), path=df["variant"], loadavg=load,
+    return df.assign(packing=df["packing"].replace(back), path=df["variant"], loadavg=df["load_avg_1m"],
                      bench_dir=str(bench_dir(store)))
 
 

@@ -41,7 +41,7 @@ class BenchRecorder:
         load = os.getloadavg()[0] if load is None else load
         self.rows.append({"metric": metric, "value": None if value is None else float(value), "unit": unit,
                           "repetition": repetition, "status": "ok", "label": label, "device": "local",
-                          "notes": "; ".join(x for x in (notes, f"load average {load:.2f}") if x),
+                          "notes": notes or None, "load_avg_1m": load,
                           "config_hash": self.config_hash, "git_commit": provenance.git_commit(),
                           "host": provenance.host(), "device_info": self.device_info, "time": provenance.now(),
                           **columns})

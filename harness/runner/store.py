@@ -45,6 +45,8 @@ COLUMNS: dict[str, pa.DataType] = {
     # where an engine's accelerator half ran on a timing row (harness/systems/base.py Prepared.columns): "cpu threads"
     # (our runtime on every device so far) or "npu"; null for an engine without one
     "accelerator": pa.string(),
+    # the host's 1-minute load average when a benchmark row was measured (harness/bench/record.py): how noisy it was
+    "load_avg_1m": pa.float64(),
 }
 SCHEMA = pa.schema(list(COLUMNS.items()))
 OK, FAILED, NOT_RUN = "ok", "failed", "not run"
@@ -88,6 +90,8 @@ QUALITY_METRICS = ("accuracy", "acc_norm", "perplexity", "word_perplexity", "win
 # rows (harness/runner/kinds.py) and "prompt 3 (corpus text (local, Shakespeare corpus)); ..." on timing rows.
 _OLD_ITEMS = r"\bn=(\d+)"
 _OLD_PROMPT = r"\bprompt (\d+) \(((?:[^()]|\([^()]*\))*)\)"
+# ... and benchmark rows said their load average in the notes: "...; load average 0.42"
+_OLD_LOAD = r"\bload average ([\d.]+)"
 
 
 def migrate(df: pd.DataFrame) -> pd.DataFrame:
@@ -107,6 +111,9 @@ def migrate(df: pd.DataFrame) -> pd.DataFrame:
     old = df["items"].isna() & (df["metric"] == "accuracy")
     if old.any():
         df.loc[old, "items"] = pd.to_numeric(notes[old].str.extract(_OLD_ITEMS)[0]).to_numpy(float)
+    unloaded = df["load_avg_1m"].isna() & notes.str.contains("load average ", regex=False)
+    if unloaded.any():
+        df.loc[unloaded, "load_avg_1m"] = pd.to_numeric(notes[unloaded].str.extract(_OLD_LOAD)[0]).to_numpy(float)
     unindexed = df["prompt_index"].isna()
     found = notes[unindexed].str.extract(_OLD_PROMPT).dropna(subset=[0])  # only rows without the column's value
     if len(found):

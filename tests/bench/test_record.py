@@ -22,7 +22,7 @@ def test_rows_carry_provenance_and_one_config_per_option_set(tmp_path):
     rec.save()
     row = store.read("bench-toy").iloc[0]
     assert row["status"] == "ok" and row["label"] == "measured" and row["git_commit"] and row["host"]
-    assert "load average 0.50" in row["notes"] and json.loads(row["device_info"])["config"] == {"reps": 2}
+    assert row["load_avg_1m"] == 0.5 and json.loads(row["device_info"])["config"] == {"reps": 2}  # a column
     assert BenchRecorder("toy", {"reps": 2}, store).config_hash == rec.config_hash
     assert BenchRecorder("toy", {"reps": 3}, store).config_hash != rec.config_hash
     assert set(cpu_info()["simd"]) <= {"avx2", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16", "asimd",
@@ -61,3 +61,19 @@ def test_the_packing_benchmark_writes_through_the_store(tmp_path):
     rows = ResultsStore(tmp_path / "runs").read("bench-unpack")
     assert {"cold_load_seconds", "unpack_seconds", "e2e_seconds"} <= set(rows["metric"])
     assert set(rows["packing"]) == {"weightlet", "mixed48", "kquant", "int8"} and (tmp_path / "runs" / "bench-unpack" / "unpack.json").exists()
+
+
+def test_older_rows_get_their_load_average_from_the_notes(tmp_path):
+    """Before load_avg_1m was a column, a benchmark row's notes said it ("...; load average 0.42")."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from harness.runner.store import COLUMNS
+
+    folder = tmp_path / "runs" / "bench-old"
+    folder.mkdir(parents=True)
+    old = {k: v for k, v in COLUMNS.items() if k != "load_avg_1m"}
+    pq.write_table(pa.Table.from_pylist([{"experiment": "bench-old", "metric": "gemm_gops", "value": 1.0,
+                                          "status": "ok", "label": "measured", "notes": "avx2; load average 0.42"}],
+                                        schema=pa.schema(list(old.items()))), folder / "part-0.parquet")
+    assert ResultsStore(tmp_path / "runs").read("bench-old")["load_avg_1m"].iloc[0] == 0.42

@@ -66,7 +66,7 @@ def _rows():
                      "device": "local", **kw})
 
     row("fp16", 16.0, "perplexity", 20.0, dataset="ppl-local")
-    row("fp16", 16.0, "accuracy", 0.4, dataset="lambada-local", notes="n=20, shots=0, stderr=0.1")
+    row("fp16", 16.0, "accuracy", 0.4, dataset="lambada-local", items=20, notes="n=20, shots=0, stderr=0.1")
     row("fp16", 16.0, "perplexity", 30.0, dataset="lambada-local")  # lm-eval's lambada perplexity: not a ppl column
     for q, base in (("rtn_clip", 1.0), ("shadow_outlier", 0.5)):
         for b in (4.0, 6.0):
@@ -74,7 +74,7 @@ def _rows():
             row(q, b, "effective_bits", b + 0.3)
             row(q, b, "quantize_s", 3.0)
             row(q, b, "perplexity", 20 + 10 * scale, dataset="ppl-local")
-            row(q, b, "accuracy", 0.4 - scale / 10, dataset="lambada-local", notes="n=20, stderr=0.05")
+            row(q, b, "accuracy", 0.4 - scale / 10, dataset="lambada-local", items=20, notes="n=20, stderr=0.05")
             for i, k in enumerate((0.9, 1.0, 1.1)):
                 row(q, b, "kl_fp16", scale * k, rep=i)
                 row(q, b, "top1_agreement", 1 - scale / 4 * k, rep=i)
@@ -101,7 +101,9 @@ def test_table_has_every_metric_with_intervals_and_not_run_reasons():
     assert list(text["method"]) == ["fp16", "rtn_clip", "rtn_clip", "shadow_outlier", "shadow_outlier"]
     so = text[text.method == "shadow_outlier"].iloc[0]
     assert so["cold TTFT native s"].startswith("not run: ") and "float" in so["cold TTFT native s"]
-    assert "±" in so["KL vs FP16"] and "±" in so["acc lambada-local %"]
+    assert "±" in so["KL vs FP16"]
+    # accuracy's interval is Wilson's over the rows' items (35% of 20: [18.1, 56.7]), not lm-eval's stderr in the notes
+    assert so["acc lambada-local %"] == "35 [18.1–56.7]"
     fp = text[text.method == "fp16"].iloc[0]
     assert fp["ppl local"] == "20" and fp["KL vs FP16"] == "–" and "ppl lambada-local" not in text
     assert text[text.method == "rtn_clip"].iloc[0]["KL HTP (simulated)"].startswith("1.2 ±")
