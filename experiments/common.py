@@ -800,6 +800,16 @@ def _judge(point: float, lo: float, hi: float, paper: float, tol: float) -> str:
     return INCONCLUSIVE if inside else DIFFERS
 
 
+def _interval_or_point(value: float, interval: tuple | None, caps, positive: bool = False) -> tuple:
+    """(lo, hi, caps): our interval, or without a usable one (`positive`: a ratio's must lie above 0) the point
+    itself with the cap "no interval" added (a single measurement)."""
+    caps = list(caps)
+    lo, hi = interval if interval is not None else (math.nan, math.nan)
+    if not (_finite(lo) and _finite(hi) and lo <= hi and (lo > 0 or not positive)):
+        return value, value, [*caps, "no interval"]
+    return lo, hi, caps
+
+
 def cap(verdict: str, reasons) -> str:
     """The qualitative cap: with any reason (different model, device, proxy data, no interval) a reproduced or
     same-direction verdict becomes qualitative."""
@@ -818,11 +828,7 @@ def ratio_verdict(ours: float, paper: float, tol: float = RATIO_TOLERANCE, inter
     if (datasets is not None and datasets < min(min_datasets, MIN_DATASETS)) or \
             (prompts is not None and prompts < MIN_PROMPTS):
         return INCONCLUSIVE
-    caps = list(caps)
-    lo, hi = interval if interval is not None else (math.nan, math.nan)
-    if not (_finite(lo) and _finite(hi) and 0 < lo <= hi):
-        lo = hi = ours
-        caps.append("no interval")
+    lo, hi, caps = _interval_or_point(ours, interval, caps, positive=True)
     if hi > MAX_RATIO_SPREAD * lo:
         return INCONCLUSIVE
     v = _judge(math.log(ours), math.log(lo), math.log(hi), math.log(paper), math.log1p(tol))
@@ -834,11 +840,7 @@ def points_verdict(ours_pp: float, paper_pp: float, tol: float = ACCURACY_TOLERA
     """Verdict on an accuracy difference in percentage points (drop or gain), our 95% interval `interval`."""
     if not _finite(ours_pp) or not _finite(paper_pp):
         return NOT_RUN
-    caps = list(caps)
-    lo, hi = interval if interval is not None else (math.nan, math.nan)
-    if not (_finite(lo) and _finite(hi) and lo <= hi):
-        lo = hi = ours_pp
-        caps.append("no interval")
+    lo, hi, caps = _interval_or_point(ours_pp, interval, caps)
     if hi - lo > MAX_POINTS_WIDTH_PP:
         return INCONCLUSIVE
     return cap(_judge(ours_pp, lo, hi, paper_pp, tol), caps)
@@ -869,11 +871,7 @@ def share_verdict(ours: float, paper: float, interval: tuple | None = None, caps
     SHARE_TOLERANCE_PP percentage points, else differs (a share has no direction to agree on); capped like the rest."""
     if not _finite(ours) or not _finite(paper):
         return NOT_RUN
-    caps = list(caps)
-    lo, hi = interval if interval is not None else (math.nan, math.nan)
-    if not (_finite(lo) and _finite(hi) and lo <= hi):
-        lo = hi = ours
-        caps.append("no interval")
+    lo, hi, caps = _interval_or_point(ours, interval, caps)
     if 100 * (hi - lo) > MAX_POINTS_WIDTH_PP:
         return INCONCLUSIVE
     tol = SHARE_TOLERANCE_PP / 100
