@@ -30,10 +30,12 @@ TITLE = "Figure 16 - memory, power and energy during a 512-token cold start"
 EXPERIMENTS = ("coldstart",)
 SYSTEMS = fig15.SYSTEMS
 PAPER_MODELS = {"mistral-7b"}
-# EdgeFlow's footprint "close to ideal": its peak RSS against the ideal under the ratio rule.
-_TIMELINE = {"rss": re.compile(r"rss timeline \(s, MiB\): (\[\[.*?\]\])"),
-             "pss": re.compile(r"pss timeline \(s, MiB\): (\[\[.*?\]\])"),
-             "power": re.compile(r"power timeline \(s, W\): (\[\[.*?\]\])")}
+# The timelines: rows of their own (harness/systems/base.py Timeline: one row per sample, `at_s` its time), of the
+# metric a peak or a total summarizes; rows written before that said them in that metric's notes.
+TIMELINES = {"rss": ("rss_mib", "peak_rss_mb"), "pss": ("pss_mib", "peak_pss_mb"), "power": ("power_w", "energy_j")}
+_OLD_TIMELINE = {"rss": re.compile(r"rss timeline \(s, MiB\): (\[\[.*?\]\])"),
+                 "pss": re.compile(r"pss timeline \(s, MiB\): (\[\[.*?\]\])"),
+                 "power": re.compile(r"power timeline \(s, W\): (\[\[.*?\]\])")}
 COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3")
 
 
@@ -47,9 +49,15 @@ def sweep(models=("smollm2-135m",), systems=SYSTEMS, bits=fig15.EDGEFLOW_BITS, d
 
 # --- our rows -----------------------------------------------------------------------------------------------------------
 
-def parse_timeline(notes, kind: str) -> list[tuple[float, float]]:
-    """The (seconds, value) series a row's notes carry (harness.systems.base.timeline); [] when there is none."""
-    m = _TIMELINE[kind].search(str(notes or ""))
+def timeline_of(g: pd.DataFrame, kind: str) -> list[tuple[float, float]]:
+    """The (seconds, value) series of one run's rows `g`: its timeline rows, or in rows from before they existed
+    the summarized metric's notes; [] when there is none."""
+    metric, summarized = TIMELINES[kind]
+    samples = g[(g["metric"] == metric) & g["at_s"].notna()].sort_values("at_s") if "at_s" in g.columns else g[:0]
+    if len(samples):
+        return list(zip(samples["at_s"].astype(float), samples["value"].astype(float)))
+    notes = g.loc[g["metric"] == summarized, "notes"]
+    m = _OLD_TIMELINE[kind].search(str(notes.iloc[0] if len(notes) else ""))
     return [tuple(p) for p in json.loads(m.group(1))] if m else []
 
 
@@ -69,9 +77,8 @@ def runs(rows: pd.DataFrame) -> pd.DataFrame:
             r = by.get(metric)
             line[metric] = None if r is None or pd.isna(r["value"]) else r["value"]
             line[f"{metric}_why"] = "" if r is None or not pd.isna(r["value"]) else fig15._first_clause(r["notes"])
-        line["rss"] = parse_timeline(by.get("peak_rss_mb", {}).get("notes"), "rss")
-        line["pss"] = parse_timeline(by.get("peak_pss_mb", {}).get("notes"), "pss")
-        line["power"] = parse_timeline(by.get("energy_j", {}).get("notes"), "power")
+        for kind in TIMELINES:
+            line[kind] = timeline_of(g, kind)
         line["sensor_label"] = (by.get("energy_j") or {}).get("label", "measured")
         out.append(line)
     return pd.DataFrame(out)

@@ -92,10 +92,13 @@ def ttft(job) -> Iterator[dict]:
                 for m in metrics:
                     label = device.sensor_label if m.name in SENSOR_METRICS else device.timing_label
                     extra_notes = run_notes if m.name == "ttft_s" else None
-                    yield job.row(m.name, m.value, m.unit, repetition=r, bits=float(bits), dataset=dataset,
-                                  prompt_tokens=len(ids), flash_emulated_mbps=device.flash_read_mbps,
-                                  label=label, device_info=info, workload=recorded,
-                                  prompt_index=prompt.index, prompt_source=prompt.source, **prepared.columns,
+                    same = dict(repetition=r, bits=float(bits), dataset=dataset, prompt_tokens=len(ids),
+                                flash_emulated_mbps=device.flash_read_mbps, label=label, device_info=info,
+                                workload=recorded, prompt_index=prompt.index, prompt_source=prompt.source,
+                                **prepared.columns)
+                    yield job.row(m.name, m.value, m.unit, **same,
                                   notes="; ".join(x for x in (m.reason, m.detail, notes, extra_notes) if x))
+                    for t, v in m.timeline.samples if m.timeline else ():
+                        yield job.row(m.timeline.metric, v, m.timeline.unit, at_s=t, **same)
     finally:
         device.close()

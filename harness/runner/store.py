@@ -47,6 +47,8 @@ COLUMNS: dict[str, pa.DataType] = {
     "accelerator": pa.string(),
     # the host's 1-minute load average when a benchmark row was measured (harness/bench/record.py): how noisy it was
     "load_avg_1m": pa.float64(),
+    # a timeline's sample (metrics rss_mib, pss_mib, power_w: harness/systems/base.py Timeline): seconds from spawn
+    "at_s": pa.float64(),
 }
 SCHEMA = pa.schema(list(COLUMNS.items()))
 OK, FAILED, NOT_RUN = "ok", "failed", "not run"

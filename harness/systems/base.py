@@ -36,12 +36,23 @@ class NotRun(Exception):
 
 
 @dataclass(frozen=True)
+class Timeline:
+    """The samples behind a metric (e.g. the RSS behind a peak), stored as rows of their own: one `metric` row per
+    sample, its time since the spawn in the `at_s` column."""
+
+    metric: str  # e.g. "rss_mib"
+    unit: str
+    samples: tuple[tuple[float, float], ...]  # (seconds from spawn, value), thinned (thin)
+
+
+@dataclass(frozen=True)
 class Metric:
     name: str
     value: float | None
     unit: str
     reason: str | None = None  # why value is None
-    detail: str | None = None  # supporting data for the row's notes (e.g. the RSS timeline)
+    detail: str | None = None  # words for the row's notes (what the value is); data goes in columns, never here
+    timeline: Timeline | None = None  # the samples the value summarizes (peak RSS: the RSS over time)
 
 
 @dataclass
@@ -165,13 +176,14 @@ def cold_metrics(run: ColdRun, device) -> list[Metric]:
         Metric("ttft_s", run.ttft_s, "s"),
         Metric("exit_s", run.exit_s, "s"),
         Metric("peak_rss_mb", None if run.peak_rss_kb is None else run.peak_rss_kb / 1024, "MiB",
-               None if run.peak_rss_kb is not None else "no RSS sample", rss_timeline(run.rss_timeline)),
+               None if run.peak_rss_kb is not None else "no RSS sample",
+               timeline=Timeline("rss_mib", "MiB", thin([(t, kb / 1024) for t, kb in run.rss_timeline]))),
         Metric("bytes_read_mb", mb(run.bytes_read), "MB", None if run.bytes_read is not None else "not known on this device"),
         Metric("peak_pss_mb", None if pss_kb is None else pss_kb / 1024, "MiB",
                None if run.pss_timeline else "PSS is sampled only by an on-device sampler",
-               timeline("pss timeline (s, MiB)", [(t, p / 1024) for t, p in run.pss_timeline])),
+               timeline=Timeline("pss_mib", "MiB", thin([(t, p / 1024) for t, p in run.pss_timeline]))),
         Metric("energy_j", run.energy_j, "J", energy_reason,
-               timeline("power timeline (s, W)", run.power_timeline) if run.power_timeline else None),
+               timeline=Timeline("power_w", "W", thin(run.power_timeline))),
         Metric("avg_power_w", run.avg_power_w, "W", energy_reason if run.avg_power_w is None else None),
         Metric("temp_before_c", run.temp_before_c, "C", run.thermal_reason),
         Metric("temp_peak_c", run.temp_peak_c, "C", None if run.temp_peak_c is not None else
@@ -201,16 +213,12 @@ def decode_metrics(decode_s: float, steps: int, switch_s: float | None, switch_n
                    switch_note if switch_s is not None else None)]
 
 
-def rss_timeline(samples: list[tuple[float, int]], points: int = 40) -> str:
-    """The VmRSS timeline, thinned to at most `points` samples, as "rss timeline (s, MiB): [[t, mib], ...]"."""
-    return timeline("rss timeline (s, MiB)", [(t, kb / 1024) for t, kb in samples], points)
-
-
-def timeline(title: str, samples: list[tuple[float, float]], points: int = 40) -> str:
-    """A (seconds, value) series thinned to at most `points` samples (the last one kept), as "title: [[t, v], ...]"."""
+def thin(samples, points: int = 40) -> tuple[tuple[float, float], ...]:
+    """A (seconds, value) series thinned to about `points` samples, the last one kept."""
+    samples = list(samples)
     step = max(1, len(samples) // points)
     thinned = samples[::step] + (samples[-1:] if samples and (len(samples) - 1) % step else [])
-    return f"{title}: " + str([[round(t, 3), round(v, 2)] for t, v in thinned])
+    return tuple((round(t, 3), round(v, 2)) for t, v in thinned)
 
 
 SYSTEMS = Registry("system", SystemConfig, package="harness.systems")  # conf/system/<name>.yaml: systems/<name>.py

@@ -5,7 +5,7 @@ import pytest
 
 from experiments import common, fig15, fig16, run
 from harness.runner.store import ResultsStore
-from harness.systems.base import decode_metrics, rss_timeline, timeline
+from harness.systems.base import decode_metrics
 
 NO_COUNTER = "no readable energy counter on this host (checked /sys/class/powercap/intel-rapl:*/energy_uj)"
 LLAMA_SWITCH = "not applicable: llama.cpp prefills and decodes on the CPU with the same weights"
@@ -43,8 +43,8 @@ def _coldstart_rows():
         for rep, ttft in enumerate((1.0, 0.8, 0.9)):
             samples = [(t / 100, peak * t / 100 / ttft) for t in range(0, int(ttft * 100) + 1)]
             rows += [_row("coldstart", system, rep, "ttft_s", ttft),
-                     _row("coldstart", system, rep, "peak_rss_mb", peak, rss_timeline([(t, v * 1024) for t, v in samples])
-                          + "; prompt 0"),
+                     _row("coldstart", system, rep, "peak_rss_mb", peak, "prompt 0"),
+                     *[_row("coldstart", system, rep, "rss_mib", v, at_s=t) for t, v in samples],
                      _row("coldstart", system, rep, "peak_pss_mb", None, "PSS is sampled only by an on-device sampler"),
                      _row("coldstart", system, rep, "energy_j", None, f"{NO_COUNTER}; prompt 0"),
                      _row("coldstart", system, rep, "avg_power_w", None, NO_COUNTER)]
@@ -83,7 +83,7 @@ def test_fig15_render_says_what_did_not_run(store, tmp_path):
     assert section.verdict == "qualitative"  # not the paper's model: the switch statement is capped
 
 
-def test_fig16_timelines_come_back_from_the_notes(store):
+def test_fig16_timelines_come_back_from_their_rows(store):
     rows = common.read_rows(store, fig16.EXPERIMENTS)
     r = fig16.runs(rows)
     assert len(r) == 6 and all(len(t) > 10 for t in r["rss"])
@@ -101,10 +101,11 @@ def test_fig16_render_marks_energy_not_run_with_the_reason(store, tmp_path):
                                                                                "differs")
 
 
-def test_parse_timeline_round_trips():
-    text = "x; " + timeline("power timeline (s, W)", [(0.0, 1.5), (0.25, 3.0)]) + "; prompt 0"
-    assert fig16.parse_timeline(text, "power") == [(0.0, 1.5), (0.25, 3.0)]
-    assert fig16.parse_timeline("no timeline here", "rss") == []
+def test_older_rows_give_their_timelines_from_the_notes():
+    old = pd.DataFrame([{"metric": "energy_j", "value": None, "at_s": None,
+                         "notes": "x; power timeline (s, W): [[0.0, 1.5], [0.25, 3.0]]; prompt 0"}])
+    assert fig16.timeline_of(old, "power") == [(0.0, 1.5), (0.25, 3.0)]
+    assert fig16.timeline_of(old, "rss") == []
 
 
 def test_sweeps_carry_the_request_lengths():

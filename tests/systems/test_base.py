@@ -1,7 +1,7 @@
 import pytest
 
 from harness.systems import SystemConfig, get_system
-from harness.systems.base import Measurement, Metric, rss_timeline
+from harness.systems.base import Measurement, Metric, thin
 
 
 def test_config_validation_names_the_key():
@@ -58,9 +58,8 @@ def test_measurement_summary_over_repetitions():
         m.summary("energy_j")
 
 
-def test_rss_timeline_is_thinned_and_keeps_the_last_sample():
-    samples = [(i / 100, 1024 * i) for i in range(101)]
-    text = rss_timeline(samples, points=10)
-    assert text.startswith("rss timeline (s, MiB): [[0.0, 0.0], [0.1, 10.0]")
-    assert text.endswith("[1.0, 100.0]]") and text.count("], [") == 10
-    assert rss_timeline([]) == "rss timeline (s, MiB): []"
+def test_a_timeline_is_thinned_and_keeps_the_last_sample():
+    samples = [(i / 100, 10.0 * i) for i in range(101)]
+    thinned = thin(samples, points=10)
+    assert thinned[:2] == ((0.0, 0.0), (0.1, 100.0)) and thinned[-1] == (1.0, 1000.0) and len(thinned) == 11
+    assert thin([]) == ()
