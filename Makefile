@@ -64,10 +64,14 @@ $(STAMP): pyproject.toml
 # marked xdist_group. The CPUs this process may use, not OpenMP's budget: nproc honours OMP_NUM_THREADS.
 TEST_JOBS ?= $(shell echo $$(( $$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) + 1 )))
 
-# setup (pip) and system-deps (apt) download and unpack independent things: side by side on a fresh machine
+# setup (pip) and system-deps (apt) download and unpack independent things: side by side on a fresh machine. The
+# last line says the wall time and the CPU-seconds (setup included), so every log says whether it was CPU-bound.
+NPROC := $(shell nproc)
 test:
-	@$(MAKE) --no-print-directory -j2 setup system-deps
-	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadgroup
+	@TIMEFORMAT=$$'make test: %0R s wall clock, %0U s user + %0S s system CPU: %P%% of one CPU ($(NPROC) here)'; \
+	time { $(MAKE) --no-print-directory -j2 setup system-deps && \
+	       echo "$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadgroup" && \
+	       $(PY) -m pytest -q -n $(TEST_JOBS) --dist loadgroup; }
 
 test-fast: setup
 	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadgroup -m "not real_model and not slow and not slurm"
