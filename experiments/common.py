@@ -184,8 +184,11 @@ def not_run_section(name: str, title: str, reason: str, claims: bool = True) -> 
 
 def paper_row_text(row: dict) -> str:
     """A row of results/paper/<name>.csv as a statement: 'ttft_ratio · llamacpp · 5 bits'."""
-    parts = [str(row[k]) for k in ("metric", "approach", "part", "system", "quantizer", "policy", "model", "dataset")
-             if k in row and isinstance(row[k], str) and row[k]]
+    def text(key: str) -> str:
+        return f"vs {row[key]}" if key == "versus" else str(row[key])
+
+    parts = [text(k) for k in ("metric", "approach", "part", "system", "config", "variant", "packing", "quantizer",
+                               "policy", "versus", "model", "dataset") if isinstance(row.get(k), str) and row[k]]
     if "bits" in row and isinstance(row["bits"], (int, float)) and math.isfinite(row["bits"]):
         parts.append(f"{row['bits']:g} bits")
     return " · ".join(parts)
