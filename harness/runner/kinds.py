@@ -362,7 +362,8 @@ def pipeline_sim(job) -> Iterator[dict]:
     prepared = system.prepare(job.model, system.weight_bits(8), get_device({"name": "local"}))
     n, threads, warm = job.settings.prompt_tokens, job.settings.threads, job.settings.warm_prefills
     chunk = int(system.pipeline.chunk)
-    ids = list(fixed_length_prompts(AutoTokenizer.from_pretrained(checkpoint_dir(job.model)), n, 1)[0].ids)
+    prompt = fixed_length_prompts(AutoTokenizer.from_pretrained(checkpoint_dir(job.model)), n, 1)[0]
+    ids = list(prompt.ids)
     with tempfile.TemporaryDirectory() as tmp:
         profile_path = f"{tmp}/profile.json"
         run_edgeflow(prepared.artifacts["model"], ids, threads=threads, chunk=chunk, ctx=n + 1, evict_cache=True,
@@ -382,6 +383,7 @@ def pipeline_sim(job) -> Iterator[dict]:
                                         ("accel_bubble_rate", s.get("accel-0_bubble_rate"), "ratio"),
                                         ("stolen_tasks", s["stolen"], "count")):
                 yield job.row(prefix + metric, value, unit, pipeline=policy, label="simulated", prompt_tokens=n,
+                              prompt_source=prompt.source,  # the measured runs' condition: corpus text
                               notes=notes + ("" if layers > 1 else "; one layer (the paper's Figure 14 measure)"))
 
 

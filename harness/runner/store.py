@@ -116,6 +116,13 @@ def migrate(df: pd.DataFrame) -> pd.DataFrame:
     unloaded = df["load_avg_1m"].isna() & notes.str.contains("load average ", regex=False)
     if unloaded.any():
         df.loc[unloaded, "load_avg_1m"] = pd.to_numeric(notes[unloaded].str.extract(_OLD_LOAD)[0]).to_numpy(float)
+    # the pipeline simulator's rows replayed a corpus prompt (harness/data/prompts.py) before they said so
+    unsourced_sim = df["prompt_source"].isna() & (df["label"] == "simulated") & df["metric"].fillna("").str.startswith(
+        SIMULATED_METRIC)
+    if unsourced_sim.any():
+        from harness.data.prompts import CORPUS_PROMPT_LABEL
+
+        df.loc[unsourced_sim, "prompt_source"] = CORPUS_PROMPT_LABEL
     unindexed = df["prompt_index"].isna()
     found = notes[unindexed].str.extract(_OLD_PROMPT).dropna(subset=[0])  # only rows without the column's value
     if len(found):

@@ -77,3 +77,16 @@ def test_older_rows_get_their_load_average_from_the_notes(tmp_path):
                                           "status": "ok", "label": "measured", "notes": "avx2; load average 0.42"}],
                                         schema=pa.schema(list(old.items()))), folder / "part-0.parquet")
     assert ResultsStore(tmp_path / "runs").read("bench-old")["load_avg_1m"].iloc[0] == 0.42
+
+
+def test_older_simulator_rows_say_their_prompt_came_from_the_corpus(tmp_path):
+    """pipeline_sim replays a corpus prompt; its rows did not say so, and figures left them out as another condition
+    ("builtin data") than the measured runs of the same prompt."""
+    from harness.data.prompts import CORPUS_PROMPT_LABEL
+
+    store = ResultsStore(tmp_path / "runs")
+    store.append("pipeline", [{"metric": "sim_latency_s", "value": 1.0, "status": "ok", "label": "simulated"},
+                              {"metric": "ttft_s", "value": 1.0, "status": "ok", "label": "measured"}])
+    rows = store.read("pipeline").set_index("metric")
+    assert rows.loc["sim_latency_s", "prompt_source"] == CORPUS_PROMPT_LABEL
+    assert rows["prompt_source"].isna().sum() == 1  # a measured row without a source is not guessed at
