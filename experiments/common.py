@@ -43,6 +43,7 @@ Z95 = 1.959963984540054
 
 REPRODUCED, SAME_DIRECTION, DIFFERS, NOT_RUN = "reproduced", "same direction", "differs", "not run"
 QUALITATIVE, INCONCLUSIVE, PARTLY = "qualitative", "inconclusive", "partly reproduced"
+VERDICTS = (REPRODUCED, QUALITATIVE, SAME_DIRECTION, DIFFERS, INCONCLUSIVE, NOT_RUN)  # a comparison's, counted so
 INPUT = "input"  # a section showing what went into the measurement (Table 3), not a result: no verdict
 NO_CLAIM = "no paper claim"  # a section of ours beside no claim of the paper (compare-quantizers): no verdict
 # The paper's testbed (section 5.1): Xiaomi 15 Pro, Snapdragon 8 Elite (SoC model SM8750). A row's device is the
@@ -56,8 +57,8 @@ binomial (Wilson) interval of each accuracy row's items, a difference of accurac
 only one of them timed is left out), per dataset, then the geometric mean over datasets, its interval from a seeded
 bootstrap ({BOOTSTRAP_RESAMPLES} resamples) over prompts and the repetitions of each prompt when every dataset has at
 least {BOOTSTRAP_MIN_PROMPTS} common prompts, else from the t-interval of the mean per-prompt log ratio (Welch-
-Satterthwaite degrees of freedom over datasets; the table says which). The interval is widened by a tolerance for what it does not hold: ratios by
-×/÷{1 + RATIO_TOLERANCE:g}, accuracy differences by ±{ACCURACY_TOLERANCE_PP:g} percentage points, shares and rates
+Satterthwaite degrees of freedom over datasets; the table says which). The interval is widened by a tolerance for
+what it does not hold: ratios by ×/÷{1 + RATIO_TOLERANCE:g}, accuracy differences by ±{ACCURACY_TOLERANCE_PP:g} percentage points, shares and rates
 (fractions of a whole: a bubble rate, the share of a cold start spent loading) by ±{SHARE_TOLERANCE_PP:g} percentage
 points. A share is judged on that additive scale, never as a ratio, and has no direction to agree on: *reproduced*
 when the paper's value lies within our widened interval, else *differs*.
@@ -450,21 +451,24 @@ def commits(df: pd.DataFrame) -> str:
     return f"code at {len(counts)} commits: " + ", ".join(f"{c} ({n} rows)" for c, n in counts.items())
 
 
+def device_facts(df: pd.DataFrame) -> list[dict]:
+    """Per row, what its device said of itself (the device_info JSON; {} when absent or unreadable)."""
+    def one(info) -> dict:
+        try:
+            d = json.loads(info) if isinstance(info, str) else {}
+        except ValueError:
+            return {}
+        return d if isinstance(d, dict) else {}
+
+    return [one(i) for i in (df["device_info"] if "device_info" in df.columns else [None] * len(df))]
+
+
 def on_paper_device(df: pd.DataFrame) -> pd.Series:
     """Per row: measured on the paper's phone (its SoC, PAPER_SOCS, in device_info; not the loopback sandbox; no
     flash emulation)."""
-    def one(info, rate) -> bool:
-        if pd.notna(rate) or not isinstance(info, str):
-            return False
-        try:
-            d = json.loads(info)
-        except ValueError:
-            return False
-        return isinstance(d, dict) and not d.get("loopback") and str(d.get("soc", "")).upper() in PAPER_SOCS
-
-    info = df["device_info"] if "device_info" in df.columns else pd.Series(None, index=df.index)
     rate = df["flash_emulated_mbps"] if "flash_emulated_mbps" in df.columns else pd.Series(None, index=df.index)
-    return pd.Series([one(i, r) for i, r in zip(info, rate)], index=df.index, dtype=bool)
+    return pd.Series([pd.isna(r) and not d.get("loopback") and str(d.get("soc", "")).upper() in PAPER_SOCS
+                      for d, r in zip(device_facts(df), rate)], index=df.index, dtype=bool)
 
 
 def is_edgeflow(df: pd.DataFrame) -> pd.Series:
@@ -552,9 +556,9 @@ def labels(df: pd.DataFrame) -> list[str]:
         some = " (other rows: device storage)" if timed["flash_emulated_mbps"].isna().any() else ""
         out.append("flash emulated at " + ", ".join(f"{r:g}" for r in rates) + " MB/s" + some)
     elif "emulated" in set(df["label"]):
-        loopback = df["device_info"].fillna("").str.contains('"loopback": true') if "device_info" in df else None
-        out.append("timings under emulation: the loopback phone (aarch64 under qemu on this host)"
-                   if loopback is not None and loopback.any() else "flash emulated")
+        loopback = any(d.get("loopback") for d in device_facts(df))
+        out.append("timings under emulation: the loopback phone (aarch64 under qemu on this host)" if loopback
+                   else "flash emulated")
     elif (df["metric"] == "ttft_s").any():
         out.append("flash not emulated (host storage)")
     simulated = df[df["label"] == "simulated"]
@@ -891,7 +895,7 @@ def at_most_verdict(ours: float, paper: float, tol: float = RATIO_TOLERANCE) -> 
 
 def overall(verdicts: list[str]) -> tuple[str, str]:
     """(artifact verdict, one-line count) from the per-comparison verdicts, by the rule stated in VERDICT_RULES."""
-    n = {v: verdicts.count(v) for v in (REPRODUCED, QUALITATIVE, SAME_DIRECTION, DIFFERS, INCONCLUSIVE, NOT_RUN)}
+    n = {v: verdicts.count(v) for v in VERDICTS}
     count = f"{n[REPRODUCED]} of {len(verdicts)} comparisons reproduced" + "".join(
         f", {n[v]} {v}" for v in (QUALITATIVE, SAME_DIRECTION, DIFFERS, INCONCLUSIVE, NOT_RUN) if n[v])
     if not verdicts or n[NOT_RUN] == len(verdicts):

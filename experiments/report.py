@@ -33,17 +33,13 @@ def sections(store: ResultsStore, out_dir: Path) -> list[Section]:
     return out
 
 
-VERDICT_ORDER = (common.REPRODUCED, common.QUALITATIVE, common.SAME_DIRECTION, common.DIFFERS, common.INCONCLUSIVE,
-                 common.NOT_RUN)
-
-
 def scoreboard(secs: list[Section]) -> tuple[str, str]:
     """(the one-line count, the Markdown table): every claim of the paper the artifacts compare, the abstract's and
     section 5's headline numbers first, each with the paper's value, ours, the verdict and what would make it
     stronger."""
     claims = [c for s in secs for c in s.claims]
     claims = [c for c in claims if c.headline] + [c for c in claims if not c.headline]
-    counts = {v: sum(c.verdict == v for c in claims) for v in VERDICT_ORDER}
+    counts = {v: sum(c.verdict == v for c in claims) for v in common.VERDICTS}
     line = (f"Of {len(claims)} claims of the paper, " + ", ".join(f"{n} {v}" for v, n in counts.items() if n)
             + f" (measured on host `{provenance.host()}`).")
     table = common.md_table(pd.DataFrame(

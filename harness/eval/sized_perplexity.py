@@ -18,7 +18,6 @@ import contextlib
 import hashlib
 import json
 import math
-import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,15 +26,14 @@ from typing import Callable
 import torch
 
 from harness.cache import atomic_file, cache_dir, exclusive
-from harness.eval.intervals import t975
+from harness.eval.intervals import mean_ci95
 
 
 def mean_interval(values: list[float]) -> tuple[float, float]:
-    """(mean, half-width of its 95% t-interval); the half-width is inf for fewer than two values."""
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return mean, math.inf
-    return mean, t975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    """(mean, half-width of its 95% t-interval); the half-width is inf for fewer than two values (nothing is known
+    yet: sizing goes on)."""
+    mean, half = mean_ci95(values)
+    return mean, math.inf if len(values) < 2 else half
 
 
 @dataclass(frozen=True)

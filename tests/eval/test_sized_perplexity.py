@@ -7,7 +7,8 @@ import threading
 import pytest
 import torch
 
-from harness.eval.sized_perplexity import Sizing, WindowCache, mean_interval, sized_windows, t975
+from harness.eval.intervals import t975
+from harness.eval.sized_perplexity import Sizing, WindowCache, mean_interval, sized_windows
 
 
 def test_t_quantiles_and_interval():
