@@ -1,8 +1,9 @@
 """One module per paper artifact (experiments/base.py: the contract, and the registry that names them).
 
 Importing the package imports every artifact module (so each registers itself; ARTIFACTS lists figures then tables
-in the paper's order); the other modules here are the machinery: base, common (rows, verdicts, figures), run (measure and draw one
-artifact), report (REPORT.md / .html), multirun (Hydra launchers) and __main__ (the CLI).
+in the paper's order); the other modules here are the machinery: base, what every artifact shares (paper_values: the paper's numbers;
+selection: which rows count and their labels; stats: intervals; rules: verdicts; output: sections, tables, figures),
+run (measure and draw one artifact), report (REPORT.md / .html), multirun (Hydra launchers) and __main__ (the CLI).
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pkgutil
 
 from experiments.base import ARTIFACTS, Artifact, paper_order
 
-MACHINERY = {"__main__", "base", "common", "run", "report", "multirun"}
+MACHINERY = {"__main__", "base", "paper_values", "selection", "stats", "rules", "output", "run", "report", "multirun"}
 
 for _module in (m.name for m in pkgutil.iter_modules(__path__) if m.name not in MACHINERY):
     importlib.import_module(f"experiments.{_module}")

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments import common
+from experiments import paper_values, rules, selection
 from experiments.base import BenchmarkArtifact, register_artifact
-from experiments.common import Section, fmt, md_table
+from experiments.output import Section, fmt, md_table
 
 NAME = "benchmarks"
 TITLE = "Benchmarks - this host's speed: engines, pipeline policies, quantization, baselines"
@@ -38,11 +38,11 @@ def measure(store=None) -> None:
                   file=sys.stderr)
             continue
         module = f"harness.bench.{experiment.removeprefix('bench-')}"
-        subprocess.run([sys.executable, "-m", module, f"--results={store.root}"], cwd=common.REPO, check=True)
+        subprocess.run([sys.executable, "-m", module, f"--results={store.root}"], cwd=paper_values.REPO, check=True)
 
 
 def load_rows(store) -> pd.DataFrame:
-    return common.current(common.read_rows(store, EXPERIMENTS))
+    return selection.current(selection.read_rows(store, EXPERIMENTS))
 
 
 def table(rows: pd.DataFrame) -> pd.DataFrame:
@@ -62,7 +62,7 @@ def ran_on(rows: pd.DataFrame) -> str:
     info = json.loads(rows["device_info"].dropna().iloc[0]) if rows["device_info"].notna().any() else {}
     loads = rows["load_avg_1m"].dropna() if "load_avg_1m" in rows.columns else pd.Series(dtype=float)
     parts = [f"{info.get('cpu', '?')} ({info.get('cores', '?')} cores; {', '.join(info.get('simd', [])) or 'no SIMD flags'})",
-             common.commits(rows), str(rows["time"].dropna().max())[:10]]
+             selection.commits(rows), str(rows["time"].dropna().max())[:10]]
     if len(loads):
         parts.append(f"load average {loads.min():.2f}–{loads.max():.2f}")
     return ", ".join(p for p in parts if p)
@@ -70,7 +70,7 @@ def ran_on(rows: pd.DataFrame) -> str:
 
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
     if rows.empty:
-        return Section(NAME, TITLE, common.NOT_RUN, "no benchmark has run",
+        return Section(NAME, TITLE, rules.NOT_RUN, "no benchmark has run",
                        "Not run yet: `make reproduce-benchmarks` (or one of `make bench-runtime`, `bench-pipeline`, "
                        "`bench-quant`, `bench-scale`, `bench-baselines`: each prints its table and records its rows here).\n")
     body = ["Speed on this host only (no paper values, no verdict); ratios (`ttft_ratio`) are against the peer "
@@ -81,7 +81,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             body.append(f"**{experiment}**: not run (`make {experiment}`).\n")
             continue
         body += [f"**{experiment}** ({ran_on(mine)}):\n", md_table(table(mine))]
-    return Section(NAME, TITLE, common.INPUT, f"{rows['experiment'].nunique()} benchmark(s) in the store",
+    return Section(NAME, TITLE, rules.INPUT, f"{rows['experiment'].nunique()} benchmark(s) in the store",
                    "\n".join(body))
 
 

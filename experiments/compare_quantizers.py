@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments import common
+from experiments import output, paper_values, rules, selection, stats
 from experiments.base import SweepArtifact, register_artifact
-from experiments.common import Section, md_table
+from experiments.output import Section, md_table
 
 NAME = "compare-quantizers"
 TITLE = "Compare quantizers - quality, size and cold TTFT per method and budget"
@@ -31,7 +31,7 @@ BITS = (4, 5, 6, 7)
 DATASETS = ("lambada-local", "hellaswag-local")
 PACKING = "weightlet"
 FP16_NAMES = ("fp", "fp16", "none")
-CONF = common.REPO / "conf" / "quantizer"
+CONF = paper_values.REPO / "conf" / "quantizer"
 # Rendering selects rows by model only: the FP16 reference has no quantizer and the fidelity/TTFT rows no task, and
 # every quantizer measured so far belongs in the comparison.
 FILTERS = {"model": "models"}
@@ -95,7 +95,7 @@ def sweep(models=("smollm2-135m",), quantizers=None, bits=BITS, datasets=DATASET
         points += [["experiment=accuracy", *exp, *m, f"dataset={d}", f"experiment.eval_limit={eval_limit}"]
                    for d in datasets]
         for name in names:
-            for b in (b for b in bits if common.quantizer_accepts(name, b)):
+            for b in (b for b in bits if selection.quantizer_accepts(name, b)):
                 q = [f"quantizer={known[name]}", f"quantizer.budget_bits={float(b)}"]
                 points.append(["experiment=fidelity", *exp, *m, *q, f"packing={PACKING}",
                                f"experiment.extra.fidelity_windows={fidelity_windows}",
@@ -157,7 +157,7 @@ def table(rows: pd.DataFrame) -> pd.DataFrame:
             value, items = float(a["value"].iloc[-1]), a["items"].iloc[-1]
             c[f"acc {dataset}"] = value
             # the Wilson interval over the items the accuracy is a share of (the typed column, not the notes)
-            c[f"acc {dataset}_lo"], c[f"acc {dataset}_hi"] = (common.wilson(value * items, int(items))
+            c[f"acc {dataset}_lo"], c[f"acc {dataset}_hi"] = (stats.wilson(value * items, int(items))
                                                               if pd.notna(items) else (math.nan, math.nan))
         t = g[g["metric"] == "ttft_s"]
         for mbps, tt in t.groupby(t["flash_emulated_mbps"].fillna(0)):
@@ -168,7 +168,7 @@ def table(rows: pd.DataFrame) -> pd.DataFrame:
         return df
     # Why a method has no TTFT: its quantizer says the runtime cannot run it, or the run failed / was not run.
     df["ttft_reason"] = [runtime_reason(q) if q != "fp16" else "" for q in df["quantizer"]]
-    bad = common.unrun_reasons(rows[rows["system"] == "edgeflow"])  # the TTFT points' failures
+    bad = selection.unrun_reasons(rows[rows["system"] == "edgeflow"])  # the TTFT points' failures
     for r in bad.itertuples():
         mask = (df["model"] == r.model) & (df["quantizer"] == r.quantizer) & (df["bits"] == r.bits)
         df.loc[mask & (df["ttft_reason"] == ""), "ttft_reason"] = r.reason
@@ -182,9 +182,9 @@ def _order(q: str) -> str:
 def _pm(v, ci, scale=1.0, digits=3) -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "–"
-    text = common.fmt(v * scale, digits)
+    text = output.fmt(v * scale, digits)
     if ci is not None and isinstance(ci, float) and math.isfinite(ci):
-        text += f" ± {common.fmt(ci * scale, 2)}"
+        text += f" ± {output.fmt(ci * scale, 2)}"
     return text
 
 
@@ -193,8 +193,8 @@ def _between(v, lo, hi, scale=1.0) -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "–"
     if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
-        return f"{common.fmt(v * scale, 3)} (items unknown)"
-    return f"{common.fmt(v * scale, 3)} [{common.fmt(lo * scale, 3)}–{common.fmt(hi * scale, 3)}]"
+        return f"{output.fmt(v * scale, 3)} (items unknown)"
+    return f"{output.fmt(v * scale, 3)} [{output.fmt(lo * scale, 3)}–{output.fmt(hi * scale, 3)}]"
 
 
 def _ttft(r, col: str, short: bool = False) -> str:
@@ -222,11 +222,11 @@ def display(df: pd.DataFrame, short: bool = False) -> pd.DataFrame:
     for _, r in df.iterrows():
         r = r.to_dict()
         line = {"method": r["quantizer"], "bits": "16 (FP)" if r["quantizer"] == "fp16" else f"{r['bits']:g}",
-                "eff. bits/w": common.fmt(r.get("effective_bits"), 3),
-                "packed MB": common.fmt(r.get("packed_mb"), 3) if r["quantizer"] != "fp16" else "–",
-                "quantize s": common.fmt(r.get("quantize_s"), 3)}
+                "eff. bits/w": output.fmt(r.get("effective_bits"), 3),
+                "packed MB": output.fmt(r.get("packed_mb"), 3) if r["quantizer"] != "fp16" else "–",
+                "quantize s": output.fmt(r.get("quantize_s"), 3)}
         for c in ppl_cols:
-            line[c] = common.fmt(r.get(c), 4)
+            line[c] = output.fmt(r.get(c), 4)
         for c in acc_cols:
             line[f"{c} %"] = _between(r.get(c), r.get(f"{c}_lo"), r.get(f"{c}_hi"), 100)
         line["KL vs FP16"] = _pm(r.get("kl_fp16"), r.get("kl_fp16_ci"))
@@ -320,19 +320,19 @@ def _draw(df: pd.DataFrame, model: str, name: str, figures_dir: Path, tags: str)
                     fontsize=7, transform=tab_ax.transAxes, va="top")
     fig.suptitle(f"Quantizers compared on {model}; {tags}", fontsize=9)
     fig.tight_layout()
-    return common.save_figure(fig, name, figures_dir)
+    return output.save_figure(fig, name, figures_dir)
 
 
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
     if rows.empty or (rows["status"] == "ok").sum() == 0:
-        return Section(NAME, TITLE, common.NOT_RUN, "no rows yet",
+        return Section(NAME, TITLE, rules.NOT_RUN, "no rows yet",
                        "Not run yet: `make compare-quantizers` (QUANTIZERS=..., BITS=..., MODELS=..., FLASH_MBPS=...).\n")
     df = table(rows)
     figures, parts = [], []
     models = sorted(df["model"].unique())
     for model in models:
         per_model = rows[rows["model"] == model]
-        tags = "; ".join(common.labels(per_model))
+        tags = "; ".join(selection.labels(per_model))
         figures += _draw(df[df["model"] == model], model, NAME if len(models) == 1 else f"{NAME}-{model}",
                          figures_dir, tags)
         parts.append(f"**{model}** ({tags}):\n\n" + md_table(display(df[df["model"] == model])))
@@ -345,7 +345,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     body += "\n".join(parts)
     methods = sorted(set(df["quantizer"]) - {"fp16"})
     summary = f"{len(methods)} quantizers ({', '.join(methods)}) on {', '.join(models)}"
-    return Section(NAME, TITLE, common.NO_CLAIM, summary, body, figures)
+    return Section(NAME, TITLE, rules.NO_CLAIM, summary, body, figures)
 
 
 @register_artifact

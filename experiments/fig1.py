@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments import common, fig2, fig15
+from experiments import fig15, fig2, output, rules, selection
 from experiments.base import SweepArtifact, register_artifact
-from experiments.common import Section, fmt, md_table
+from experiments.output import Section, fmt, md_table
 from harness.runner.npu_kinds import variant_prefix
 from harness.runner.settings import SPLITS
 from harness.systems.base import TTFT_PHASES
@@ -75,7 +75,7 @@ def split(system: str, m: dict) -> dict | None:
 
 def breakdown(rows: pd.DataFrame) -> pd.DataFrame:
     """Median of each part and of the wall-clock TTFT per condition, model and series over cold repetitions."""
-    rows = common.with_conditions(fig15._own(common.current(rows)))
+    rows = selection.with_conditions(fig15._own(selection.current(rows)))
     rows = rows[rows["status"] == "ok"]
     keys = ["model", "device", "flash", "series", "system"]
     reps = []
@@ -121,7 +121,7 @@ def draw(bd: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> lis
     fig, axes = plt.subplots(len(groups) + 1, 1, figsize=(9, 2.2 + 1.6 * (len(groups) + 1)), squeeze=False)
     for ax, ((model, device, flash), g) in zip(axes[:, 0], groups):
         _stacked(ax, list(g["series"]), g.to_dict("records"),
-                 common.condition_text(model=model, device=device, flash=flash) + " · medians over cold runs",
+                 selection.condition_text(model=model, device=device, flash=flash) + " · medians over cold runs",
                  "seconds from spawn to the first token")
     ax = axes[-1, 0]
     if paper is None:
@@ -132,7 +132,7 @@ def draw(bd: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> lis
                  "paper's values: llm.npu on Llama3-8B, 128 tokens (Snapdragon 8 Elite)", "seconds")
     fig.legend(handles=[Patch(color=COLORS[p], label=p) for p in PARTS], loc="upper center", ncol=6, fontsize=7.5)
     fig.tight_layout(rect=(0, 0, 1, 0.94))
-    return common.save_figure(fig, NAME, figures_dir)
+    return output.save_figure(fig, NAME, figures_dir)
 
 
 # --- report -----------------------------------------------------------------------------------------------------------------
@@ -148,12 +148,12 @@ def compare(bd: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None) ->
     lines = []
     for r in bd[bd["system"] != "edgeflow"].to_dict("records"):
         ours = sum(r[p] for p in NOT_PREFILL) / r["ttft_s"]
-        caps = common.cap_reasons(rows[(rows["model"] == r["model"]) & (rows["system"] == r["system"])],
+        caps = rules.cap_reasons(rows[(rows["model"] == r["model"]) & (rows["system"] == r["system"])],
                                   PAPER_MODELS)
-        lines.append({"condition": common.condition_text(model=r["model"], device=r["device"], flash=r["flash"]),
+        lines.append({"condition": selection.condition_text(model=r["model"], device=r["device"], flash=r["flash"]),
                       "statement": f"{r['series']}: share of the cold start outside prefill",
                       "ours": f"{ours:.0%}", "paper": f"{share:.0%} (llm.npu, overlapped: bubble)" if share else "–",
-                      "verdict": common.share_verdict(ours, share, caps=caps) if share else common.NOT_RUN,
+                      "verdict": rules.share_verdict(ours, share, caps=caps) if share else rules.NOT_RUN,
                       "_caps": caps})
     return lines
 
@@ -200,18 +200,18 @@ def _paper_graph_times(paper: pd.DataFrame | None) -> str:
 
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
     if rows.empty:
-        return common.not_run_section(NAME, TITLE, "no rows in the store")
+        return output.not_run_section(NAME, TITLE, "no rows in the store")
     bd = breakdown(rows)
     if bd.empty:
-        return common.not_run_section(NAME, TITLE, "no cold start with the engine's own timings in the store")
+        return output.not_run_section(NAME, TITLE, "no cold start with the engine's own timings in the store")
     figures = draw(bd, paper, figures_dir)
     lines = compare(bd, rows, paper)
-    verdict, count = common.overall([line["verdict"] for line in lines])
+    verdict, count = rules.overall([line["verdict"] for line in lines])
     table = bd.assign(**{p: bd[p].map(lambda v: fmt(v)) for p in ["ttft_s", *PARTS]})
     bad = fig15.unrun(rows)
-    tags = common.labels(rows)
+    tags = selection.labels(rows)
     body = [f"![{TITLE}](figures/{figures[0].name})\n", "Labels: " + "; ".join(tags) + ".\n" if tags else "",
-            common.spans_note(rows), common.models_differ_note(set(bd["model"]), PAPER_MODELS),
+            selection.spans_note(rows), selection.models_differ_note(set(bd["model"]), PAPER_MODELS),
             "**Share of the cold start outside prefill**, ours beside the paper's (the rule for shares, in "
             "percentage points; medians, no interval, so at best qualitative; llama.cpp's loading hides in its "
             "prefill through page faults):\n",
@@ -226,7 +226,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
                  "context loader on this host, not a phone; output scales bounded, timing only). "
                  f"{_paper_graph_times(paper)}QNN stores every weight as INT8 whatever its bit-width, so its context "
                  "binary holds the weights' INT8 bytes again:\n", md_table(graphs)]
-    claims = common.claims(NAME, lines, lambda line: f"{line['statement']} ({line['condition']})")
+    claims = rules.claims(NAME, lines, lambda line: f"{line['statement']} ({line['condition']})")
     return Section(NAME, TITLE, verdict, count, "\n".join(b for b in body if b), figures, claims=claims)
 
 

@@ -7,7 +7,7 @@ counts. TTFT is drawn and compared per measurement condition (model, device, fla
 per model and dataset source: rows of different conditions are never pooled. Bars are medians over prompts and
 repetitions with min-max error bars. The paper's per-bar values were lost in the text extraction; its ratios
 (section 5.2) are the reference, and they summarise the figure over models and datasets. Our ratios carry a paired
-bootstrap interval, our accuracy drops a Wilson/MOVER interval (common.VERDICT_RULES).
+bootstrap interval, our accuracy drops a Wilson/MOVER interval (rules.VERDICT_RULES).
 """
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from experiments import common
+from experiments import output, paper_values, rules, selection, stats
 from experiments.base import SweepArtifact, register_artifact
-from experiments.common import Section, fmt, md_table
+from experiments.output import Section, fmt, md_table
 from harness.engine.run import DEFAULT_POLICY
 from harness.measure.workload import check_rows
 
@@ -34,7 +34,7 @@ BASELINES = ("llamacpp", "mnn", "llmnpu")
 BITS = (4, 5, 6, 7)
 DATASETS = ("lambada", "winogrande", "openbookqa", "mmlu", "hellaswag")
 PAPER_MODELS = {"llama3-8b", "phi3-3.8b"}
-DISPLAY = common.system_labels(short=True)  # "EF" as in the paper's Figure 10; the others' full names
+DISPLAY = selection.system_labels(short=True)  # "EF" as in the paper's Figure 10; the others' full names
 EF, NPU = DISPLAY["edgeflow"], DISPLAY["llmnpu"]
 
 
@@ -141,34 +141,34 @@ ACC_CONDITION = ["model", "source"]
 def tidy(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """ttft / accuracy summaries (median, min, max, n per condition, dataset, series), the rows behind them (for the
     intervals) and the unrun reasons. Only the latest successful attempt of each configuration counts."""
-    rows = common.with_conditions(_with_series(common.current(rows)))
-    timed = common.ok_rows(rows, "ttft_s")
+    rows = selection.with_conditions(_with_series(selection.current(rows)))
+    timed = selection.ok_rows(rows, "ttft_s")
     # the systems compared did the same work (harness/measure/workload.py); rows of other work are drawn but never
     # paired (ratios, intervals, statements)
     check_rows(timed, by=(*TTFT_CONDITION, "dataset"))
-    other = common.different_work(rows, timed)
+    other = selection.different_work(rows, timed)
     ttft_rows = timed[other == ""]
     unpaired = timed[other != ""].assign(reason=other[other != ""])
-    acc_rows = common.ok_rows(rows, "accuracy")
+    acc_rows = selection.ok_rows(rows, "accuracy")
     # Runs over different item counts (eval_limit) are different measurements, never pooled: each series keeps
     # those over the most items.
     keys = [*ACC_CONDITION, "dataset", "series"]
     if len(acc_rows):
         most = acc_rows.groupby(keys)["items"].transform(lambda n: n.max() if n.notna().any() else math.nan)
         acc_rows = acc_rows[(acc_rows["items"] == most) | most.isna()]
-    acc = common.summarize(acc_rows, keys)
+    acc = selection.summarize(acc_rows, keys)
     if len(acc):  # items behind each accuracy (deterministic reruns are the same items: the fewest, not the sum)
         items = acc_rows.groupby(keys)["items"].min()
         acc["items"] = [items.get(tuple(k)) for k in acc[keys].itertuples(index=False)]
     else:
         acc["items"] = pd.Series(dtype=float)
     return {
-        "ttft": common.summarize(ttft_rows, [*TTFT_CONDITION, "dataset", "series"]),  # the same work: paired
-        "ttft_all": common.summarize(timed, [*TTFT_CONDITION, "dataset", "series"]),  # what is drawn
+        "ttft": selection.summarize(ttft_rows, [*TTFT_CONDITION, "dataset", "series"]),  # the same work: paired
+        "ttft_all": selection.summarize(timed, [*TTFT_CONDITION, "dataset", "series"]),  # what is drawn
         "different_work": unpaired.groupby("series")["reason"].first().to_dict() if len(unpaired) else {},
         "accuracy": acc,
         "ttft_rows": ttft_rows,
-        "unrun": common.unrun_reasons(rows),
+        "unrun": selection.unrun_reasons(rows),
         "prompt_tokens": rows[(rows["status"] == "ok") & rows["prompt_tokens"].notna()]
         .groupby(["model", "dataset"])["prompt_tokens"].agg(["min", "max"]).reset_index(),
     }
@@ -185,7 +185,7 @@ def ratios(ttft: pd.DataFrame, ttft_rows: pd.DataFrame | None = None, datasets=N
            series: dict[str, str] | None = None) -> pd.DataFrame:
     """Our baseline/EdgeFlow TTFT ratio per condition (model, device, flash, source), baseline and EdgeFlow bits: the
     geometric mean over the datasets where both ran of median(baseline) / median(EdgeFlow). With the rows behind the
-    summary, its bootstrap 95% interval (common.bootstrap_ratio), the datasets and the fewest prompts per dataset.
+    summary, its bootstrap 95% interval (stats.bootstrap_ratio), the datasets and the fewest prompts per dataset.
     `series`: baseline -> the series that stands for it (default: each baseline's own, DISPLAY)."""
     cols = [*TTFT_CONDITION, "system", "bits", "ratio", "lo", "hi", "datasets", "prompts", "method"]
     series = series or {b: DISPLAY[b] for b in BASELINES}
@@ -207,7 +207,7 @@ def ratios(ttft: pd.DataFrame, ttft_rows: pd.DataFrame | None = None, datasets=N
                 mine = ttft_rows
                 for k, v in cond.items():
                     mine = mine[mine[k] == v]
-                b = common.bootstrap_ratio(mine[mine["series"] == name], mine[mine["series"] == ef], datasets=r.index)
+                b = stats.bootstrap_ratio(mine[mine["series"] == name], mine[mine["series"] == ef], datasets=r.index)
                 # the interval's own estimate (on the prompts both timed), so that it always holds its ratio
                 line.update(ratio=b["ratio"], lo=b["lo"], hi=b["hi"], datasets=b["datasets"], prompts=b["prompts"],
                             method=b["method"])
@@ -259,16 +259,16 @@ def mnn_startup_table(rows: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     minus = ttft.merge(start[[*key, "value"]].rename(columns={"value": "start"}), on=key)
     derived = minus.assign(value=minus["value"] - minus["start"], series=MNN_NO_START).drop(columns="start")
-    both = pd.concat([common.ok_rows(rows, "ttft_s"), derived], ignore_index=True)
-    summary = common.summarize(both, [*TTFT_CONDITION, "dataset", "series"])
+    both = pd.concat([selection.ok_rows(rows, "ttft_s"), derived], ignore_index=True)
+    summary = selection.summarize(both, [*TTFT_CONDITION, "dataset", "series"])
     measured = ratios(summary, both, series={"mnn": DISPLAY["mnn"]})
     without = ratios(summary, both, series={"mnn": MNN_NO_START})
     out = measured.merge(without, on=[*TTFT_CONDITION, "bits"], suffixes=("", "_without"))
     return pd.DataFrame({
         "condition": [_where({k: r[k] for k in TTFT_CONDITION}) for _, r in out.iterrows()],
         f"{EF} bits": [f"{b:g}" for b in out["bits"]],
-        "MNN / EF, as measured [95%]": [common.interval_text(r.ratio, r.lo, r.hi) for r in out.itertuples()],
-        "without `import MNN` [95%]": [common.interval_text(r.ratio_without, r.lo_without, r.hi_without)
+        "MNN / EF, as measured [95%]": [output.interval_text(r.ratio, r.lo, r.hi) for r in out.itertuples()],
+        "without `import MNN` [95%]": [output.interval_text(r.ratio_without, r.lo_without, r.hi_without)
                                                       for r in out.itertuples()],
         "import MNN, median over its runs (s)": [fmt(float(start["value"].median()))] * len(out),
     })
@@ -293,7 +293,7 @@ def _items(items: pd.DataFrame, dataset: str, series: str):
 
 def accuracy_drops(acc: pd.DataFrame) -> pd.DataFrame:
     """EdgeFlow's accuracy drop vs the mean of the baselines, in percentage points, averaged over datasets, per model
-    and dataset source; its 95% interval combines each accuracy's Wilson interval (common.combination_interval).
+    and dataset source; its 95% interval combines each accuracy's Wilson interval (stats.combination_interval).
     `versus` names what the baselines' accuracy came from: the engines' own rows, or (none of them measured) the
     stand-in series of their weight formats."""
     out = []
@@ -310,7 +310,7 @@ def accuracy_drops(acc: pd.DataFrame) -> pd.DataFrame:
         for ef in (c for c in wide.columns if c.startswith(f"{EF} ")):
             terms, n = _diff_terms(wide, items, base_cols, ef)
             if n:
-                v, lo, hi = common.combination_interval(terms)
+                v, lo, hi = stats.combination_interval(terms)
                 # the baselines' mean accuracy on the datasets compared: what a relative "%" would be relative to
                 reference = float(wide.loc[wide[ef].notna(), base_cols].mean(axis=1).mean())
                 out.append({**cond, "bits": float(ef[3:-1]), "drop_pp": round(100 * v, 9), "lo": 100 * lo,
@@ -337,7 +337,7 @@ def llmnpu_statements(t: dict[str, pd.DataFrame]) -> list[dict]:
                 if rows is not None:
                     for k, v in cond.items():
                         rows = rows[rows[k] == v]
-                    b = common.bootstrap_ratio(rows[rows["series"] == NPU], rows[rows["series"] == ef_series(5)],
+                    b = stats.bootstrap_ratio(rows[rows["series"] == NPU], rows[rows["series"] == ef_series(5)],
                                                datasets=r.index)
                 out.append({**cond, "metric": "ttft_ratio_long", "min": float(r.min()), "max": float(r.max()),
                             "value": b["ratio"], "lo": b["lo"], "hi": b["hi"], "datasets": len(r),
@@ -347,7 +347,7 @@ def llmnpu_statements(t: dict[str, pd.DataFrame]) -> list[dict]:
         items = per.pivot_table(index="dataset", columns="series", values="items") if "items" in per else pd.DataFrame()
         efs = [c for c in wide.columns if c.startswith(f"{EF} ")]
         if NPU in wide.columns and efs:
-            gains = [common.combination_interval(_diff_terms(wide, items, [ef], NPU)[0]) for ef in efs]
+            gains = [stats.combination_interval(_diff_terms(wide, items, [ef], NPU)[0]) for ef in efs]
             gains = [g for g in gains if math.isfinite(g[0])]
             if gains:
                 v, lo, hi = max(gains, key=lambda g: g[0])
@@ -361,7 +361,7 @@ def llmnpu_statements(t: dict[str, pd.DataFrame]) -> list[dict]:
 def _colors(order: list[str]) -> dict[str, tuple]:
     import matplotlib
 
-    base = {DISPLAY[s]: common.system_color(s) for s in BASELINES}
+    base = {DISPLAY[s]: selection.system_color(s) for s in BASELINES}
     efs = [s for s in order if s.startswith(EF)]
     blues = matplotlib.colormaps["Blues"]
     ef = {s: blues(0.45 + 0.5 * i / max(1, len(efs) - 1)) for i, s in enumerate(efs)}
@@ -447,7 +447,7 @@ def _main_panel(ax, cond, t, order, colors, expected):
     ax.set_yscale("log")
     ax.set_ylabel("cold TTFT (s), log scale")
     ax.set_xticks(range(len(datasets)))
-    bands = common.load_paper("table3")
+    bands = paper_values.load_paper("table3")
     ax.set_xticklabels([_dataset_label(d, t["prompt_tokens"], model, bands) for d in datasets], fontsize=8)
     ax.set_xlim(-0.5, len(datasets) - 0.5)
     ax2.set_ylim(0, 100)
@@ -540,7 +540,7 @@ def draw(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path, name
 
     t = t or tidy(rows)
     ours = ratios(t["ttft"], t["ttft_rows"]) if ours is None else ours
-    series_rows = common.with_conditions(_with_series(common.current(rows)))
+    series_rows = selection.with_conditions(_with_series(selection.current(rows)))
     conds = panels(t, series_rows)
     colors = _colors(series_order(set(series_rows["series"])))
     fig, axes = plt.subplots(len(conds), 2, figsize=(16, 4.6 * len(conds)), squeeze=False,
@@ -550,16 +550,16 @@ def draw(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path, name
         timed = _select(per, cond) if cond.get("device") is not None else per
         expected = {"datasets": set(per["dataset"].dropna()), "series": set(per["series"])}
         _main_panel(axes[r][0], cond, t, series_order(expected["series"]), colors, expected)
-        where = common.condition_text(**{k: v for k, v in cond.items() if k != "source"})
+        where = selection.condition_text(**{k: v for k, v in cond.items() if k != "source"})
         if cond.get("source") is not None:
             where += " · TTFT prompts: " + ("local corpus text" if cond["source"] == "proxy" else "the datasets'")
-        tag = "; ".join(x for x in common.labels(timed) if not x.startswith(("device:", "flash")))
+        tag = "; ".join(x for x in selection.labels(timed) if not x.startswith(("device:", "flash")))
         axes[r][0].set_title(f"{where}" + (f"\n{tag}" if tag else ""), fontsize=8.5)
         _ratio_panel(axes[r][1], cond, ours, paper, t, expected)
     fig.suptitle("Figure 10 (ours): cold-start TTFT (bars: median, error bars min–max over prompts and repetitions) "
                  "and accuracy (line); red text: configurations that did not run", fontsize=10)
     fig.tight_layout()
-    return common.save_figure(fig, name, figures_dir)
+    return output.save_figure(fig, name, figures_dir)
 
 
 # --- report -----------------------------------------------------------------------------------------------------------------
@@ -573,27 +573,27 @@ def _acc_cell(row) -> str:
     items = row.get("items")
     if items is None or pd.isna(items):
         return f"{fmt(row['median'])} (items unknown)"
-    lo, hi = common.wilson(row["median"] * items, int(items))
+    lo, hi = stats.wilson(row["median"] * items, int(items))
     return f"{fmt(row['median'])} [{fmt(lo)}–{fmt(hi)}] of {int(items)}"
 
 
 def _where(cond: dict) -> str:
-    return common.condition_text(**cond)
+    return selection.condition_text(**cond)
 
 
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
-    rows = common.current(rows)
+    rows = selection.current(rows)
     if rows.empty:
-        return common.not_run_section(NAME, TITLE, "no rows in the store")
+        return output.not_run_section(NAME, TITLE, "no rows in the store")
     t = tidy(rows)
     ours = ratios(t["ttft"], t["ttft_rows"])
     figures = draw(rows, paper, figures_dir, t=t, ours=ours)
-    series_rows = common.with_conditions(_with_series(rows))
-    acc_rows = common.ok_rows(series_rows, "accuracy")
+    series_rows = selection.with_conditions(_with_series(rows))
+    acc_rows = selection.ok_rows(series_rows, "accuracy")
     caps_seen: dict[str, list[str]] = {}
 
     def caps(cond: dict, frame: pd.DataFrame, device: bool) -> list[str]:
-        reasons = common.cap_reasons(_select(frame, cond), PAPER_MODELS, device_matters=device)
+        reasons = rules.cap_reasons(_select(frame, cond), PAPER_MODELS, device_matters=device)
         if reasons:
             caps_seen[_where(cond)] = reasons
         return reasons
@@ -603,25 +603,25 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     for p in paper_ratio.itertuples():
         hit = ours[(ours["system"] == p.system) & (ours["bits"] == p.bits)]
         if hit.empty:
-            verdicts.append(common.NOT_RUN)
+            verdicts.append(rules.NOT_RUN)
             why = _unrun_reason(t["unrun"], "", "", DISPLAY[p.system])
             lines.append({"condition": "–", "baseline": DISPLAY[p.system], f"{EF} bits": f"{p.bits:g}",
                           "ours [95%]": why, "paper": f"{p.value:.2f}", "datasets × prompts": "–", "interval": "–",
-                          "verdict": common.NOT_RUN, "before the cap": common.NOT_RUN, "_caps": [why]})
+                          "verdict": rules.NOT_RUN, "before the cap": rules.NOT_RUN, "_caps": [why]})
         for h in hit.itertuples():
             cond = {k: getattr(h, k) for k in TTFT_CONDITION}
             args = dict(interval=(h.lo, h.hi), datasets=h.datasets,
                         prompts=None if pd.isna(h.prompts) else int(h.prompts))
             capped = caps(cond, t["ttft_rows"], True)
-            v = common.ratio_verdict(h.ratio, p.value, caps=capped, **args)
+            v = rules.ratio_verdict(h.ratio, p.value, caps=capped, **args)
             verdicts.append(v)
             lines.append({"condition": _where(cond), "baseline": DISPLAY[p.system], f"{EF} bits": f"{p.bits:g}",
                           "_caps": capped,
-                          "ours [95%]": common.interval_text(h.ratio, h.lo, h.hi),
+                          "ours [95%]": output.interval_text(h.ratio, h.lo, h.hi),
                           "paper": f"{p.value:.2f}",
                           "datasets × prompts": f"{h.datasets} × {'?' if pd.isna(h.prompts) else int(h.prompts)}",
                           "interval": h.method, "verdict": v,
-                          "before the cap": common.ratio_verdict(h.ratio, p.value, **args)})
+                          "before the cap": rules.ratio_verdict(h.ratio, p.value, **args)})
     drops = accuracy_drops(t["accuracy"])
     drop_lines = []
     paper_drop = paper[paper["metric"] == "accuracy_drop_pct"] if paper is not None else pd.DataFrame()
@@ -630,13 +630,13 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             cond = {k: getattr(h, k) for k in ACC_CONDITION}
             capped = caps(cond, acc_rows, False) + (["the baselines' accuracy comes from fake-quant stand-ins"]
                                                     if h.versus.startswith("stand-ins") else [])
-            v = common.percent_verdict(h.drop_pp, p.value, h.reference, interval=(h.lo, h.hi), caps=capped)
+            v = rules.percent_verdict(h.drop_pp, p.value, h.reference, interval=(h.lo, h.hi), caps=capped)
             verdicts.append(v)
             drop_lines.append({"condition": _where(cond), f"{EF} bits": f"{p.bits:g}", "versus": h.versus,
                                "_caps": capped,
-                               "ours (pp) [95%]": common.interval_text(h.drop_pp, h.lo, h.hi),
-                               "paper": common.percent_text(p.value, h.reference), "datasets": h.datasets,
-                               "verdict": v, "before the cap": common.percent_verdict(h.drop_pp, p.value, h.reference,
+                               "ours (pp) [95%]": output.interval_text(h.drop_pp, h.lo, h.hi),
+                               "paper": rules.percent_text(p.value, h.reference), "datasets": h.datasets,
+                               "verdict": v, "before the cap": rules.percent_verdict(h.drop_pp, p.value, h.reference,
                                                                                       interval=(h.lo, h.hi))})
     npu_lines = []
     stated = {m: v for m, v in zip(paper["metric"], paper["value"])} if paper is not None else {}
@@ -649,10 +649,10 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
                 args = dict(interval=(h["lo"], h["hi"]), datasets=h["datasets"], prompts=h["prompts"],
                             min_datasets=len(LONG_PROMPTS))
                 capped = caps(cond, t["ttft_rows"], True)
-                v = common.ratio_verdict(h["value"], (lo + hi) / 2, caps=capped, **args)
-                raw = common.ratio_verdict(h["value"], (lo + hi) / 2, **args)
+                v = rules.ratio_verdict(h["value"], (lo + hi) / 2, caps=capped, **args)
+                raw = rules.ratio_verdict(h["value"], (lo + hi) / 2, **args)
                 ours_txt = (f"{h['min']:.2f}–{h['max']:.2f}×; geometric mean "
-                            + common.interval_text(h["value"], h["lo"], h["hi"]))
+                            + output.interval_text(h["value"], h["lo"], h["hi"]))
                 paper_txt = f"{lo:.2f}–{hi:.2f}× (midpoint compared)"
                 what = "llm.npu+ / EF 5b TTFT on MMLU and HellaSwag"
             elif h["metric"] == "accuracy_gain_max" and "accuracy_gain_pct_max" in stated:
@@ -660,10 +660,10 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
                 args = dict(interval=(h["lo"], h["hi"]))
                 said, reference = stated["accuracy_gain_pct_max"], h["reference"]
                 capped = caps(cond, acc_rows, False)
-                v = common.percent_verdict(h["value"], said, reference, caps=capped, **args)
-                raw = common.percent_verdict(h["value"], said, reference, **args)
-                ours_txt = common.interval_text(h["value"], h["lo"], h["hi"], unit=" pp")
-                paper_txt = common.percent_text(said, reference)
+                v = rules.percent_verdict(h["value"], said, reference, caps=capped, **args)
+                raw = rules.percent_verdict(h["value"], said, reference, **args)
+                ours_txt = output.interval_text(h["value"], h["lo"], h["hi"], unit=" pp")
+                paper_txt = rules.percent_text(said, reference)
                 what = "largest accuracy gain over llm.npu+ (max over bits of the mean over datasets)"
             else:
                 continue
@@ -680,20 +680,20 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         why = (f"not run: {t['different_work'][NPU]}" if NPU in t["different_work"]
                else _unrun_reason(t["unrun"], "", "", NPU))
         said = f"{stated[metric]:.2f}" + (f"–{stated[upper]:.2f}" if upper in stated else "") + unit
-        verdicts.append(common.NOT_RUN)
+        verdicts.append(rules.NOT_RUN)
         npu_lines.append({"condition": "", "statement": what, "ours": why, "paper": said,
-                          "verdict": common.NOT_RUN, "before the cap": common.NOT_RUN, "_caps": [why]})
-    verdict, count = common.overall(verdicts)
-    summary = "no baseline/EdgeFlow pair measured on the same model and dataset" if verdict == common.NOT_RUN else count
-    tags = common.labels(rows)
-    note = common.models_differ_note(set(t["ttft"]["model"]) | set(t["accuracy"]["model"]), PAPER_MODELS)
-    spans = common.spans_note(series_rows[series_rows["metric"] == "ttft_s"], tuple(TTFT_CONDITION))
+                          "verdict": rules.NOT_RUN, "before the cap": rules.NOT_RUN, "_caps": [why]})
+    verdict, count = rules.overall(verdicts)
+    summary = "no baseline/EdgeFlow pair measured on the same model and dataset" if verdict == rules.NOT_RUN else count
+    tags = selection.labels(rows)
+    note = selection.models_differ_note(set(t["ttft"]["model"]) | set(t["accuracy"]["model"]), PAPER_MODELS)
+    spans = selection.spans_note(series_rows[series_rows["metric"] == "ttft_s"], tuple(TTFT_CONDITION))
     body = [f"![{TITLE}](figures/{figures[0].name})\n", "Labels: " + "; ".join(tags) + ".\n" if tags else "",
             f"{note}\n" if note else "", f"{spans}\n" if spans else "",
-            common.caps_note(caps_seen),
+            output.caps_note(caps_seen),
             "**TTFT ratios** (baseline / EdgeFlow; ours: geometric mean over the datasets where both ran, on the "
             "prompts both timed, with its 95% interval: a bootstrap over prompts and repetitions with "
-            f"{common.BOOTSTRAP_MIN_PROMPTS} or more common prompts per dataset, else a t-interval of per-prompt log "
+            f"{stats.BOOTSTRAP_MIN_PROMPTS} or more common prompts per dataset, else a t-interval of per-prompt log "
             "ratios). The paper's ratios summarise its Figure 10 over Llama3-8B and Phi3-3.8B and five datasets.\n",
             md_table(pd.DataFrame(lines)) if lines else "_(no paper ratios loaded)_\n"]
     if drop_lines:
@@ -737,13 +737,13 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         u = t["unrun"].groupby(["series", "reason"]).size().reset_index(name="configurations")
         body += ["\n**Did not run:**\n", md_table(u)]
     # the abstract's headline numbers: TTFT at EdgeFlow's default 5 bits, llm.npu+'s range, every accuracy statement
-    scoreboard = (common.claims(NAME, lines, lambda line: f"TTFT ratio {line['baseline']} / {EF} {line[f'{EF} bits']}b"
+    scoreboard = (rules.claims(NAME, lines, lambda line: f"TTFT ratio {line['baseline']} / {EF} {line[f'{EF} bits']}b"
                                 f" ({line['condition']})", ours="ours [95%]",
                                 headline=lambda line: line[f"{EF} bits"] == "5")
-                  + common.claims(NAME, drop_lines, lambda line: f"accuracy drop of {EF} {line[f'{EF} bits']}b vs "
+                  + rules.claims(NAME, drop_lines, lambda line: f"accuracy drop of {EF} {line[f'{EF} bits']}b vs "
                                   f"the baselines ({line['condition']})", ours="ours (pp) [95%]",
                                   headline=lambda line: True)
-                  + common.claims(NAME, npu_lines, lambda line: f"{line['statement']} ({line['condition'] or '–'})",
+                  + rules.claims(NAME, npu_lines, lambda line: f"{line['statement']} ({line['condition'] or '–'})",
                                   headline=lambda line: True))
     return Section(NAME, TITLE, verdict, summary, "\n".join(b for b in body if b), figures, claims=scoreboard)
 
@@ -773,7 +773,7 @@ def quality_table(rows: pd.DataFrame) -> pd.DataFrame:
         for metric, column in QUALITY.items():
             values = list(g.loc[g["metric"] == metric, "value"])
             mean, half = mean_ci95(values) if values else (math.nan, math.nan)
-            line[column] = common.interval_text(mean, mean - half, mean + half) if values else "–"
+            line[column] = output.interval_text(mean, mean - half, mean + half) if values else "–"
         line["windows"] = int(g.groupby("metric").size().max())
         out.append(line)
     order = {name: i for i, name in enumerate(series_order({line["series"] for line in out}))}

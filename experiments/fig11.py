@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from experiments import common, fig10
+from experiments import fig10, output, rules, selection
 from experiments.base import SweepArtifact, register_artifact
-from experiments.common import Section, fmt, md_table
+from experiments.output import Section, fmt, md_table
 from harness.engine.run import DEFAULT_POLICY
 
 NAME = "fig11"
@@ -121,9 +121,9 @@ def compare(s: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None) -> 
                 continue
             pct = p.metric.endswith("_pct")
             paper_ratio = 1 + p.value / 100 if pct else p.value
-            caps = common.cap_reasons(rows[rows["model"] == model], PAPER_MODELS,
+            caps = rules.cap_reasons(rows[rows["model"] == model], PAPER_MODELS,
                                       device_matters=not p.metric.startswith("accuracy"))
-            verdict = common.NOT_RUN if not math.isfinite(ours) else common.ratio_verdict(
+            verdict = rules.NOT_RUN if not math.isfinite(ours) else rules.ratio_verdict(
                 1 + ours / 100 if pct else ours, paper_ratio, caps=caps)
             if p.metric == "ttft_speedup_max" and isinstance(p.model, str) and p.model != model:
                 label = f"{p.value:g}x ({p.model})"
@@ -168,15 +168,15 @@ def draw(s: pd.DataFrame, figures_dir: Path) -> list[Path]:
                 ax.legend(fontsize=7, ncol=5)
     fig.suptitle("Figure 11 (ours): the ablation in our runtime", fontsize=9.5)
     fig.tight_layout()
-    return common.save_figure(fig, NAME, figures_dir)
+    return output.save_figure(fig, NAME, figures_dir)
 
 
 def one_condition(rows: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """common.one_condition for the timings and, apart, for the accuracies (by dataset source and what scored them:
+    """selection.one_condition for the timings and, apart, for the accuracies (by dataset source and what scored them:
     the runtime or the fake-quant model; no device or flash setting applies to them)."""
     acc = rows["metric"] == "accuracy"
-    timed, timed_note = common.one_condition(rows[~acc])
-    scored, scored_note = common.one_condition(rows[acc].assign(scorer=common.scoring_path(rows[acc])),
+    timed, timed_note = selection.one_condition(rows[~acc])
+    scored, scored_note = selection.one_condition(rows[acc].assign(scorer=selection.scoring_path(rows[acc])),
                                                ("source", "scorer"))
     return pd.concat([timed, scored]), " ".join(n for n in (timed_note, scored_note) if n)
 
@@ -185,18 +185,18 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     rows, left_out = one_condition(rows) if len(rows) else (rows, "")
     s = summary(rows) if len(rows) else pd.DataFrame()
     if s.empty:
-        return common.not_run_section(NAME, TITLE, "no ablation rows in the store")
+        return output.not_run_section(NAME, TITLE, "no ablation rows in the store")
     figures = draw(s, figures_dir)
     lines = compare(s, rows, paper)
-    verdict, count = common.overall([line["verdict"] for line in lines])
+    verdict, count = rules.overall([line["verdict"] for line in lines])
     table = s.assign(ttft_s=s["ttft_s"].map(fmt), accuracy=s["accuracy"].map(fmt))
-    tags = common.labels(rows[rows["system"] == "edgeflow"])
+    tags = selection.labels(rows[rows["system"] == "edgeflow"])
     body = [f"![{TITLE}](figures/{figures[0].name})\n", "Labels: " + "; ".join(tags) + ".\n" if tags else "",
-            common.models_differ_note(set(s["model"]), PAPER_MODELS), left_out,
+            selection.models_differ_note(set(s["model"]), PAPER_MODELS), left_out,
             "**The paper's statements**, ours beside them (ratio rule on 1 + change; means over datasets, no "
             "interval):\n", md_table(pd.DataFrame(lines)) if lines else "_(no paper values loaded)_\n",
             "\n**Our medians** per dataset and configuration:\n", md_table(table)]
-    claims = common.claims(NAME, lines, lambda line: f"{line['comparison']} ({line['model']})")
+    claims = rules.claims(NAME, lines, lambda line: f"{line['comparison']} ({line['model']})")
     return Section(NAME, TITLE, verdict, count, "\n".join(b for b in body if b), figures, claims=claims)
 
 

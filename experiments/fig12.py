@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments import common, fig10, table4
+from experiments import fig10, output, rules, selection, stats, table4
 from experiments.base import SweepArtifact, register_artifact
-from experiments.common import Section, md_table
+from experiments.output import Section, md_table
 from harness.runner.kinds import ITEM_ACCURACY
 
 NAME = "fig12"
@@ -39,7 +39,7 @@ def sweep(models=("smollm2-135m",), datasets=fig10.DATASETS, quantizers=table4.S
           evaluator: str = EVALUATOR):
     return [["experiment=accuracy", f"model={m}", f"dataset={d}", f"quantizer={q}", f"quantizer.budget_bits={float(b)}",
              f"experiment.extra.evaluator={evaluator}"]
-            for m in models for d in datasets for q in quantizers for b in bits if common.quantizer_accepts(q, b)]
+            for m in models for d in datasets for q in quantizers for b in bits if selection.quantizer_accepts(q, b)]
 
 
 def gains(acc: pd.DataFrame, per_item: dict | None = None) -> pd.DataFrame:
@@ -72,13 +72,13 @@ def gains(acc: pd.DataFrame, per_item: dict | None = None) -> pd.DataFrame:
                 if common_ids:
                     x, y = [ours[i] for i in common_ids], [theirs[i] for i in common_ids]
                     n = len(common_ids)
-                    correlations[(len(terms), len(terms) + 1)] = common.paired_phi(x, y)
+                    correlations[(len(terms), len(terms) + 1)] = stats.paired_phi(x, y)
                     terms += [(1 / len(both), sum(x) / n, n), (-1 / len(both), sum(y) / n, n)]
                     paired.append(n)
                 else:
                     terms += [(c / len(both), float(wide.loc[d, col]), _items(items, d, col))
                               for c, col in ((1, "edgeflow"), (-1, q))]
-            v, lo, hi = common.combination_interval(terms, correlations)
+            v, lo, hi = stats.combination_interval(terms, correlations)
             v = round(v, 12) + 0.0  # equal accuracies give 0, not the residue of their weighted sum (-2.8e-17) or -0
             out.append({**cond, "quantizer": q, "gain_pp": 100 * v, "lo": 100 * lo, "hi": 100 * hi,
                         "datasets": len(both), "paired_items": min(paired) if paired else math.nan,
@@ -93,12 +93,12 @@ def _documents(per_item: dict | None, cond: dict, quantizer: str, dataset: str) 
 
 
 def one_scorer_per_method(ok: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """(rows, note): per method, the rows of one scorer (common.scoring_path: our runtime, or the fake-quant model
+    """(rows, note): per method, the rows of one scorer (selection.scoring_path: our runtime, or the fake-quant model
     where the runtime cannot run the method): one method's accuracy from two scorers is two measurements, never
     pooled. This figure's own points (no system) come first, Figure 10's EdgeFlow points (our runtime over the packed
     file, system edgeflow) only for a method that has none. The note names what was left out."""
-    ok = ok.assign(scorer=common.scoring_path(ok))
-    parts = [common.one_condition(g, ("scorer",), preferred=g["system"].isna())
+    ok = ok.assign(scorer=selection.scoring_path(ok))
+    parts = [selection.one_condition(g, ("scorer",), preferred=g["system"].isna())
              for _, g in ok.groupby("quantizer", dropna=False)]
     if not parts:
         return ok, ""
@@ -118,9 +118,9 @@ def scorers_note(ok: pd.DataFrame) -> str:
 
 
 def item_rows(current: pd.DataFrame) -> pd.DataFrame:
-    """The item_accuracy rows (one per document an accuracy job scored) of `current` rows (common.current, with
+    """The item_accuracy rows (one per document an accuracy job scored) of `current` rows (selection.current, with
     their conditions)."""
-    items = common.ok_rows(current, ITEM_ACCURACY)
+    items = selection.ok_rows(current, ITEM_ACCURACY)
     return items[items["prompt_index"].notna()]
 
 
@@ -162,10 +162,10 @@ def compare(ours: pd.DataFrame, paper: pd.DataFrame, model: str, source: str | N
         args = dict(interval=(lo, hi) if hit is not None else None)
         reference = float(hit["reference"]) if hit is not None else None
         return {"condition": where, "paper model": ref_model, "vs": table4.DISPLAY[vs], "bits": bits,
-                "ours (pp) [95%]": common.interval_text(ours_pp, lo, hi, 4) if hit is not None else "–",
-                "interval": _pairing(hit), "paper": common.percent_text(paper_value, reference),
-                "verdict": common.percent_verdict(ours_pp, paper_value, reference, caps=caps, **args),
-                "before the cap": common.percent_verdict(ours_pp, paper_value, reference, **args),
+                "ours (pp) [95%]": output.interval_text(ours_pp, lo, hi, 4) if hit is not None else "–",
+                "interval": _pairing(hit), "paper": rules.percent_text(paper_value, reference),
+                "verdict": rules.percent_verdict(ours_pp, paper_value, reference, caps=caps, **args),
+                "before the cap": rules.percent_verdict(ours_pp, paper_value, reference, **args),
                 "_caps": list(caps) if hit is not None else [f"not run: no {table4.DISPLAY[vs]} accuracy at {bits}"]}
 
     lines = []
@@ -210,22 +210,22 @@ def _draw(acc: pd.DataFrame, fp16: pd.DataFrame, model: str, name: str, figures_
     axes[0][0].legend(fontsize=7)
     fig.suptitle(f"Figure 12 (ours): {model}; {tags}", fontsize=9)
     fig.tight_layout()
-    return common.save_figure(fig, name, figures_dir)
+    return output.save_figure(fig, name, figures_dir)
 
 
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
-    current = common.with_conditions(common.current(rows))
-    ok = common.ok_rows(current, "accuracy")
+    current = selection.with_conditions(selection.current(rows))
+    ok = selection.ok_rows(current, "accuracy")
     # Figure 10's baseline accuracy points share the folder (e.g. shadow outliers at INT8 for llm.npu+): keep the
     # quantizer sweep's rows only.
     ok = ok[ok["quantizer"].isin([*table4.SERIES, *table4.FP16_NAMES]) & ~ok["system"].isin(fig10.BASELINES)
             & (ok["bits"].isin(table4.BITS) | ok["quantizer"].isin(table4.FP16_NAMES))]
     if ok.empty:
-        return common.not_run_section(NAME, TITLE, "no accuracy rows of these quantizers in the store")
+        return output.not_run_section(NAME, TITLE, "no accuracy rows of these quantizers in the store")
     ok, left_out = one_scorer_per_method(ok)
     items_rows = item_rows(current)
     ok = one_run_per_point(ok, set(items_rows["config_hash"]))
-    acc = common.summarize(ok, POINT)
+    acc = selection.summarize(ok, POINT)
     items = ok.groupby(POINT, dropna=False)["items"].min()
     acc["items"] = [items.get(tuple(k)) for k in acc[POINT].itertuples(index=False)]
     fp16 = acc[acc["quantizer"].isin(table4.FP16_NAMES)]
@@ -236,11 +236,11 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     for model, source in groups:
         per = ok[(ok["model"] == model) & (ok["source"] == source)]
         sel = (acc["model"] == model) & (acc["source"] == source)
-        tags = "; ".join(common.labels(per))
+        tags = "; ".join(selection.labels(per))
         where = f"{model}, {'local proxy tasks' if source == 'proxy' else 'lm-eval builtin tasks'}"
         figures += _draw(acc[sel], fp16[(fp16["model"] == model) & (fp16["source"] == source)], where,
                          NAME if len(groups) == 1 else f"{NAME}-{model}-{source}", figures_dir, tags)
-        caps = common.cap_reasons(per, PAPER_MODELS, device_matters=False)
+        caps = rules.cap_reasons(per, PAPER_MODELS, device_matters=False)
         if caps:
             capped.append(f"- {where}: {'; '.join(caps)}")
         if paper is not None:
@@ -249,9 +249,9 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         wide = a.pivot_table(index=["dataset", "bits"], columns="quantizer", values="cell", aggfunc="first")
         tables.append(f"**{where}: our accuracy (%)** [Wilson 95% interval], median over repetitions ({tags}):\n\n"
                       + md_table(wide.reset_index()))
-    verdict, count = common.overall([line["verdict"] for line in lines])
-    note = common.models_differ_note(set(acc["model"]), set(PAPER_MODELS))
-    spans = common.spans_note(ok, ("model", "source"))
+    verdict, count = rules.overall([line["verdict"] for line in lines])
+    note = selection.models_differ_note(set(acc["model"]), set(PAPER_MODELS))
+    spans = selection.spans_note(ok, ("model", "source"))
     body = "".join(f"![{TITLE}](figures/{p.name})\n\n" for p in figures if p.suffix == ".png")
     body += "".join(f"{text}\n\n" for text in (note, spans, scorers_note(ok), left_out) if text)
     if capped:
@@ -260,7 +260,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
              "95% interval combining the accuracies' Wilson intervals, paired by document where both runs kept their "
              "documents' results (Newcombe's method 10); the paper's: percent as it states them).\n\n")
     body += md_table(pd.DataFrame(lines)) + "\n" + _extra_gains(ours) + "\n".join(tables)
-    claims = common.claims(NAME, lines, lambda line: f"accuracy gain of EdgeFlow over {line['vs']}, {line['bits']} "
+    claims = rules.claims(NAME, lines, lambda line: f"accuracy gain of EdgeFlow over {line['vs']}, {line['bits']} "
                            f"bits ({line['condition']})", ours="ours (pp) [95%]")
     return Section(NAME, TITLE, verdict, count, body, figures, claims=claims)
 
@@ -271,7 +271,7 @@ def _extra_gains(ours: pd.DataFrame) -> str:
     if extra.empty:
         return ""
     lines = [{"condition": f"{r.model} · {r.source}", "vs": table4.DISPLAY[r.quantizer], "bits": f"{r.bits:g}",
-              "ours (pp) [95%]": common.interval_text(r.gain_pp, r.lo, r.hi, 4), "datasets": r.datasets}
+              "ours (pp) [95%]": output.interval_text(r.gain_pp, r.lo, r.hi, 4), "datasets": r.datasets}
              for r in extra.itertuples()]
     return ("\n**EdgeFlow's gain over methods the paper does not compare** (measured here only; no verdict):\n\n"
             + md_table(pd.DataFrame(lines)) + "\n")
@@ -287,7 +287,7 @@ def _pairing(hit) -> str:
 def _acc_cell(value: float, items) -> str:
     if items is None or pd.isna(items):
         return f"{100 * value:.1f}"
-    lo, hi = common.wilson(value * items, int(items))
+    lo, hi = stats.wilson(value * items, int(items))
     return f"{100 * value:.1f} [{100 * lo:.1f}–{100 * hi:.1f}]"
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from experiments import common, packbench
+from experiments import output, packbench, rules
 from experiments.base import BenchmarkArtifact, register_artifact
-from experiments.common import Section, fmt, md_table
+from experiments.output import Section, fmt, md_table
 
 NAME = "fig13"
 TITLE = "Figure 13 - packing formats: load, unpack and end-to-end latency"
@@ -106,12 +106,12 @@ def draw(rows: pd.DataFrame, med: pd.DataFrame, lines: list[dict], figures_dir: 
     fig.suptitle(f"Figure 13 (ours): packing formats - {', '.join(sorted(rows['model'].dropna().unique()))}",
                  fontsize=9)
     fig.tight_layout()
-    return common.save_figure(fig, NAME, figures_dir)
+    return output.save_figure(fig, NAME, figures_dir)
 
 
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
     if rows.empty:
-        return Section(NAME, TITLE, common.NOT_RUN, "packing benchmark not available (no output of "
+        return Section(NAME, TITLE, rules.NOT_RUN, "packing benchmark not available (no output of "
                        f"`make {packbench.BENCH_TARGET}` in the store)",
                        f"Not run yet: `make reproduce-{NAME}` (runs the packing benchmark, `make {packbench.BENCH_TARGET}`).\n\n"
                        + paper_table(paper))
@@ -127,14 +127,14 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             v = "info (absolute seconds: model sizes differ)"
         elif p.metric == "simd_instructions_per_weight":
             # fewer is better: at most the paper's count plus the tolerance reproduces it
-            v = common.cap(common.at_most_verdict(mine, p.value), caps)
+            v = rules.cap(rules.at_most_verdict(mine, p.value), caps)
             verdicts.append(v)
         else:
-            v = common.ratio_verdict(mine, p.value, caps=caps)
+            v = rules.ratio_verdict(mine, p.value, caps=caps)
             verdicts.append(v)
         lines.append({"metric": p.metric, "vs": p.versus if isinstance(p.versus, str) else "", "ours": fmt(mine),
                       "ours over": over, "paper": f"{p.value:g}", "verdict": v, "_caps": caps})
-    verdict, count = common.overall(verdicts)
+    verdict, count = rules.overall(verdicts)
     figures = draw(rows, med, lines, figures_dir)
     med_table = med[med["metric"].isin(["cold_load_seconds", "unpack_seconds", "e2e_seconds",
                                         "instructions_per_weight"])]
@@ -150,7 +150,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             + md_table(pd.DataFrame(lines)) + "\n**Our medians** (seconds; unpack path in brackets):\n\n"
             + md_table(wide))
     judged = [line for line in lines if not line["verdict"].startswith("info")]
-    claims = common.claims(NAME, judged, lambda line: f"{line['metric']}" + (f" vs {line['vs']}" if line["vs"] else ""))
+    claims = rules.claims(NAME, judged, lambda line: f"{line['metric']}" + (f" vs {line['vs']}" if line["vs"] else ""))
     return Section(NAME, TITLE, verdict, count, body, figures, claims=claims)
 
 

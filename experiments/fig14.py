@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments import common
+from experiments import output, rules, selection
 from experiments.base import SweepArtifact, register_artifact
-from experiments.common import Section, fmt, md_table
+from experiments.output import Section, fmt, md_table
 from harness.engine.run import POLICIES
 from harness.systems.edgeflow import PipelineConfig
 
@@ -118,11 +118,11 @@ def compare(med: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None,
                 metric = METRICS[what][i]
                 new, old = (_value(med, panel, series, pol, metric) if metric else None for pol in (p.policy, p.versus))
                 ours = None if new is None or not old else 100 * (new / old - 1)
-                caps = common.cap_reasons(rows[(rows["model"] == model) & (simulated == (i > 0))],
+                caps = rules.cap_reasons(rows[(rows["model"] == model) & (simulated == (i > 0))],
                                           PAPER_MODELS) + ["a median, no interval"]
                 if caps_seen is not None and ours is not None:
                     caps_seen[f"{model}, {series}"] = caps
-                verdict = common.NOT_RUN if ours is None else common.ratio_verdict(
+                verdict = rules.NOT_RUN if ours is None else rules.ratio_verdict(
                     1 + ours / 100, 1 + p.value / 100, caps=caps)
                 lines.append({"model": model, "chunk": chunk, "series": series, "step": f"{p.versus} -> {p.policy}",
                               "change of": what.replace("_", " "), "ours %": "–" if ours is None else f"{ours:+.1f}",
@@ -202,7 +202,7 @@ def draw(med: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> li
     fig.suptitle(f"Figure 14 (ours): pipeline policies at {PROMPT_TOKENS} tokens; measured on this host and simulated "
                  "at phone-like NPU/CPU ratios (one the paper's, one assumed)", fontsize=9.5)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / (3.6 * len(panels) + 0.6)))
-    return common.save_figure(fig, NAME, figures_dir)
+    return output.save_figure(fig, NAME, figures_dir)
 
 
 def _no_steal_notes(med: pd.DataFrame, rows: pd.DataFrame) -> str:
@@ -228,34 +228,34 @@ def _no_steal_notes(med: pd.DataFrame, rows: pd.DataFrame) -> str:
 
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
     rows = rows[rows["prompt_tokens"] == PROMPT_TOKENS] if len(rows) else rows
-    rows, left_out = common.one_condition(rows)
+    rows, left_out = selection.one_condition(rows)
     med = medians(rows) if len(rows) else pd.DataFrame()
     if med.empty:
-        return common.not_run_section(NAME, TITLE, f"no pipeline rows at {PROMPT_TOKENS} prompt tokens in the store "
+        return output.not_run_section(NAME, TITLE, f"no pipeline rows at {PROMPT_TOKENS} prompt tokens in the store "
                                       "(Figure 14 compares at the paper's length; other lengths are Figure 5's)")
     figures = draw(med, paper, figures_dir)
     caps_seen: dict[str, list[str]] = {}
     lines = compare(med, rows, paper, caps_seen)
-    verdict, count = common.overall([line["verdict"] for line in lines])
+    verdict, count = rules.overall([line["verdict"] for line in lines])
     shown = ["ttft_s", "edgeflow_ttft_s", *(m for pair in METRICS.values() for m in pair if m)]
     table = med[med["metric"].isin(shown)]
     wide = table.assign(cell=[f"{fmt(m)} (n={n})" for m, n in zip(table["median"], table["count"])]).pivot_table(
         index=[*PANEL, "series", "metric"], columns="pipeline", values="cell", aggfunc="first")
     wide = wide[[p for p in POLICIES if p in wide.columns]].reset_index()
     steal_note = _no_steal_notes(med, rows)
-    tags = common.labels(rows)
+    tags = selection.labels(rows)
     body = [f"![{TITLE}](figures/{figures[0].name})\n", "Labels: " + "; ".join(tags) + ".\n" if tags else "",
-            common.models_differ_note(set(med["model"]), PAPER_MODELS), left_out, steal_note,
-            common.caps_note(caps_seen),
+            selection.models_differ_note(set(med["model"]), PAPER_MODELS), left_out, steal_note,
+            output.caps_note(caps_seen),
             "**Each step's change**, ours beside the paper's (ratio rule on 1 + change; medians, no interval):\n",
             md_table(pd.DataFrame(lines)) if lines else "_(no paper values loaded)_\n",
-            common.simulation_inputs() if (med["series"] != SERIES[0]).any() else "",
+            output.simulation_inputs() if (med["series"] != SERIES[0]).any() else "",
             "\n**Our medians** per policy (wall-clock TTFT, the engine's own TTFT, bubble rates, busy time, stolen "
             "tasks; the simulation's in sim_layer_* for one layer, sim_* for the whole prefill):\n", md_table(wide)]
-    bad = common.unrun_reasons(rows)
+    bad = selection.unrun_reasons(rows)
     if len(bad):
         body += ["\n**Did not run:**\n", md_table(bad[["model", "pipeline", "reason"]].drop_duplicates())]
-    claims = common.claims(NAME, lines, lambda line: f"change of {line['change of']}, {line['step']} ({line['model']},"
+    claims = rules.claims(NAME, lines, lambda line: f"change of {line['change of']}, {line['step']} ({line['model']},"
                            f" {line['chunk']}-token chunks, {line['series']})", paper="paper %", ours="ours %")
     return Section(NAME, TITLE, verdict, count, "\n".join(b for b in body if b), figures, claims=claims)
 

@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments import common
+from experiments import output, rules, selection
 from experiments.base import SweepArtifact, register_artifact
-from experiments.common import Section, fmt, md_table
+from experiments.output import Section, fmt, md_table
 
 NAME = "fig15"
 TITLE = "Figure 15 - completion latency: cold start, graph switch and decode (512 in, 512 out)"
 EXPERIMENTS = ("completion",)
 SYSTEMS = ("llamacpp", "mnn", "llmnpu", "edgeflow")
-DISPLAY = common.system_labels()
+DISPLAY = selection.system_labels()
 EDGEFLOW_BITS = (5,)  # the paper's default bit-width
 PAPER_MODELS = {"mistral-7b", "qwen1.5-1.8b"}
 # (metric, column prefix, label)
@@ -132,7 +132,7 @@ def _first_clause(notes) -> str:
 
 def decode_speedups(bd: pd.DataFrame, unpaired: dict[str, str] | None = None) -> pd.DataFrame:
     """EdgeFlow's decode speedup over each other system measured on the same model: their decode_s / EdgeFlow's;
-    none over the systems in `unpaired` (common.unpaired_systems: they did other work)."""
+    none over the systems in `unpaired` (selection.unpaired_systems: they did other work)."""
     out = []
     for model, g in bd.groupby("model"):
         for ef in g[g["system"] == "edgeflow"].itertuples():
@@ -143,7 +143,7 @@ def decode_speedups(bd: pd.DataFrame, unpaired: dict[str, str] | None = None) ->
 
 
 def unrun(rows: pd.DataFrame) -> pd.DataFrame:
-    bad = common.unrun_reasons(_own(rows))
+    bad = selection.unrun_reasons(_own(rows))
     return bad.drop_duplicates(["model", "series", "reason"]) if not bad.empty else bad
 
 
@@ -218,7 +218,7 @@ def draw(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path, name
     models = sorted(set(bd["model"]) | set(bad["model"])) if len(bd) or len(bad) else ["(no model)"]
     fig, axes = plt.subplots(len(models) + 1, 1, figsize=(11, 2.2 + 1.9 * (len(models) + 1)), squeeze=False)
     for ax, model in zip(axes[:, 0], models):
-        tag = "; ".join(common.labels(rows[rows["model"] == model]))
+        tag = "; ".join(selection.labels(rows[rows["model"] == model]))
         _bars(ax, bd[bd["model"] == model] if len(bd) else bd, bad[bad["model"] == model] if len(bad) else bad,
               f"ours: {model} — {tag}")
     _paper_panel(axes[-1, 0], paper)
@@ -228,7 +228,7 @@ def draw(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path, name
     fig.suptitle("Figure 15 (ours): completion of one cold process = cold start (wall clock) + graph switch + decode "
                  "(engine clock); medians, error bar min–max of the total; red: did not run", fontsize=9.5)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
-    return common.save_figure(fig, name, figures_dir)
+    return output.save_figure(fig, name, figures_dir)
 
 
 # --- report -----------------------------------------------------------------------------------------------------------------
@@ -237,13 +237,13 @@ def compare(bd: pd.DataFrame, paper: pd.DataFrame | None, cap_reasons: list[str]
             unpaired: dict[str, str] | None = None) -> list[dict]:
     """Our statements beside the paper's: EdgeFlow has no graph switch; its decode speedup over llm.npu+ (not run
     when llm.npu+ did other work: `unpaired`). A verdict is capped at qualitative for the reasons given
-    (common.cap_reasons: another model, device, proxy data)."""
+    (rules.cap_reasons: another model, device, proxy data)."""
     lines = []
     for r in bd[bd["system"] == "edgeflow"].itertuples() if len(bd) else []:
         sw, total = r.switch_median, r.total_median
         share = sw / total if sw is not None and not pd.isna(sw) and total else None
-        verdict = common.NOT_RUN if share is None else (common.REPRODUCED if share < SWITCH_SHARE else common.DIFFERS)
-        verdict = common.cap(verdict, cap_reasons)
+        verdict = rules.NOT_RUN if share is None else (rules.REPRODUCED if share < SWITCH_SHARE else rules.DIFFERS)
+        verdict = rules.cap(verdict, cap_reasons)
         lines.append({"model": r.model, "statement": f"{r.series} enters decoding without a graph switch",
                       "ours": "–" if share is None else f"{sw * 1e3:.3g} ms ({share * 100:.2g}% of {total:.2f} s)",
                       "paper": "none (llm.npu+: 2.9 s)", "verdict": verdict, "_caps": list(cap_reasons)})
@@ -256,26 +256,26 @@ def compare(bd: pd.DataFrame, paper: pd.DataFrame | None, cap_reasons: list[str]
         lines.append({"model": p.model, "statement": "EdgeFlow's decode speedup over llm.npu+ (both on the CPU)",
                       "ours": unpaired.get("llmnpu", "–") if ours is None else f"{ours:.2f}x",
                       "paper": f"{p.value:.2f}x",
-                      "verdict": common.ratio_verdict(ours, p.value, caps=cap_reasons) if ours is not None
-                      else common.NOT_RUN,
+                      "verdict": rules.ratio_verdict(ours, p.value, caps=cap_reasons) if ours is not None
+                      else rules.NOT_RUN,
                       "_caps": list(cap_reasons) if ours is not None else [unpaired.get("llmnpu", "llm.npu+ not run")]})
     return lines
 
 
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
     if rows.empty:
-        return common.not_run_section(NAME, TITLE, "no rows in the store")
-    rows, left_out = common.one_condition(rows)
+        return output.not_run_section(NAME, TITLE, "no rows in the store")
+    rows, left_out = selection.one_condition(rows)
     bd, bad = breakdown(rows), unrun(rows)
     if bd.empty and bad.empty:
-        return common.not_run_section(NAME, TITLE, "no completion measured (every row failed)")
+        return output.not_run_section(NAME, TITLE, "no completion measured (every row failed)")
     figures = draw(rows, paper, figures_dir)
-    unpaired = common.unpaired_systems(rows)
-    lines = compare(bd, paper, common.cap_reasons(rows[rows["system"] == "edgeflow"], PAPER_MODELS), unpaired)
-    verdict, count = common.overall([line["verdict"] for line in lines])
-    summary = count if verdict != common.NOT_RUN else "no EdgeFlow completion and no llm.npu+ run to compare"
-    tags = common.labels(rows)
-    note = common.models_differ_note(set(bd["model"]) if len(bd) else set(), PAPER_MODELS)
+    unpaired = selection.unpaired_systems(rows)
+    lines = compare(bd, paper, rules.cap_reasons(rows[rows["system"] == "edgeflow"], PAPER_MODELS), unpaired)
+    verdict, count = rules.overall([line["verdict"] for line in lines])
+    summary = count if verdict != rules.NOT_RUN else "no EdgeFlow completion and no llm.npu+ run to compare"
+    tags = selection.labels(rows)
+    note = selection.models_differ_note(set(bd["model"]) if len(bd) else set(), PAPER_MODELS)
     body = [f"![{TITLE}](figures/{figures[0].name})\n", "Labels: " + "; ".join(tags) + ".\n" if tags else "",
             f"{note}\n" if note else "", f"{left_out}\n" if left_out else "",
             "**Statements of section 5.5.1**, ours beside the paper's (EdgeFlow's switch: *reproduced* when under "
@@ -300,7 +300,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
                               [["model", "edgeflow", "versus", "speedup"]])]
     if len(bad):
         body += ["\n**Did not run:**\n", md_table(bad[["model", "series", "reason"]])]
-    claims = common.claims(NAME, lines, lambda line: f"{line['statement']} ({line['model']})")
+    claims = rules.claims(NAME, lines, lambda line: f"{line['statement']} ({line['model']})")
     return Section(NAME, TITLE, verdict, summary, "\n".join(b for b in body if b), figures, claims=claims)
 
 

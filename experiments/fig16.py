@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments import common, fig15
+from experiments import fig15, output, rules, selection
 from experiments.base import SweepArtifact, register_artifact
-from experiments.common import Section, fmt, md_table
+from experiments.output import Section, fmt, md_table
 
 NAME = "fig16"
 TITLE = "Figure 16 - memory, power and energy during a 512-token cold start"
@@ -146,7 +146,7 @@ def draw(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path, name
     fig, axes = plt.subplots(len(models) + 1, 2, figsize=(13, 3.6 * (len(models) + 1)), squeeze=False)
     for row, model in enumerate(models):
         ax_mem, ax_pow = axes[row]
-        tag = "; ".join(common.labels(rows[rows["model"] == model]))
+        tag = "; ".join(selection.labels(rows[rows["model"] == model]))
         mine = picked[picked["model"] == model] if len(picked) else picked
         for i, p in enumerate(mine.itertuples()):
             color = COLORS[i % len(COLORS)]
@@ -174,7 +174,7 @@ def draw(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path, name
     fig.suptitle("Figure 16 (ours): resources during one cold start (the median-TTFT repetition's timeline; bars: "
                  "median, error bars min–max)", fontsize=9.5)
     fig.tight_layout()
-    return common.save_figure(fig, name, figures_dir)
+    return output.save_figure(fig, name, figures_dir)
 
 
 def _power_panel(ax, s: pd.DataFrame, model: str) -> None:
@@ -219,8 +219,8 @@ def _paper_panel(ax_mem, ax_pow, paper: pd.DataFrame | None) -> None:
         ax_pow.set_axis_off()
         return
     mem = paper[paper["metric"] == "memory_gb"]
-    labels = [{"ideal": "ideal (INT8 model\n+ KV cache)", "llmnpu": f"{common.system_label('llmnpu')} (stable)"}.get(
-        s, common.system_label(s)) for s in mem["system"]]
+    labels = [{"ideal": "ideal (INT8 model\n+ KV cache)", "llmnpu": f"{selection.system_label('llmnpu')} (stable)"}.get(
+        s, selection.system_label(s)) for s in mem["system"]]
     ax_mem.bar(range(len(mem)), mem["value"], color="white", edgecolor="gray", hatch="////")
     for x, v in enumerate(mem["value"]):
         ax_mem.text(x, v, f"{v:g} GB", ha="center", va="bottom", fontsize=8)
@@ -250,15 +250,15 @@ def compare(summ: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None) 
         peak = s.peak_pss_mb or s.peak_rss_mb
         kind = "PSS" if s.peak_pss_mb else "RSS"
         ok = ideal is not None and peak is not None
-        caps = common.cap_reasons(rows[(rows["model"] == s.model) & (rows["system"] == "edgeflow")], PAPER_MODELS)
+        caps = rules.cap_reasons(rows[(rows["model"] == s.model) & (rows["system"] == "edgeflow")], PAPER_MODELS)
         lines.append({"model": s.model, "statement": f"{s.series}'s peak {kind} close to the ideal (ratio rule)",
                       "ours": f"{peak[0]:.0f} MiB / {ideal:.0f} MiB = {peak[0] / ideal:.2f}" if ok else "–",
                       "paper": "close to 6.9 GB (Mistral-7B)",
-                      "verdict": common.ratio_verdict(peak[0] / ideal, 1.0, caps=caps) if ok else common.NOT_RUN,
+                      "verdict": rules.ratio_verdict(peak[0] / ideal, 1.0, caps=caps) if ok else rules.NOT_RUN,
                       "_caps": caps if ok else ["no footprint or prompt length in the store"]})
     if paper is None:
         return lines
-    unpaired = common.unpaired_systems(rows)
+    unpaired = selection.unpaired_systems(rows)
     for metric, col, what in (("avg_power_ratio", "avg_power_w", "average power"), ("energy_ratio", "energy_j",
                                                                                      "energy")):
         p = paper[paper["metric"] == metric]
@@ -267,20 +267,20 @@ def compare(summ: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None) 
         value = float(p["value"].iloc[0])
         if "llmnpu" in unpaired:  # its demo's power over its own prompt is no peer of EdgeFlow's over ours
             lines.append({"model": "–", "statement": f"EdgeFlow / llm.npu+ {what}", "ours": unpaired["llmnpu"],
-                          "paper": f"{value:.3f}x", "verdict": common.NOT_RUN, "_caps": [unpaired["llmnpu"]]})
+                          "paper": f"{value:.3f}x", "verdict": rules.NOT_RUN, "_caps": [unpaired["llmnpu"]]})
             continue
         ours = None
         for model, g in summ.groupby("model") if len(summ) else []:
             ef, npu = g[g["system"] == "edgeflow"], g[g["system"] == "llmnpu"]
             if len(ef) and len(npu) and ef[col].iloc[0] is not None and npu[col].iloc[0] is not None:
                 ours = ef[col].iloc[0][0] / npu[col].iloc[0][0]
-                caps = common.cap_reasons(rows[rows["model"] == model], PAPER_MODELS)
+                caps = rules.cap_reasons(rows[rows["model"] == model], PAPER_MODELS)
                 lines.append({"model": model, "statement": f"EdgeFlow / llm.npu+ {what}", "ours": f"{ours:.3f}x",
-                              "paper": f"{value:.3f}x", "verdict": common.ratio_verdict(ours, value, caps=caps),
+                              "paper": f"{value:.3f}x", "verdict": rules.ratio_verdict(ours, value, caps=caps),
                               "_caps": caps})
         if ours is None:
             lines.append({"model": "–", "statement": f"EdgeFlow / llm.npu+ {what}", "ours": "–",
-                          "paper": f"{value:.3f}x", "verdict": common.NOT_RUN,
+                          "paper": f"{value:.3f}x", "verdict": rules.NOT_RUN,
                           "_caps": ["llm.npu+ runs only on a phone with its binary; no pair measured"]})
     return lines
 
@@ -291,20 +291,21 @@ def _cell(v, digits=3) -> str:
 
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
     if rows.empty:
-        return common.not_run_section(NAME, TITLE, "no rows in the store")
+        return output.not_run_section(NAME, TITLE, "no rows in the store")
     # power from a host's RAPL, a phone's battery and the loopback's scripted files are three conditions
-    rows, left_out = common.one_condition(rows.assign(sensor=common.sensor_source(rows)), (*common.TIMED, "sensor"))
+    rows = rows.assign(sensor=selection.sensor_source(rows))
+    rows, left_out = selection.one_condition(rows, (*selection.TIMED, "sensor"))
     r = runs(rows)
     bad = fig15.unrun(rows)
     if r.empty and bad.empty:
-        return common.not_run_section(NAME, TITLE, "no cold start measured (every row failed)")
+        return output.not_run_section(NAME, TITLE, "no cold start measured (every row failed)")
     figures = draw(rows, paper, figures_dir)
     summ = summary(r) if len(r) else pd.DataFrame(columns=["model", "series", "system"])
     lines = compare(summ, rows, paper)
-    verdict, count = common.overall([line["verdict"] for line in lines])
-    summary_line = count if verdict != common.NOT_RUN else "no EdgeFlow footprint and no llm.npu+ run to compare"
-    tags = common.labels(rows)
-    note = common.models_differ_note(set(summ["model"]), PAPER_MODELS)
+    verdict, count = rules.overall([line["verdict"] for line in lines])
+    summary_line = count if verdict != rules.NOT_RUN else "no EdgeFlow footprint and no llm.npu+ run to compare"
+    tags = selection.labels(rows)
+    note = selection.models_differ_note(set(summ["model"]), PAPER_MODELS)
     body = [f"![{TITLE}](figures/{figures[0].name})\n", "Labels: " + "; ".join(tags) + ".\n" if tags else "",
             f"{note}\n" if note else "", f"{left_out}\n" if left_out else "",
             "**Statements of section 5.5.2**, ours beside the paper's (ratio rule; the footprint's reference is 1.0 "
@@ -320,7 +321,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         body += ["\n**Our cold starts** (median [min–max] over repetitions):\n", md_table(table)]
     if len(bad):
         body += ["\n**Did not run:**\n", md_table(bad[["model", "series", "reason"]])]
-    claims = common.claims(NAME, lines, lambda line: f"{line['statement']} ({line['model']})")
+    claims = rules.claims(NAME, lines, lambda line: f"{line['statement']} ({line['model']})")
     return Section(NAME, TITLE, verdict, summary_line, "\n".join(b for b in body if b), figures, claims=claims)
 
 

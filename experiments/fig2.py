@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from experiments import common, fig15
+from experiments import fig15, output, rules, selection
 from experiments.base import SweepArtifact, register_artifact
-from experiments.common import Section, fmt, md_table
+from experiments.output import Section, fmt, md_table
 
 NAME = "fig2"
 TITLE = "Figure 2 - TTFT against the bytes of the model preloaded into the page cache"
@@ -57,7 +57,7 @@ def _round_of(point: list[str]) -> int:
 def points(rows: pd.DataFrame) -> pd.DataFrame:
     """One line per condition, model, series and configuration x repetition: ttft_s, resident fraction and preloaded
     MB (0 for a cold run)."""
-    rows = common.with_conditions(fig15._own(common.current(rows)))
+    rows = selection.with_conditions(fig15._own(selection.current(rows)))
     rows = rows[rows["status"] == "ok"]
     out = []
     keys = ["model", "device", "flash", "series", "config_hash", "repetition"]
@@ -110,13 +110,13 @@ def draw(c: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None, figure
     for ax, ((model, device, flash), g) in zip(axes[0], groups):
         for series, s in g.groupby("series"):
             s = s.sort_values("step")
-            color = common.system_color(s["system"].iloc[0])
+            color = selection.system_color(s["system"].iloc[0])
             ax.errorbar(s["preloaded_mb"], s["ttft_s"], yerr=[s["ttft_s"] - s["ttft_min"], s["ttft_max"] - s["ttft_s"]],
                         marker="o", capsize=3, label=series, color=color)
         for e in g[(g["system"] == "edgeflow") & (g["step"] == 0)].itertuples():
-            ax.axhline(e.ttft_s, color=common.system_color("edgeflow"), linestyle=":", linewidth=1)
+            ax.axhline(e.ttft_s, color=selection.system_color("edgeflow"), linestyle=":", linewidth=1)
             ax.text(ax.get_xlim()[1], e.ttft_s, f"{e.series} cold ", fontsize=7, ha="right", va="bottom",
-                    color=common.system_color("edgeflow"))
+                    color=selection.system_color("edgeflow"))
         base = g[(g["system"] != "edgeflow") & (g["step"] == 0)]
         if len(base) and paper is not None:
             said = dict(zip(paper["metric"], paper["value"].astype(float)))
@@ -127,13 +127,13 @@ def draw(c: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None, figure
         ax.set_xlabel("model bytes preloaded into the page cache (MB)")
         ax.set_ylabel("TTFT, spawn to first token (s)")
         ax.set_ylim(bottom=0)
-        ax.set_title(f"{common.condition_text(model=model, device=device, flash=flash)}\n"
+        ax.set_title(f"{selection.condition_text(model=model, device=device, flash=flash)}\n"
                      "median, error bars min–max", fontsize=8)
         ax.legend(fontsize=8)
     _paper_panel(axes[0][-1], paper)
     fig.suptitle("Figure 2 (ours): TTFT against preloaded model bytes; paper's values in the last panel", fontsize=9.5)
     fig.tight_layout()
-    return common.save_figure(fig, NAME, figures_dir)
+    return output.save_figure(fig, NAME, figures_dir)
 
 
 def _paper_panel(ax, paper: pd.DataFrame | None) -> None:
@@ -170,16 +170,16 @@ def compare(c: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None) -> 
     lines = []
     for (model, device, flash), g in c.groupby(["model", "device", "flash"]) if len(c) else []:
         ef = g[(g["system"] == "edgeflow") & (g["step"] == 0)]
-        caps = common.cap_reasons(rows[rows["model"] == model], PAPER_MODELS)
+        caps = rules.cap_reasons(rows[rows["model"] == model], PAPER_MODELS)
         for series, base in g[g["system"] != "edgeflow"].groupby("series"):
             for e in ef.itertuples():
                 need = preload_to_match(base, e.ttft_s)
                 ours = "not reached with the whole model cached" if need is None else \
                     f"{need[0]:.0f}% ({need[1]:.0f} MB)"
-                verdict = common.NOT_RUN if paper_share is None else (
-                    common.DIFFERS if need is None or need[0] <= 0 else
-                    common.share_verdict(need[0] / 100, paper_share / 100, caps=caps))
-                lines.append({"condition": common.condition_text(model=model, device=device, flash=flash),
+                verdict = rules.NOT_RUN if paper_share is None else (
+                    rules.DIFFERS if need is None or need[0] <= 0 else
+                    rules.share_verdict(need[0] / 100, paper_share / 100, caps=caps))
+                lines.append({"condition": selection.condition_text(model=model, device=device, flash=flash),
                               "statement": f"{series} preloaded to match {e.series}'s cold TTFT ({e.ttft_s:.3g} s)",
                               "ours": ours, "paper": paper_text, "verdict": verdict, "_caps": caps})
     return lines
@@ -187,22 +187,22 @@ def compare(c: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None) -> 
 
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
     if rows.empty:
-        return common.not_run_section(NAME, TITLE, "no rows in the store")
+        return output.not_run_section(NAME, TITLE, "no rows in the store")
     c = curves(points(rows))
     bad = fig15.unrun(rows)
     if c.empty:
-        return common.not_run_section(NAME, TITLE, "no TTFT measured (every row failed)")
+        return output.not_run_section(NAME, TITLE, "no TTFT measured (every row failed)")
     figures = draw(c, rows, paper, figures_dir)
     lines = compare(c, rows, paper)
-    verdict, count = common.overall([line["verdict"] for line in lines])
-    tags = common.labels(rows)
+    verdict, count = rules.overall([line["verdict"] for line in lines])
+    tags = selection.labels(rows)
     table = c.assign(**{"preloaded (MB)": c["preloaded_mb"].map(lambda v: fmt(v, 4)),
                         "TTFT (s)": [f"{fmt(m)} [{fmt(lo)}–{fmt(hi)}]" for m, lo, hi in
                                      zip(c["ttft_s"], c["ttft_min"], c["ttft_max"])],
                         "cached (%)": c["step"]})[["model", "device", "flash", "series", "cached (%)",
                                                    "preloaded (MB)", "TTFT (s)", "n"]]
     body = [f"![{TITLE}](figures/{figures[0].name})\n", "Labels: " + "; ".join(tags) + ".\n" if tags else "",
-            common.spans_note(rows), common.models_differ_note(set(c["model"]), PAPER_MODELS),
+            selection.spans_note(rows), selection.models_differ_note(set(c["model"]), PAPER_MODELS),
             "**Preloading needed to match EdgeFlow's cold start**, ours beside the paper's (the rule for shares, "
             "in percentage points of the model; a single interpolated number has no interval, so at best "
             "qualitative):\n",
@@ -210,7 +210,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             "\n**TTFT per preload step** (median [min–max] over repetitions):\n", md_table(table)]
     if len(bad):
         body += ["\n**Did not run:**\n", md_table(bad[["model", "series", "reason"]])]
-    claims = common.claims(NAME, lines, lambda line: f"{line['statement']} ({line['condition']})")
+    claims = rules.claims(NAME, lines, lambda line: f"{line['statement']} ({line['condition']})")
     return Section(NAME, TITLE, verdict, count, "\n".join(b for b in body if b), figures, claims=claims)
 
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from experiments import common
+from experiments import output, rules, selection
 from experiments.base import BenchmarkArtifact, register_artifact
-from experiments.common import Section, fmt, md_table
+from experiments.output import Section, fmt, md_table
 
 NAME = "fig3"
 TITLE = "Figure 3 - matmul on dequantized-on-the-fly weights (AWQ, CMPQ) vs INT8 and optimised INT8"
@@ -44,7 +44,7 @@ def measure(store=None) -> None:
 
 
 def load_rows(store) -> pd.DataFrame:
-    rows = common.current(store.read(EXPERIMENT))
+    rows = selection.current(store.read(EXPERIMENT))
     if rows.empty:
         return rows
     shape = [json.loads(w) if isinstance(w, str) and w.startswith("{") else {} for w in rows["workload"]]
@@ -94,31 +94,31 @@ def draw(rows: pd.DataFrame, figures_dir: Path) -> list[Path]:
         ax.legend(fontsize=7)
     fig.suptitle("Figure 3 (ours): matmul per weight format on this host's CPU kernels", fontsize=9.5)
     fig.tight_layout()
-    return common.save_figure(fig, NAME, figures_dir)
+    return output.save_figure(fig, NAME, figures_dir)
 
 
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
     if rows.empty or not (rows["status"] == "ok").any():
-        return common.not_run_section(NAME, TITLE, "no bench-dequant rows in the store")
+        return output.not_run_section(NAME, TITLE, "no bench-dequant rows in the store")
     figures = draw(rows, figures_dir)
     ours = ratios(rows)
     lines, verdicts = [], []
     for p in (paper.itertuples() if paper is not None else []):
         mine = ours[(ours["variant"] == p.variant) & (ours["versus"] == p.versus)]
         for m in mine.itertuples():
-            # one run per shape, no interval: a single measurement, capped (common.ratio_verdict)
-            v = common.ratio_verdict(m.ratio, p.value, caps=CAPS)
+            # one run per shape, no interval: a single measurement, capped (rules.ratio_verdict)
+            v = rules.ratio_verdict(m.ratio, p.value, caps=CAPS)
             verdicts.append(v)
             lines.append({"ratio": f"{p.variant.upper()} / {p.versus.replace('_', ' ').upper()}", "shape": m.shape,
                           "ours": f"{m.ratio:.2f}x", "paper": f"{p.value:.2f}x", "verdict": v,
-                          "before the cap": common.ratio_verdict(m.ratio, p.value), "_caps": CAPS})
+                          "before the cap": rules.ratio_verdict(m.ratio, p.value), "_caps": CAPS})
         if mine.empty:
-            verdicts.append(common.NOT_RUN)
+            verdicts.append(rules.NOT_RUN)
             lines.append({"ratio": f"{p.variant.upper()} / {p.versus.replace('_', ' ').upper()}", "shape": "–",
                           "ours": "not run: no such variant in the store", "paper": f"{p.value:.2f}x",
-                          "verdict": common.NOT_RUN, "before the cap": common.NOT_RUN,
+                          "verdict": rules.NOT_RUN, "before the cap": rules.NOT_RUN,
                           "_caps": ["no such variant in the store"]})
-    verdict, count = common.overall(verdicts)
+    verdict, count = rules.overall(verdicts)
     t = rows[(rows["status"] == "ok")]
     table = t.pivot_table(index=["shape", "variant"], columns="metric", values="value", aggfunc="median").reset_index()
     table = table.assign(**{c: (1e3 * table[c]).map(fmt) for c in ("matmul_s", "dequant_s") if c in table})
@@ -132,7 +132,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             "portable kernel with an ISA-specific one here, not QNN's static layout optimisation.\n",
             md_table(pd.DataFrame(lines)) if lines else "_(no paper values loaded)_\n",
             "\n**Our times** per shape and format:\n", md_table(table)]
-    claims = common.claims(NAME, lines, lambda line: f"dequantizing matmul {line['ratio']} ({line['shape']})")
+    claims = rules.claims(NAME, lines, lambda line: f"dequantizing matmul {line['ratio']} ({line['shape']})")
     return Section(NAME, TITLE, verdict, count, "\n".join(body), figures, claims=claims)
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments import common, packbench
+from experiments import output, packbench, rules
 from experiments.base import BenchmarkArtifact, register_artifact
-from experiments.common import Section, fmt, md_table
+from experiments.output import Section, fmt, md_table
 
 NAME = "fig4"
 TITLE = "Figure 4 - layer-wise load and unpack of padded and bit-plane formats"
@@ -93,14 +93,14 @@ def draw(rows: pd.DataFrame, paper: pd.DataFrame | None, bits, figures_dir: Path
     axes[-1, 0].set_xlabel("time since start (ms); one box per transformer layer")
     fig.suptitle(f"Figure 4 (ours): load and unpack timeline at {bits:g} bits, the median end-to-end run", fontsize=9)
     fig.tight_layout()
-    return common.save_figure(fig, NAME, figures_dir)
+    return output.save_figure(fig, NAME, figures_dir)
 
 
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
     if rows.empty:
         ref = "" if paper is None else "Paper (Llama3-8B):\n\n" + md_table(
             paper[["packing", "bits", "metric", "value", "unit", "notes"]])
-        return Section(NAME, TITLE, common.NOT_RUN, "packing benchmark not available (no output of "
+        return Section(NAME, TITLE, rules.NOT_RUN, "packing benchmark not available (no output of "
                        f"`make {packbench.BENCH_TARGET}` in the store)",
                        f"Not run yet: `make reproduce-{NAME}` (runs the packing benchmark, `make {packbench.BENCH_TARGET}`).\n\n" + ref)
     bits = 5 if 5 in set(rows["bits"]) else sorted(rows["bits"].unique())[0]  # the paper's mix averages ~5 bits
@@ -111,11 +111,11 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     lines, verdicts = [], []
     for key, value in theirs.items():
         ours_v = mine.get(key, math.nan)
-        v = common.ratio_verdict(ours_v, value, caps=packbench.cap_reasons(rows))
+        v = rules.ratio_verdict(ours_v, value, caps=packbench.cap_reasons(rows))
         verdicts.append(v)
         lines.append({"ratio": key, "ours": fmt(ours_v), "paper (derived)": f"{value:.3g}", "verdict": v,
                       "_caps": packbench.cap_reasons(rows)})
-    verdict, count = common.overall(verdicts)
+    verdict, count = rules.overall(verdicts)
     tab = tot[tot["bits"] == bits].assign(**{c: lambda d, c=c: d[c].map(fmt) for c in ("load_s", "unpack_s", "done_s")})
     figure = f"![{TITLE}](figures/{figures[0].name})\n\n"
     body = (figure + f"Ours at {bits:g} average bits; the paper's Llama3-8B seconds are not comparable in size, their ratios "
@@ -124,7 +124,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             f"({'; '.join(packbench.cap_reasons(rows))}).\n\n"
             + md_table(pd.DataFrame(lines)) + "\n**Our times** (s; load: first start to last end over 2 threads; "
             "unpack: summed over layers, 1 thread; done: last block's end):\n\n" + md_table(tab))
-    claims = common.claims(NAME, lines, lambda line: f"load/unpack timeline: {line['ratio']}", paper="paper (derived)")
+    claims = rules.claims(NAME, lines, lambda line: f"load/unpack timeline: {line['ratio']}", paper="paper (derived)")
     return Section(NAME, TITLE, verdict, count, body, figures, claims=claims)
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments import common, fig14
+from experiments import fig14, output, rules, selection
 from experiments.base import SweepArtifact, register_artifact
-from experiments.common import Section, fmt, md_table
+from experiments.output import Section, fmt, md_table
 
 NAME = "fig5"
 TITLE = "Figure 5 - llm.npu-style pipeline: bubble rates by prompt length, operator times per lane"
@@ -94,17 +94,17 @@ def draw(b: pd.DataFrame, ops: pd.DataFrame, said: dict, figures_dir: Path) -> l
             ax_o.set_title(f"{model}: operator times at {n} tokens", fontsize=9)
     fig.suptitle("Figure 5 (ours): llm.npu's coarse CPU/accelerator split in our engine", fontsize=9.5)
     fig.tight_layout()
-    return common.save_figure(fig, NAME, figures_dir)
+    return output.save_figure(fig, NAME, figures_dir)
 
 
 def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
     if len(rows):
         rows = fig14.with_chunk(rows)
         rows = rows[rows["chunk"] == CHUNK]
-    rows, left_out = common.one_condition(rows)
+    rows, left_out = selection.one_condition(rows)
     b = bubbles(rows) if len(rows) else pd.DataFrame()
     if b.empty:
-        return common.not_run_section(NAME, TITLE, "no llmnpu-static pipeline rows in the store")
+        return output.not_run_section(NAME, TITLE, "no llmnpu-static pipeline rows in the store")
     ops = operator_times(rows)
     said = dict(zip(paper["metric"], paper["value"])) if paper is not None else {}
     figures = draw(b, ops, said, figures_dir)
@@ -113,35 +113,35 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         peak = g.loc[g["bubble_rate"].idxmax()]
         simulated = rows["metric"].fillna("").str.startswith("sim_")
         mine = rows[(rows["model"] == model) & (simulated == (series == "simulated"))]
-        caps = common.cap_reasons(mine, PAPER_MODELS) + ["a median, no interval"]
+        caps = rules.cap_reasons(mine, PAPER_MODELS) + ["a median, no interval"]
         caps_seen[f"{model}, {series}"] = caps
         lines.append({"model": model, "series": series, "statement": "highest bubble rate over prompt lengths",
                       "ours": f"{peak['bubble_rate']:.0%} ({peak['lane']}, {peak['prompt_tokens']} tokens)",
                       "paper": f"{said['bubble_rate_max']:.0%}" if "bubble_rate_max" in said else "–",
-                      "verdict": common.share_verdict(float(peak["bubble_rate"]), float(said["bubble_rate_max"]),
-                                                      caps=caps) if "bubble_rate_max" in said else common.NOT_RUN,
+                      "verdict": rules.share_verdict(float(peak["bubble_rate"]), float(said["bubble_rate_max"]),
+                                                      caps=caps) if "bubble_rate_max" in said else rules.NOT_RUN,
                       "_caps": caps})
     lines.append({"model": "–", "series": "–", "statement": "non-matmul operators on the NPU vs the CPU",
                   "ours": "no NPU here (an input of the simulation)", "paper": f"{said.get('npu_slowdown_non_matmul', '–')}x",
-                  "verdict": common.NOT_RUN, "_caps": ["no NPU here: it is measured on a phone's NPU"]})
-    verdict, count = common.overall([line["verdict"] for line in lines])
+                  "verdict": rules.NOT_RUN, "_caps": ["no NPU here: it is measured on a phone's NPU"]})
+    verdict, count = rules.overall([line["verdict"] for line in lines])
     wide = b.assign(cell=[f"{v:.0%} (n={n})" for v, n in zip(b["bubble_rate"], b["n"])]).pivot_table(
         index=["model", "series", "lane"], columns="prompt_tokens", values="cell", aggfunc="first").reset_index()
-    tags = common.labels(rows[rows["pipeline"] == POLICY])
+    tags = selection.labels(rows[rows["pipeline"] == POLICY])
     body = [f"![{TITLE}](figures/{figures[0].name})\n", "Labels: " + "; ".join(tags) + ".\n" if tags else "",
-            common.models_differ_note(set(b["model"]), PAPER_MODELS), left_out, common.caps_note(caps_seen),
+            selection.models_differ_note(set(b["model"]), PAPER_MODELS), left_out, output.caps_note(caps_seen),
             "**The paper's statements**, ours beside them (a rate is judged on the additive scale of shares; medians, "
             "no interval):\n", md_table(pd.DataFrame(lines)),
             "The simulated bubble rate follows from the simulation's inputs, of which the paper gives one and the "
             "other is assumed (below): agreement with the paper's rate would be partly circular, so it stays "
             "*qualitative*.\n" if (b["series"] == "simulated").any() else "",
-            common.simulation_inputs() if (b["series"] == "simulated").any() else "",
+            output.simulation_inputs() if (b["series"] == "simulated").any() else "",
             "\n**Bubble rates** of llmnpu-static by prompt length (median):\n", md_table(wide)]
     if len(ops):
         table = ops.pivot_table(index=["model", "operator"], columns="prompt_tokens", values="value").map(
             fmt).reset_index()
         body += ["\n**Operator times** (s, engine trace, all layers and chunks; median):\n", md_table(table)]
-    claims = common.claims(NAME, lines, lambda line: f"{line['statement']} ({line['model']}, {line['series']})")
+    claims = rules.claims(NAME, lines, lambda line: f"{line['statement']} ({line['model']}, {line['series']})")
     return Section(NAME, TITLE, verdict, count, "\n".join(b for b in body if b), figures, claims=claims)
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 from tqdm import tqdm
 
-from experiments import common
+from experiments import paper_values
 
 
 def _parse(point: list[str]) -> dict[str, str]:
@@ -131,7 +131,7 @@ def launch(points: list[list[str]], launcher: str, results_dir, desc: str = "poo
         return
     for cmd in commands(points, launcher, results_dir):
         print("[experiments] " + " ".join(cmd[1:]), file=sys.stderr)
-        subprocess.run(cmd, cwd=common.REPO, check=True)
+        subprocess.run(cmd, cwd=paper_values.REPO, check=True)
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments import common
+from experiments import paper_values, selection
 
 EXPERIMENT = "bench-unpack"
 BENCH_TARGET = "bench-unpack"
@@ -40,14 +40,14 @@ def measure(store=None) -> None:
         print(f"[experiments] packing benchmark already measured in {bench_dir(store)}; delete it to measure again",
               file=sys.stderr)
         return
-    subprocess.run([sys.executable, "-m", "harness.bench.unpack", "--results", str(store.root)], cwd=common.REPO,
+    subprocess.run([sys.executable, "-m", "harness.bench.unpack", "--results", str(store.root)], cwd=paper_values.REPO,
                    check=True)
 
 
 def rows(store) -> pd.DataFrame:
     """The latest run's rows, with packing names as the paper's CSVs use them, `path` (the unpack kernel) and
     `loadavg` columns; empty when the benchmark has not run."""
-    df = common.current(store.read(EXPERIMENT))
+    df = selection.current(store.read(EXPERIMENT))
     back = {v: k for k, v in ALIASES.items()}
     return df.assign(packing=df["packing"].replace(back), path=df["variant"], loadavg=df["load_avg_1m"],
                      bench_dir=str(bench_dir(store)))

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments import ARTIFACTS, common, run
-from experiments.common import Section
+from experiments import ARTIFACTS, output, paper_values, rules, run
+from experiments.output import Section
 from harness.runner import provenance
 from harness.runner.store import LABELS, ResultsStore
 
@@ -39,10 +39,10 @@ def scoreboard(secs: list[Section]) -> tuple[str, str]:
     stronger."""
     claims = [c for s in secs for c in s.claims]
     claims = [c for c in claims if c.headline] + [c for c in claims if not c.headline]
-    counts = {v: sum(c.verdict == v for c in claims) for v in common.VERDICTS}
+    counts = {v: sum(c.verdict == v for c in claims) for v in rules.VERDICTS}
     line = (f"Of {len(claims)} claims of the paper, " + ", ".join(f"{n} {v}" for v, n in counts.items() if n)
             + f" (measured on host `{provenance.host()}`).")
-    table = common.md_table(pd.DataFrame(
+    table = output.md_table(pd.DataFrame(
         [{"#": i, "claim": ("**headline** " if c.headline else "") + c.statement,
           "artifact": f"[{c.artifact}](#{c.artifact})", "paper": c.paper, "ours": c.ours, "verdict": c.verdict,
           "stronger with": c.stronger()} for i, c in enumerate(claims, 1)]))
@@ -51,7 +51,7 @@ def scoreboard(secs: list[Section]) -> tuple[str, str]:
 
 def markdown(secs: list[Section], store: ResultsStore) -> str:
     count, board = scoreboard(secs)
-    summary = common.md_table(pd.DataFrame(
+    summary = output.md_table(pd.DataFrame(
         [{"artifact": s.name, "what": s.title.split(" - ", 1)[-1], "verdict": s.verdict, "why": s.summary,
           "measured on": s.context or "–", "reproduce": f"`make reproduce-{s.name}`"} for s in secs]))
     head = [
@@ -79,17 +79,17 @@ def markdown(secs: list[Section], store: ResultsStore) -> str:
         summary,
         "## Verdict rules",
         "",
-        common.VERDICT_RULES,
+        rules.VERDICT_RULES,
         "",
     ]
     body = []
     for s in secs:
         body += [f'<a id="{s.name}"></a>', "", f"## {s.title}", "", f"**Verdict: {s.verdict}** — {s.summary}.", "",
                  s.body.strip(), ""]
-        paper = common.load_paper(s.name)
-        if s.verdict == common.NOT_RUN and paper is not None and "paper" not in s.body.lower():
-            body += ["The paper's values, for when it runs:", "", common.md_table(paper)]
-        body += [f"_Paper source_: {common.paper_source(s.name)}", ""]
+        paper = paper_values.load_paper(s.name)
+        if s.verdict == rules.NOT_RUN and paper is not None and "paper" not in s.body.lower():
+            body += ["The paper's values, for when it runs:", "", output.md_table(paper)]
+        body += [f"_Paper source_: {paper_values.paper_source(s.name)}", ""]
     return "\n".join(head + body) + "\n"
 
 

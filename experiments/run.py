@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments import common, get, multirun
+from experiments import get, multirun, output, paper_values, selection
 from experiments.base import BenchmarkArtifact
-from experiments.common import Section
+from experiments.output import Section
 from harness.cache_ledger import ledger_at, report as cache_report
 from harness.runner.store import ResultsStore
 
 LEDGER_FILE = "cache-ledger.jsonl"  # beside the results: what each reproduction took from the caches and made
 
-RESULTS_DIR = common.REPO / "results"
+RESULTS_DIR = paper_values.REPO / "results"
 
 
 class SweepParameterError(ValueError):
@@ -48,8 +48,8 @@ def rows_of(name: str, store: ResultsStore, **params) -> pd.DataFrame:
     artifact = get(name)
     if isinstance(artifact, BenchmarkArtifact):
         rows = artifact.load_rows(store)
-    else:  # only the latest successful attempt of each configuration counts (common.current)
-        rows = common.current(common.read_rows(store, artifact.EXPERIMENTS))
+    else:  # only the latest successful attempt of each configuration counts (selection.current)
+        rows = selection.current(selection.read_rows(store, artifact.EXPERIMENTS))
     for column, param in artifact.FILTERS.items():
         if params.get(param) and column in rows.columns:
             keep = rows[column].isin(list(params[param]))
@@ -67,8 +67,8 @@ def render(name: str, store: ResultsStore | None = None, out_dir: Path = RESULTS
     artifact = get(name)
     store = store or ResultsStore()
     rows = rows_of(name, store, **params)
-    section = artifact.render(rows, common.load_paper(name), Path(out_dir) / "figures")
-    section.context = section.context or "; ".join(common.labels(rows))
+    section = artifact.render(rows, paper_values.load_paper(name), Path(out_dir) / "figures")
+    section.context = section.context or "; ".join(selection.labels(rows))
     return section
 
 
@@ -88,7 +88,7 @@ def run(name: str, store: ResultsStore | None = None, out_dir: Path = RESULTS_DI
             raise SweepParameterError(f"{name} is measured by a benchmark that takes no {', '.join(unknown)}")
         try:
             artifact.measure(store, **params)
-        except common.NotAvailable as e:  # rendered as "not run" with this reason
+        except output.NotAvailable as e:  # rendered as "not run" with this reason
             print(f"[experiments] {name}: not run: {e}", file=sys.stderr)
     else:
         with ledger_at(Path(store.root) / LEDGER_FILE) as recorded:

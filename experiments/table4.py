@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from experiments import common, paired_windows
+from experiments import output, paired_windows, paper_values, rules, selection
 from experiments.base import SweepArtifact, register_artifact
-from experiments.common import Section, fmt, md_table
+from experiments.output import Section, fmt, md_table
 
 NAME = "table4"
 TITLE = "Table 4 - WikiText-2 perplexity, Llama3-8B"
@@ -49,7 +49,7 @@ def sweep(models=("smollm2-135m",), quantizers=SERIES, bits=BITS, ppl_halfwidth:
             f"experiment.ppl_halfwidth={ppl_halfwidth if ppl_halfwidth is not None else 'null'}"]
     return ([["experiment=perplexity", f"model={m}", *size] for m in models]
             + [["experiment=perplexity", f"model={m}", f"quantizer={q}", f"quantizer.budget_bits={float(b)}", *size]
-               for m in models for q in quantizers for b in bits if common.quantizer_accepts(q, b)])
+               for m in models for q in quantizers for b in bits if selection.quantizer_accepts(q, b)])
 
 
 def paper_table(paper: pd.DataFrame, model: str) -> pd.DataFrame:
@@ -64,7 +64,7 @@ def paper_table(paper: pd.DataFrame, model: str) -> pd.DataFrame:
         long = paper.melt(id_vars=["bits"], value_vars=method_cols, var_name="quantizer", value_name="value")
     out = []
     for r in long.itertuples():
-        value, lower = common.parse_paper_value(r.value)
+        value, lower = paper_values.parse_paper_value(r.value)
         q = _ALIASES.get(str(r.quantizer).strip().lower(), str(r.quantizer).strip().lower())
         out.append({"quantizer": q, "bits": None if pd.isna(r.bits) else float(r.bits), "value": value,
                     "lower_bound": lower})
@@ -96,12 +96,12 @@ def ordering_verdict(ours: dict[str, float], paper: dict[str, tuple[float, bool]
     """Same rank order of the methods both have -> reproduced; same best method -> same direction."""
     common_q = [q for q in ours if q in paper]
     if len(common_q) < 2:
-        return common.NOT_RUN
+        return rules.NOT_RUN
     rank_ours = sorted(common_q, key=lambda q: ours[q])
     rank_paper = sorted(common_q, key=lambda q: paper[q][0])
     if rank_ours == rank_paper:
-        return common.REPRODUCED
-    return common.SAME_DIRECTION if rank_ours[0] == rank_paper[0] else common.DIFFERS
+        return rules.REPRODUCED
+    return rules.SAME_DIRECTION if rank_ours[0] == rank_paper[0] else rules.DIFFERS
 
 
 def _draw(ours: pd.DataFrame, ref: pd.DataFrame, model_title: str, name: str, figures_dir: Path) -> list[Path]:
@@ -135,29 +135,29 @@ def _draw(ours: pd.DataFrame, ref: pd.DataFrame, model_title: str, name: str, fi
     ax.set_title(model_title, fontsize=9)
     ax.legend(fontsize=6.5, ncol=2)
     fig.tight_layout()
-    return common.save_figure(fig, name, figures_dir)
+    return output.save_figure(fig, name, figures_dir)
 
 
 def render_for(name: str, title: str, model: str, rows: pd.DataFrame, paper: pd.DataFrame | None,
                figures_dir: Path) -> Section:
     """Table 4 or 5: our perplexities beside the paper's `model` table, one table per model and evaluation set (a
     local proxy's perplexities and WikiText-2's are never pooled)."""
-    cur = _fp16_named(common.with_conditions(common.current(rows)))
+    cur = _fp16_named(selection.with_conditions(selection.current(rows)))
     # what computed each perplexity (the fake-quant model, HTP's simulator, an engine): never pooled; FP16's torch
     # model is every scorer's reference
-    cur = cur.assign(scorer=np.where(cur["quantizer"] == "fp16", "", common.scoring_path(cur)))
-    all_ok = common.ok_rows(cur, "perplexity")
+    cur = cur.assign(scorer=np.where(cur["quantizer"] == "fp16", "", selection.scoring_path(cur)))
+    all_ok = selection.ok_rows(cur, "perplexity")
     if model in set(all_ok["model"]):
         all_ok = all_ok[all_ok["model"] == model]
     if all_ok.empty:
-        return common.not_run_section(name, title, "no perplexity rows in the store")
+        return output.not_run_section(name, title, "no perplexity rows in the store")
     if paper is None:
         ref = pd.DataFrame(columns=["quantizer", "bits", "value", "lower_bound"])
     else:
         ref = paper_table(paper, model)
     scorers = sorted(set(all_ok["scorer"]) - {""}) or [""]
     groups = [(scorer, key, per_model) for scorer in scorers
-              for key, per_model in common.summarize(all_ok[all_ok["scorer"].isin([scorer, ""])],
+              for key, per_model in selection.summarize(all_ok[all_ok["scorer"].isin([scorer, ""])],
                                                      ["model", "dataset", "source", "quantizer", "bits"]
                                                      ).groupby(["model", "dataset", "source"])]
     sections, verdicts, figures, scoreboard = [], [], [], []
@@ -165,7 +165,7 @@ def render_for(name: str, title: str, model: str, rows: pd.DataFrame, paper: pd.
         mine_rows = cur[cur["scorer"].isin([scorer, ""])]
         ok = all_ok[all_ok["scorer"].isin([scorer, ""])]
         nlls, refs = paired_windows.windows(mine_rows), paired_windows.windows(mine_rows, "window_nll_ref")
-        caps = common.cap_reasons(ok[(ok["model"] == m) & (ok["dataset"] == dataset)], {model}, device_matters=False)
+        caps = rules.cap_reasons(ok[(ok["model"] == m) & (ok["dataset"] == dataset)], {model}, device_matters=False)
         lines = []
         fp_windows = nlls.get((m, dataset, "fp16", None))
         for b in sorted(per_model["bits"].dropna().unique()):
@@ -182,9 +182,9 @@ def render_for(name: str, title: str, model: str, rows: pd.DataFrame, paper: pd.
             ranking = {q: e.ppl for q, e in est.items()} if paired else mine
             raw = ordering_verdict(ranking, theirs)
             unresolved = _unresolved(ranking, theirs, windows) if paired else []
-            if unresolved and raw in (common.REPRODUCED, common.SAME_DIRECTION, common.DIFFERS):
-                raw = common.INCONCLUSIVE
-            v = common.cap(raw, caps)
+            if unresolved and raw in (rules.REPRODUCED, rules.SAME_DIRECTION, rules.DIFFERS):
+                raw = rules.INCONCLUSIVE
+            v = rules.cap(raw, caps)
             verdicts.append(v)
             line = {"bits": f"{b:g}"}
             for q in QUANTIZERS:
@@ -200,7 +200,7 @@ def render_for(name: str, title: str, model: str, rows: pd.DataFrame, paper: pd.
             line["before the cap"] = raw
             lines.append(line)
             order = lambda values: " < ".join(DISPLAY.get(q, q) for q in sorted(values, key=values.get))  # noqa: E731
-            scoreboard.append(common.Claim(
+            scoreboard.append(rules.Claim(
                 name, f"perplexity ordering of the methods at {b:g} bits ({m}, {dataset}"
                 + (f", {scorer}" if len(scorers) > 1 else "") + ")",
                 order({q: said[0] for q, said in theirs.items() if q in QUANTIZERS}),
@@ -217,12 +217,12 @@ def render_for(name: str, title: str, model: str, rows: pd.DataFrame, paper: pd.
         cap_text = f" Capped at *qualitative*: {'; '.join(caps)}." if caps else ""
         sections.append(f"**{where}** (cells: ours / paper; protocol and context length in the rows' notes). "
                         f"{fp_text}{cap_text}\n\n" + md_table(pd.DataFrame(lines)))
-    verdict, count = common.overall(verdicts)
+    verdict, count = rules.overall(verdicts)
     if paper is None:
         count += f"; results/paper/{name}.csv is missing"
     pngs = [f for f in figures if f.suffix == ".png"]
-    spans = common.spans_note(all_ok, ("model", "source"))
-    tags = common.labels(all_ok)
+    spans = selection.spans_note(all_ok, ("model", "source"))
+    tags = selection.labels(all_ok)
     body = ("".join(f"![{title}](figures/{p.name})\n\n" for p in pngs)
             + ("Labels: " + "; ".join(tags) + ".\n\n" if tags else "") + (f"{spans}\n\n" if spans else "")
             + "\n".join(sections))

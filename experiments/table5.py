@@ -7,7 +7,7 @@ import pandas as pd
 
 from experiments import table4
 from experiments.base import SweepArtifact, register_artifact
-from experiments.common import Section
+from experiments.output import Section
 
 NAME = "table5"
 TITLE = "Table 5 - WikiText-2 perplexity, Phi3-3.8B"

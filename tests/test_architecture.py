@@ -57,7 +57,7 @@ class ArchToyQuantizer(UniformQuantizer):
 
 TOY_FIGURE = '''
 from experiments.base import SweepArtifact, register_artifact
-from experiments.common import Section
+from experiments.output import Section
 
 
 @register_artifact

@@ -27,7 +27,7 @@ def cpu_info() -> dict:
 class BenchRecorder:
     def __init__(self, name: str, config: dict, store: ResultsStore | None = None):
         """`config`: what the run was asked to do (its options); runs with the same config are one configuration,
-        of which readers count the latest (experiments.common.current)."""
+        of which readers count the latest (experiments.selection.current)."""
         self.experiment = f"bench-{name}"
         self.store = store or ResultsStore()
         self.config_hash = hashlib.sha256(json.dumps([name, config], sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -30,7 +30,7 @@ COLUMNS: dict[str, pa.DataType] = {
     "workload": pa.string(),
     # what else tells a benchmark's rows apart inside one configuration (e.g. the unpack kernel: avx2, sse, native)
     "variant": pa.string(),
-    # what the statistics need (experiments/common.py), as columns: the items an accuracy is over (its Wilson
+    # what the statistics need (experiments/stats.py), as columns: the items an accuracy is over (its Wilson
     # interval), which prompt of the set a timing row timed (prompts pair across engines) and where it came from
     # (harness/data/prompts.py: the paper's dataset, or text cut from the local corpus)
     "items": pa.int64(), "prompt_index": pa.int64(), "prompt_source": pa.string(),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from experiments import common, run
+from experiments import rules, run, selection
 from harness.runner.store import ResultsStore
 from tests.experiments import test_fig5, test_fig11, test_fig14, test_fig1516
 from tests.experiments.synthetic_rows import quantizer_rows
@@ -35,7 +35,7 @@ def _powered_elsewhere(rows: list[dict]) -> list[dict]:
     """The cold starts again with power from the loopback phone's scripted sensor files (label stand-in)."""
     out = []
     for r in _elsewhere(rows):
-        if r["metric"] in common.SENSOR_METRICS:
+        if r["metric"] in selection.SENSOR_METRICS:
             r = {**r, "value": 2.0, "label": "stand-in"}
         out.append(r)
     return out
@@ -71,7 +71,7 @@ def test_rows_of_another_condition_change_nothing_but_a_note(name, tmp_path):
     ours, elsewhere = CASES[name]
     alone = _section(name, ours(), tmp_path / "alone")
     mixed = _section(name, ours() + elsewhere(ours()), tmp_path / "mixed")
-    assert alone.verdict != common.NOT_RUN or name in ("fig15", "fig16")  # the figure drew something
+    assert alone.verdict != rules.NOT_RUN or name in ("fig15", "fig16")  # the figure drew something
     assert NOTE not in alone.body and NOTE in mixed.body
     assert _without_note(mixed.body) == _without_note(alone.body)
     assert (mixed.verdict, mixed.summary) == (alone.verdict, alone.summary)
@@ -81,7 +81,7 @@ def test_one_condition_keeps_the_largest_and_names_the_rest():
     rows = pd.DataFrame([{"model": "m", "device": "local", "metric": "ttft_s", "value": 1.0}] * 3
                         + [{"model": "m", "device": "phone-a", "metric": "ttft_s", "value": 9.0}]
                         + [{"model": "n", "device": "phone-a", "metric": "ttft_s", "value": 5.0}])
-    kept, note = common.one_condition(rows)
+    kept, note = selection.one_condition(rows)
     assert list(kept["value"]) == [1.0, 1.0, 1.0, 5.0]
     assert "m · phone-a · device storage · builtin data (1 rows)" in note and "n ·" not in note
 
@@ -89,4 +89,4 @@ def test_one_condition_keeps_the_largest_and_names_the_rest():
 def test_scoring_path_names_what_computed_the_number():
     rows = pd.DataFrame({"system": ["edgeflow", None, None, "llamacpp"],
                          "label": ["measured", "proxy", "simulated", "measured"]})
-    assert list(common.scoring_path(rows)) == ["edgeflow", "fake-quant model", "HTP simulator", "llamacpp"]
+    assert list(selection.scoring_path(rows)) == ["edgeflow", "fake-quant model", "HTP simulator", "llamacpp"]

@@ -2,7 +2,7 @@
 preloaded runs stay out, and the share outside prefill is compared with the paper's bubble."""
 import pytest
 
-from experiments import common, fig1, run
+from experiments import fig1, run, selection
 from harness.runner.store import ResultsStore
 
 ENGINE_METRICS = {  # per system: wall-clock TTFT and the engine's own timings of one cold start (seconds)
@@ -33,7 +33,7 @@ def store(tmp_path):
 
 
 def test_breakdown_splits_each_engine_by_its_own_clock(store):
-    bd = fig1.breakdown(common.read_rows(store, fig1.EXPERIMENTS)).set_index("series")
+    bd = fig1.breakdown(selection.read_rows(store, fig1.EXPERIMENTS)).set_index("series")
     assert bd.loc["EdgeFlow 5b", "process start"] == pytest.approx(0.05)
     assert bd.loc["EdgeFlow 5b", "load"] == pytest.approx(0.04) and bd.loc["EdgeFlow 5b", "bubble"] == pytest.approx(0.01)
     assert bd.loc["llama.cpp", "load"] == pytest.approx(0.19) and bd.loc["llama.cpp", "prefill"] == pytest.approx(0.30)

@@ -20,7 +20,7 @@ def _mnn_and_ef_rows(import_s: float = 0.5) -> pd.DataFrame:
                     rows.append(_row(metric="ttft_s", value=ttft, unit="s", **common))
                     if system == "mnn":
                         rows.append(_row(metric="mnn_import_s", value=import_s, unit="s", **common))
-    return fig10.common.with_conditions(fig10._with_series(pd.DataFrame(rows)))
+    return fig10.selection.with_conditions(fig10._with_series(pd.DataFrame(rows)))
 
 
 def test_mnn_ratio_without_its_import_subtracts_each_runs_own():

@@ -2,7 +2,7 @@
 against the previous policy beside the paper's, and stealing that never triggered said so."""
 import pytest
 
-from experiments import common, fig14, run
+from experiments import fig14, rules, run
 from harness.data.prompts import CORPUS_PROMPT_LABEL
 from harness.runner.store import ResultsStore
 
@@ -45,13 +45,13 @@ def test_steps_beside_the_papers(tmp_path):
     assert "| smollm2-135m | 128 | simulated, one layer | place+priority -> place+priority+steal | latency | -11.1 |" in body
     assert "stealing never triggered" not in body  # the simulation stole 3 tasks
     assert section.verdict in ("qualitative", "differs")
-    assert "- smollm2-135m, simulated: " in body and common.SIMULATED_NPU in body  # the caps it computes, shown
+    assert "- smollm2-135m, simulated: " in body and rules.SIMULATED_NPU in body  # the caps it computes, shown
     assert "| INT8 matmuls: CPU time / NPU time | 5× | assumed:" in body  # and the simulation's inputs
     assert "-82.2% with place+priority" in fig14._paper_says(load_paper_fig14(), "bubble")  # from the CSV
 
 
 def load_paper_fig14():
-    from experiments.common import load_paper
+    from experiments.paper_values import load_paper
 
     return load_paper("fig14")
 

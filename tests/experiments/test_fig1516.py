@@ -3,7 +3,7 @@ read back from the rows' notes, and "not run" with the reason wherever a number 
 import pandas as pd
 import pytest
 
-from experiments import common, fig15, fig16, run
+from experiments import fig15, fig16, run, selection
 from harness.runner.store import ResultsStore
 from harness.systems.base import decode_metrics
 
@@ -60,7 +60,7 @@ def store(tmp_path):
 
 
 def test_fig15_breakdown_medians_and_totals(store):
-    rows = common.read_rows(store, fig15.EXPERIMENTS)
+    rows = selection.read_rows(store, fig15.EXPERIMENTS)
     bd = fig15.breakdown(rows).set_index("series")
     assert bd.loc["llama.cpp", "cold_median"] == pytest.approx(1.1)
     assert bd.loc["llama.cpp", "decode_median"] == pytest.approx(6.2)
@@ -84,7 +84,7 @@ def test_fig15_render_says_what_did_not_run(store, tmp_path):
 
 
 def test_fig16_timelines_come_back_from_their_rows(store):
-    rows = common.read_rows(store, fig16.EXPERIMENTS)
+    rows = selection.read_rows(store, fig16.EXPERIMENTS)
     r = fig16.runs(rows)
     assert len(r) == 6 and all(len(t) > 10 for t in r["rss"])
     picked = fig16.median_run(r).set_index("series")
@@ -135,8 +135,8 @@ def _llmnpu_demo(rows: list[dict], model: str | None = None) -> list[dict]:
         if r["system"] != "llamacpp":
             continue
         r = {**r, "system": "llmnpu", "config_hash": f"{r['config_hash']}-npu", "model": model or r["model"],
-             "workload": f"{common.OWN_WORK}: mllm's demo prompt and model files"}
-        if r["metric"] in common.SENSOR_METRICS:
+             "workload": f"{selection.OWN_WORK}: mllm's demo prompt and model files"}
+        if r["metric"] in selection.SENSOR_METRICS:
             r["value"] = 1.0
         out.append(r)
     return out
@@ -144,7 +144,7 @@ def _llmnpu_demo(rows: list[dict], model: str | None = None) -> list[dict]:
 
 def test_llmnpu_demo_rows_are_never_divided_into(tmp_path):
     qwen = [{**r, "model": "qwen1.5-1.8b"} for r in _completion_rows() if r["system"] != "llmnpu"]
-    powered = [{**r, "value": 2.0} if r["metric"] in common.SENSOR_METRICS else r for r in _coldstart_rows()]
+    powered = [{**r, "value": 2.0} if r["metric"] in selection.SENSOR_METRICS else r for r in _coldstart_rows()]
     store = ResultsStore(tmp_path / "runs")
     store.append("completion", qwen + _llmnpu_demo(qwen))
     store.append("coldstart", powered + _llmnpu_demo(powered))

@@ -3,7 +3,7 @@ preloading that matches EdgeFlow's cold start, and the sweep's shape."""
 import pandas as pd
 import pytest
 
-from experiments import common, fig2, run
+from experiments import fig2, run, selection
 from harness.runner.store import ResultsStore
 
 # llama.cpp's TTFT per preloaded fraction (3 repetitions each); EdgeFlow cold only
@@ -38,7 +38,7 @@ def store(tmp_path):
 
 
 def test_curves_are_medians_per_step_and_condition(store):
-    c = fig2.curves(fig2.points(common.read_rows(store, fig2.EXPERIMENTS)))
+    c = fig2.curves(fig2.points(selection.read_rows(store, fig2.EXPERIMENTS)))
     native = c[(c["flash"] == "device storage") & (c["series"] == "llama.cpp")].set_index("step")
     assert list(native.index) == [0, 50, 100]
     assert native.loc[50, "ttft_s"] == pytest.approx(1.5) and native.loc[50, "preloaded_mb"] == pytest.approx(70)

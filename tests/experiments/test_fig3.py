@@ -1,7 +1,7 @@
 """Figure 3: the dequantization benchmark runs on a tiny shape and checks its own dequantization; the figure renders
 from its rows with the paper's ratios beside ours, capped at qualitative (a CPU, not the paper's NPU)."""
 
-from experiments import common, fig3
+from experiments import fig3, paper_values, rules
 from harness.bench.dequant import run
 from harness.runner.store import ResultsStore
 
@@ -16,8 +16,8 @@ def test_bench_measures_every_format_and_the_figure_renders(tmp_path):
     assert shape["awq_dequant_s"] > 0 and shape["cmpq_dequant_s"] > 0
     rows = fig3.load_rows(store)
     assert set(rows["variant"]) == {"opt_int8", "int8", "awq", "cmpq"} and set(rows["shape"]) == {"64x256"}
-    section = fig3.render(rows, common.load_paper("fig3"), tmp_path / "figures")
-    assert section.verdict in (common.QUALITATIVE, common.DIFFERS)  # never "reproduced" off the phone's NPU
+    section = fig3.render(rows, paper_values.load_paper("fig3"), tmp_path / "figures")
+    assert section.verdict in (rules.QUALITATIVE, rules.DIFFERS)  # never "reproduced" off the phone's NPU
     assert "2.59x" in section.body and "2.66x" in section.body and (tmp_path / "figures" / "fig3.png").is_file()
 
 

@@ -1,6 +1,6 @@
 """Figure 5 on synthetic rows (test fixtures, not measurements): bubble rates of the llmnpu-static policy per prompt
 length and series, the highest beside the paper's 91%, and the NPU's 2.1x said to be an input here."""
-from experiments import common, fig5, run
+from experiments import fig5, rules, run
 from harness.data.prompts import CORPUS_PROMPT_LABEL
 from harness.runner.store import ResultsStore
 
@@ -32,8 +32,8 @@ def test_highest_bubble_beside_the_papers(tmp_path):
     assert "| smollm2-135m | simulated | highest bubble rate over prompt lengths | 80% (accelerator, 256 tokens) | 91% " \
            "| differs |" in section.body
     # the caps computed are shown, each series with its own: the simulator's NPU is assumed, the host's is CPU threads
-    assert "- smollm2-135m, simulated: " + common.SIMULATED_NPU in section.body
-    assert "- smollm2-135m, measured: " + common.NO_NPU in section.body
+    assert "- smollm2-135m, simulated: " + rules.SIMULATED_NPU in section.body
+    assert "- smollm2-135m, measured: " + rules.NO_NPU in section.body
     # the simulation's inputs beside its verdicts, with their sources
     assert "| INT8 matmuls: CPU time / NPU time | 5× | assumed:" in section.body
     assert "| 2.1× | the paper's Figure 5b" in section.body

@@ -170,11 +170,11 @@ def test_two_point_multirun_through_joblib(tmp_path):
     """Two smoke configurations (differing only in repetitions) through the joblib pool, rows in one store. The
     smoke work is cut to one perplexity window and a few items: the launcher is under test, not the numbers (the
     full smoke config made this the suite's slowest test, 173-216 s)."""
-    env = {**os.environ, "EDGEFLOW_JOBS": "2", "PYTHONPATH": str(multirun.common.REPO)}
+    env = {**os.environ, "EDGEFLOW_JOBS": "2", "PYTHONPATH": str(multirun.paper_values.REPO)}
     cmd = [sys.executable, "-m", "harness", "--multirun", "hydra/launcher=local_parallel", "experiment=smoke",
            "experiment.repetitions=1,2", "experiment.ppl_max_windows=1", "experiment.eval_limit=5",
            f"run.results_dir={tmp_path}", f"hydra.sweep.dir={tmp_path / 'hydra'}"]
-    subprocess.run(cmd, cwd=multirun.common.REPO, env=env, check=True, capture_output=True, timeout=600)
+    subprocess.run(cmd, cwd=multirun.paper_values.REPO, env=env, check=True, capture_output=True, timeout=600)
     rows = ResultsStore(tmp_path).read("smoke")
     assert set(rows["status"]) == {"ok"}
     assert rows["config_hash"].nunique() == 2

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments import common
+from experiments import paper_values
 
 MINE = ["fig10", "fig11", "fig12", "fig13", "fig4", "table3"]
 PAPER_VALUES = Path(__file__).resolve().parents[3] / "shared" / "paper-values.md"
@@ -13,13 +13,13 @@ PAPER_VALUES = Path(__file__).resolve().parents[3] / "shared" / "paper-values.md
 
 @pytest.mark.parametrize("name", MINE)
 def test_paper_csv_loads_with_its_source(name):
-    df = common.load_paper(name)
+    df = paper_values.load_paper(name)
     assert len(df) > 0
-    assert "arXiv 2604.09083" in common.paper_source(name)
+    assert "arXiv 2604.09083" in paper_values.paper_source(name)
 
 
 def _value(name, **where):
-    df = common.load_paper(name)
+    df = paper_values.load_paper(name)
     for k, v in where.items():
         df = df[df[k] == v]
     assert len(df) == 1, where
@@ -43,7 +43,7 @@ def test_spot_checks():
 def test_every_value_appears_in_paper_values(name):
     text = PAPER_VALUES.read_text()
     numbers = set(re.findall(r"\d+(?:\.\d+)?", text))
-    df = common.load_paper(name)
+    df = paper_values.load_paper(name)
     cols = [c for c in ("value", "shots", "prompt_tokens_min", "prompt_tokens_max") if c in df.columns]
     for col in cols:
         for v in df[col].dropna().abs():
@@ -52,6 +52,6 @@ def test_every_value_appears_in_paper_values(name):
 
 
 def test_parse_paper_value():
-    assert common.parse_paper_value(">10k") == (10000.0, True)
-    assert common.parse_paper_value("814.51") == (814.51, False)
-    assert common.parse_paper_value(30.96) == (30.96, False)
+    assert paper_values.parse_paper_value(">10k") == (10000.0, True)
+    assert paper_values.parse_paper_value("814.51") == (814.51, False)
+    assert paper_values.parse_paper_value(30.96) == (30.96, False)

@@ -4,7 +4,7 @@ import math
 import pandas as pd
 import pytest
 
-from experiments import common, fig4, fig10, fig12, fig13, run, table3, table4, table5
+from experiments import fig10, fig12, fig13, fig4, paper_values, rules, run, selection, table3, table4, table5
 from harness.runner.store import ResultsStore
 
 from synthetic_rows import FAKE_EF_TTFT, FAKE_TTFT, quantizer_rows
@@ -15,7 +15,7 @@ def _render(name, store, tmp_path, **params):
 
 
 def test_fig10_ratios_are_baseline_over_edgeflow(fig10_store):
-    rows = common.read_rows(fig10_store, fig10.EXPERIMENTS)
+    rows = selection.read_rows(fig10_store, fig10.EXPERIMENTS)
     ours = fig10.ratios(fig10.tidy(rows)["ttft"])
     for b, factor in FAKE_EF_TTFT.items():
         got = ours[(ours["system"] == "llamacpp") & (ours["bits"] == b)]["ratio"].item()
@@ -55,7 +55,7 @@ def test_fig10_with_no_rows_is_not_run(tmp_path):
                                                  (0.8, 1.55, "differs"), (math.nan, 1.5, "not run")])
 def test_ratio_verdict_without_an_interval_is_capped(ours, paper, expected):
     """A single number has no interval: it can show the direction, never reproduce a magnitude."""
-    assert common.ratio_verdict(ours, paper) == expected
+    assert rules.ratio_verdict(ours, paper) == expected
 
 
 def test_table3_is_an_input_not_a_result(fig10_store, tmp_path):
@@ -80,7 +80,7 @@ def test_perplexity_tables_compare_orderings(quant_store, tmp_path, name):
                           "SO": [">10k", ">10k", 814.51, 21.62], "CMPQ": [103.52, 18.22, 15.83, 15.11],
                           "EdgeFlow": [30.96, 17.27, 15.63, 15.09]})
     module = {"table4": table4, "table5": table5}[name]
-    section = module.render(common.read_rows(quant_store, module.EXPERIMENTS), paper, tmp_path / "figures")
+    section = module.render(selection.read_rows(quant_store, module.EXPERIMENTS), paper, tmp_path / "figures")
     # At 7 bits the paper ranks SO (21.62) above SmoothQuant (75.0); the fixture does not: ordering differs there,
     # but EdgeFlow is best in both, so 'same direction' before the cap. smollm2-135m is not the paper's model: every
     # ordering is capped at qualitative.
@@ -102,7 +102,7 @@ def test_perplexity_paper_table_reads_long_format():
 
 def test_fig12_gains_against_the_paper(quant_store, tmp_path):
     section = _render("fig12", quant_store, tmp_path)
-    ours = fig12.gains(common.summarize(common.ok_rows(quant_store.read("accuracy"), "accuracy"),
+    ours = fig12.gains(selection.summarize(selection.ok_rows(quant_store.read("accuracy"), "accuracy"),
                                         ["model", "quantizer", "bits", "dataset"]))
     cmpq = ours[ours["quantizer"] == "cmpq"].set_index("bits")["gain_pp"]
     assert cmpq[4.0] == pytest.approx(12.0) and cmpq[6.0] == pytest.approx(12 / 9)
@@ -131,7 +131,7 @@ def test_fig12_pairs_the_documents_both_methods_scored():
 
 @pytest.mark.parametrize("module", [fig13, fig4])
 def test_packing_artifacts_without_the_benchmark_are_not_run(module, tmp_path):
-    section = module.render(module.load_rows(ResultsStore(tmp_path)), common.load_paper(module.NAME), tmp_path)
+    section = module.render(module.load_rows(ResultsStore(tmp_path)), paper_values.load_paper(module.NAME), tmp_path)
     assert section.verdict == "not run" and "bench-unpack" in section.summary
 
 
@@ -184,7 +184,7 @@ def test_fig10_llmnpu_statements_when_it_ran(tmp_path):
     store = ResultsStore(tmp_path / "runs")
     for experiment, r in rows.items():
         store.append(experiment, r)
-    t = fig10.tidy(common.read_rows(store, fig10.EXPERIMENTS))
+    t = fig10.tidy(selection.read_rows(store, fig10.EXPERIMENTS))
     got = {s["metric"]: s for s in fig10.llmnpu_statements(t)}
     ef5 = t["ttft"].set_index(["dataset", "series"])["median"]
     assert got["ttft_ratio_long"]["min"] == pytest.approx(min(1.39 * 2.2 / ef5["mmlu", "EF 5b"],
@@ -253,7 +253,7 @@ def test_perplexity_orderings_carry_paired_intervals(tmp_path):
     def line(offsets):
         store = ResultsStore(tmp_path / f"runs-{len(list(tmp_path.iterdir()))}")
         store.append("perplexity", _window_rows(offsets))
-        section = table4.render(common.read_rows(store, table4.EXPERIMENTS), paper, tmp_path / "figures")
+        section = table4.render(selection.read_rows(store, table4.EXPERIMENTS), paper, tmp_path / "figures")
         return next(ln for ln in section.body.splitlines() if ln.startswith("| 4 |")), section
 
     # well apart: the paper's order, every adjacent pair resolved; cells are the paired estimate and its interval

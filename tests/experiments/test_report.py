@@ -1,5 +1,5 @@
 """The report: every artifact has a section; missing ones say how to run them; figures are embedded in the HTML."""
-from experiments import ARTIFACTS, common, report
+from experiments import ARTIFACTS, report, rules, selection
 from harness.runner.store import LABELS, ResultsStore
 
 
@@ -10,7 +10,7 @@ def test_empty_store_marks_every_artifact_not_run(tmp_path):
         assert f"## {module.TITLE}" in md
         assert f"make reproduce-{name}" in md
     assert md.count("**Verdict: not run**") == len(ARTIFACTS)
-    assert "## Verdict rules" in md and md.count(common.VERDICT_RULES) == 1  # the rules appear once
+    assert "## Verdict rules" in md and md.count(rules.VERDICT_RULES) == 1  # the rules appear once
     header = md.split("## Summary")[0]
     for label, meaning in LABELS.items():  # the header says what every label of the one vocabulary covers
         assert f"- *{label}*: {meaning}" in header
@@ -54,8 +54,8 @@ def test_simulated_rows_name_their_simulator():
         return pd.DataFrame([{"metric": m, "label": "simulated", "device": "local", "flash_emulated_mbps": None,
                               "value": 0.1} for m in metrics])
     pipeline = "simulated: the pipeline simulator over this host's operator costs (not measured on a device)"
-    assert pipeline in common.labels(rows("sim_latency_s"))
-    htp = [t for t in common.labels(rows("kl_fp16_htp")) if t.startswith("simulated")]
+    assert pipeline in selection.labels(rows("sim_latency_s"))
+    htp = [t for t in selection.labels(rows("kl_fp16_htp")) if t.startswith("simulated")]
     assert htp == ["simulated: QNN's HTP simulator (the accelerator's numerics) (not measured on a device)"]
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments import common, fig1, fig10, fig15
+from experiments import fig1, fig10, fig15, selection
 from harness.systems import SYSTEMS
 from harness.systems.base import TTFT_PHASES
 
@@ -16,10 +16,10 @@ EXPERIMENTS = Path(fig10.__file__).parent
 def test_every_system_has_a_name_and_a_colour_of_its_own():
     assert {n: (c.display, c.color) for n, c in SYSTEMS.items() if not (c.display and c.color)} == {}
     assert len({c.color for c in SYSTEMS.values()}) == len(SYSTEMS)
-    assert fig15.DISPLAY["edgeflow"] == common.system_label("edgeflow") == "EdgeFlow"
+    assert fig15.DISPLAY["edgeflow"] == selection.system_label("edgeflow") == "EdgeFlow"
     assert fig10.DISPLAY["edgeflow"] == fig10.EF == "EF"  # the paper's abbreviation in Figure 10, also from the system
     assert fig10.DISPLAY["llamacpp"] == fig15.DISPLAY["llamacpp"] == "llama.cpp"
-    assert common.system_label("unknown-engine") == "unknown-engine"
+    assert selection.system_label("unknown-engine") == "unknown-engine"
 
 
 @pytest.mark.parametrize("path", sorted(p.name for p in EXPERIMENTS.glob("*.py") if p.name != "table4.py"))

@@ -1,4 +1,4 @@
-"""Every clause of common.VERDICT_RULES on synthetic rows and numbers (test fixtures, never measurements), including
+"""Every clause of rules.VERDICT_RULES on synthetic rows and numbers (test fixtures, never measurements), including
 cases where noise alone passed the old rules (ratio within +-25%, accuracy within +-5 pp, no interval)."""
 import json
 import math
@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments import common, fig10, run, table4
-from experiments.common import (DIFFERS, INCONCLUSIVE, NOT_RUN, PARTLY, QUALITATIVE, REPRODUCED, SAME_DIRECTION)
+from experiments import fig10, output, rules, run, selection, stats, table4
+from experiments.rules import (DIFFERS, INCONCLUSIVE, NOT_RUN, PARTLY, QUALITATIVE, REPRODUCED, SAME_DIRECTION)
 from harness.runner.store import ResultsStore
 
 from harness.data.prompts import CORPUS_PROMPT_LABEL
@@ -34,27 +34,27 @@ def _old_ratio_rule(ours, paper):  # the rule this replaces: within +-25% of the
     (1.0, (0.5, 2.0), 1.00, INCONCLUSIVE),        # ... and our interval is too wide to tell (passed the old rule)
 ])
 def test_ratio_rule(ours, interval, paper, expected):
-    assert common.ratio_verdict(ours, paper, interval=interval) == expected
+    assert rules.ratio_verdict(ours, paper, interval=interval) == expected
 
 
 def test_ratio_rule_needs_three_datasets_and_three_prompts():
     args = dict(ours=4.0, paper=4.07, interval=(3.8, 4.2))
-    assert common.ratio_verdict(**args, datasets=3, prompts=3) == REPRODUCED
-    assert common.ratio_verdict(**args, datasets=2, prompts=3) == INCONCLUSIVE
-    assert common.ratio_verdict(**args, datasets=5, prompts=2) == INCONCLUSIVE
+    assert rules.ratio_verdict(**args, datasets=3, prompts=3) == REPRODUCED
+    assert rules.ratio_verdict(**args, datasets=2, prompts=3) == INCONCLUSIVE
+    assert rules.ratio_verdict(**args, datasets=5, prompts=2) == INCONCLUSIVE
     # a statement of the paper about two datasets needs both, not three
-    assert common.ratio_verdict(**args, datasets=2, prompts=3, min_datasets=2) == REPRODUCED
+    assert rules.ratio_verdict(**args, datasets=2, prompts=3, min_datasets=2) == REPRODUCED
 
 
 def test_cap_makes_agreement_qualitative_and_keeps_disagreement():
     caps = ["model smollm2-135m is not the paper's"]
-    assert common.ratio_verdict(4.0, 4.07, interval=(3.8, 4.2), caps=caps) == QUALITATIVE
-    assert common.ratio_verdict(2.0, 4.07, interval=(1.9, 2.1), caps=caps) == QUALITATIVE
-    assert common.ratio_verdict(0.8, 1.55, interval=(0.7, 0.9), caps=caps) == DIFFERS
-    assert common.ratio_verdict(1.2, 1.47, interval=(0.85, 1.7), caps=caps) == INCONCLUSIVE
+    assert rules.ratio_verdict(4.0, 4.07, interval=(3.8, 4.2), caps=caps) == QUALITATIVE
+    assert rules.ratio_verdict(2.0, 4.07, interval=(1.9, 2.1), caps=caps) == QUALITATIVE
+    assert rules.ratio_verdict(0.8, 1.55, interval=(0.7, 0.9), caps=caps) == DIFFERS
+    assert rules.ratio_verdict(1.2, 1.47, interval=(0.85, 1.7), caps=caps) == INCONCLUSIVE
     # no interval (a single measurement) is a cap of its own
-    assert common.ratio_verdict(4.0, 4.07) == QUALITATIVE
-    assert common.ratio_verdict(math.nan, 4.07) == NOT_RUN
+    assert rules.ratio_verdict(4.0, 4.07) == QUALITATIVE
+    assert rules.ratio_verdict(math.nan, 4.07) == NOT_RUN
 
 
 @pytest.mark.parametrize("ours,interval,paper,expected", [
@@ -64,44 +64,44 @@ def test_cap_makes_agreement_qualitative_and_keeps_disagreement():
     (0.50, (0.30, 0.75), 0.50, INCONCLUSIVE),    # 45 points wide: no size of effect can be read from it
 ])
 def test_shares_are_judged_in_percentage_points(ours, interval, paper, expected):
-    assert common.share_verdict(ours, paper, interval=interval) == expected
+    assert rules.share_verdict(ours, paper, interval=interval) == expected
 
 
 def test_the_papers_percent_is_read_both_as_points_and_as_relative():
     # 20 pp against "22.48%": reproduced if the paper means points, a smaller effect if it means 22.48% of a 50%
     # accuracy (11.24 pp): the unit decides, so the data cannot (the old rule compared points only: reproduced)
-    assert common.points_verdict(20.0, 22.48, interval=(19.0, 21.0)) == REPRODUCED
-    assert common.percent_verdict(20.0, 22.48, 0.5, interval=(19.0, 21.0)) == INCONCLUSIVE
+    assert rules.points_verdict(20.0, 22.48, interval=(19.0, 21.0)) == REPRODUCED
+    assert rules.percent_verdict(20.0, 22.48, 0.5, interval=(19.0, 21.0)) == INCONCLUSIVE
     # both readings agree: that verdict
-    assert common.percent_verdict(-4.0, 2.52, 0.45, interval=(-5.0, -3.0)) == DIFFERS
-    assert common.percent_verdict(1.2, 2.52, 0.45, interval=(0.4, 2.0)) == REPRODUCED
-    assert "2.52 pp, or 1.13 pp if relative to 45.0%" in common.percent_text(2.52, 0.45)
+    assert rules.percent_verdict(-4.0, 2.52, 0.45, interval=(-5.0, -3.0)) == DIFFERS
+    assert rules.percent_verdict(1.2, 2.52, 0.45, interval=(0.4, 2.0)) == REPRODUCED
+    assert "2.52 pp, or 1.13 pp if relative to 45.0%" in rules.percent_text(2.52, 0.45)
 
 
 def test_a_share_without_an_interval_is_capped():
-    assert common.share_verdict(0.88, 0.91) == QUALITATIVE
-    assert common.share_verdict(0.80, 0.91) == DIFFERS
-    assert common.share_verdict(math.nan, 0.91) == NOT_RUN
+    assert rules.share_verdict(0.88, 0.91) == QUALITATIVE
+    assert rules.share_verdict(0.80, 0.91) == DIFFERS
+    assert rules.share_verdict(math.nan, 0.91) == NOT_RUN
 
 
 def test_an_interval_too_wide_to_size_an_effect_is_inconclusive():
     # the issue's example: [1.1, 20]x around the paper's 4.2 passed as reproduced
-    assert common.ratio_verdict(4.0, 4.2, interval=(1.1, 20.0)) == INCONCLUSIVE
-    assert common.ratio_verdict(4.0, 4.2, interval=(2.9, 5.7)) == REPRODUCED  # within MAX_RATIO_SPREAD
-    assert common.points_verdict(-10.0, -12.0, interval=(-30.0, 5.0)) == INCONCLUSIVE
-    assert common.points_verdict(-10.0, -12.0, interval=(-15.0, -5.0)) == REPRODUCED
+    assert rules.ratio_verdict(4.0, 4.2, interval=(1.1, 20.0)) == INCONCLUSIVE
+    assert rules.ratio_verdict(4.0, 4.2, interval=(2.9, 5.7)) == REPRODUCED  # within MAX_RATIO_SPREAD
+    assert rules.points_verdict(-10.0, -12.0, interval=(-30.0, 5.0)) == INCONCLUSIVE
+    assert rules.points_verdict(-10.0, -12.0, interval=(-15.0, -5.0)) == REPRODUCED
 
 
 def test_counts_where_fewer_is_better_and_proxy_data_cap():
-    assert common.at_most_verdict(0.45, 0.48) == REPRODUCED
-    assert common.at_most_verdict(0.52, 0.48) == REPRODUCED  # within x1.1
-    assert common.at_most_verdict(0.60, 0.48) == DIFFERS
+    assert rules.at_most_verdict(0.45, 0.48) == REPRODUCED
+    assert rules.at_most_verdict(0.52, 0.48) == REPRODUCED  # within x1.1
+    assert rules.at_most_verdict(0.60, 0.48) == DIFFERS
     proxy = pd.DataFrame([{"model": "llama3-8b", "label": "proxy", "notes": ""}])
     builtin = proxy.assign(label="measured")
-    assert common.cap_reasons(proxy, {"llama3-8b"}, device_matters=False) == ["proxy dataset"]
-    assert common.cap_reasons(builtin, {"llama3-8b"}, device_matters=False) == []
+    assert rules.cap_reasons(proxy, {"llama3-8b"}, device_matters=False) == ["proxy dataset"]
+    assert rules.cap_reasons(builtin, {"llama3-8b"}, device_matters=False) == []
     ttft_on_corpus = builtin.assign(prompt_index=0, prompt_source=CORPUS_PROMPT_LABEL)
-    assert common.cap_reasons(ttft_on_corpus, {"llama3-8b"}, device_matters=False) == ["proxy dataset"]
+    assert rules.cap_reasons(ttft_on_corpus, {"llama3-8b"}, device_matters=False) == ["proxy dataset"]
 
 
 def _noisy_rows(rng, system, datasets, prompts=3, reps=3, scale=1.0):
@@ -121,10 +121,10 @@ def test_noise_alone_passed_the_old_ratio_rule_but_not_the_new():
     seeds = 200
     for seed in range(seeds):
         rng = np.random.default_rng(seed)
-        b = common.bootstrap_ratio(_noisy_rows(rng, "llmnpu", datasets), _noisy_rows(rng, "edgeflow", datasets))
+        b = stats.bootstrap_ratio(_noisy_rows(rng, "llmnpu", datasets), _noisy_rows(rng, "edgeflow", datasets))
         assert b["method"] == "t-interval of per-prompt log ratios" and b["prompts"] == 3
         old += _old_ratio_rule(b["ratio"], 1.47)
-        new += common.ratio_verdict(b["ratio"], 1.47, interval=(b["lo"], b["hi"]), datasets=b["datasets"],
+        new += rules.ratio_verdict(b["ratio"], 1.47, interval=(b["lo"], b["hi"]), datasets=b["datasets"],
                                     prompts=b["prompts"]) == REPRODUCED
         misses += not b["lo"] < 1 < b["hi"]
     assert old / seeds > 0.10
@@ -135,7 +135,7 @@ def test_a_ratio_pairs_only_the_prompts_both_systems_timed():
     """A prompt timed by one system only (here a long, slow one) would move its median alone: it is left out."""
     rows = lambda k, prompts: pd.DataFrame([{"dataset": d, "value": k * (1 + p) * (1 + 0.01 * r), "repetition": r,  # noqa
                                              "prompt_index": p} for d in "abc" for p in prompts for r in range(3)])
-    b = common.bootstrap_ratio(rows(2.0, range(4)), rows(1.0, range(3)))
+    b = stats.bootstrap_ratio(rows(2.0, range(4)), rows(1.0, range(3)))
     assert b["ratio"] == pytest.approx(2.0, rel=0.02) and b["prompts"] == 3
     assert b["method"] == "t-interval of per-prompt log ratios" and b["lo"] <= b["ratio"] <= b["hi"]
 
@@ -145,7 +145,7 @@ def test_bootstrap_ratio_is_seeded_holds_the_truth_and_pairs_prompts():
     datasets = ["a", "b", "c"]
     base = _noisy_rows(rng, "llamacpp", datasets, prompts=8, reps=5, scale=4.0)
     ef = _noisy_rows(rng, "edgeflow", datasets, prompts=8, reps=5, scale=1.0)
-    one, two = common.bootstrap_ratio(base, ef), common.bootstrap_ratio(base, ef)
+    one, two = stats.bootstrap_ratio(base, ef), stats.bootstrap_ratio(base, ef)
     assert one == two  # seeded
     assert one["datasets"] == 3 and one["prompts"] == 8 and one["method"].startswith("bootstrap")
     assert one["lo"] <= one["ratio"] <= one["hi"] and one["lo"] < 4.0 < one["hi"]
@@ -156,19 +156,19 @@ def test_bootstrap_ratio_is_seeded_holds_the_truth_and_pairs_prompts():
     lengths = {0: 1.0, 1: 5.0, 2: 25.0}
     rows = lambda k: pd.DataFrame([{"dataset": d, "value": k * lengths[p] * (1 + 0.01 * r), "repetition": r,  # noqa
                                     "prompt_index": p} for d in datasets for p in lengths for r in range(3)])
-    paired = common.bootstrap_ratio(rows(2.0), rows(1.0))
+    paired = stats.bootstrap_ratio(rows(2.0), rows(1.0))
     assert paired["ratio"] == pytest.approx(2.0) and paired["hi"] / paired["lo"] < 1.1
 
 
 # --- the accuracy rule ----------------------------------------------------------------------------------------------------
 
 def test_wilson_and_newcombe_match_published_values():
-    lo, hi = common.wilson(81, 263)  # Newcombe (1998), example (Wilson score): 0.2553 to 0.3662
+    lo, hi = stats.wilson(81, 263)  # Newcombe (1998), example (Wilson score): 0.2553 to 0.3662
     assert (lo, hi) == pytest.approx((0.2553, 0.3662), abs=1e-4)
     # Newcombe (1998) method 10 for 56/70 - 48/80: 0.0524 to 0.3339
-    v, lo, hi = common.combination_interval([(1, 56 / 70, 70), (-1, 48 / 80, 80)])
+    v, lo, hi = stats.combination_interval([(1, 56 / 70, 70), (-1, 48 / 80, 80)])
     assert v == pytest.approx(0.2) and (lo, hi) == pytest.approx((0.0524, 0.3339), abs=1e-4)
-    assert math.isnan(common.combination_interval([(1, 0.5, None)])[1])  # items unknown: no interval
+    assert math.isnan(stats.combination_interval([(1, 0.5, None)])[1])  # items unknown: no interval
 
 
 def _table(a: int, b: int, c: int, d: int) -> tuple[list[int], list[int]]:
@@ -180,32 +180,32 @@ def _table(a: int, b: int, c: int, d: int) -> tuple[list[int], list[int]]:
 def test_paired_interval_is_newcombes_method_10_and_tighter_than_unpaired():
     x, y = _table(60, 8, 3, 29)  # 100 documents: the methods agree on 89
     n, p1, p2 = 100, 0.68, 0.63
-    phi = common.paired_phi(x, y)
+    phi = stats.paired_phi(x, y)
     assert phi == pytest.approx((60 * 29 - 8 * 3) / math.sqrt(68 * 32 * 63 * 37))
-    v, lo, hi = common.combination_interval([(1, p1, n), (-1, p2, n)], {(0, 1): phi})
-    (l1, u1), (l2, u2) = common.wilson(68, n), common.wilson(63, n)  # Newcombe (1998, paired), method 10, written out
+    v, lo, hi = stats.combination_interval([(1, p1, n), (-1, p2, n)], {(0, 1): phi})
+    (l1, u1), (l2, u2) = stats.wilson(68, n), stats.wilson(63, n)  # Newcombe (1998, paired), method 10, written out
     delta = math.sqrt((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2)
     eps = math.sqrt((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2)
     assert (v, lo, hi) == pytest.approx((0.05, 0.05 - delta, 0.05 + eps))
-    _, ulo, uhi = common.combination_interval([(1, p1, n), (-1, p2, n)])  # as if independent samples
+    _, ulo, uhi = stats.combination_interval([(1, p1, n), (-1, p2, n)])  # as if independent samples
     assert ulo < lo < v < hi < uhi and (hi - lo) < 0.6 * (uhi - ulo)
-    assert common.combination_interval([(1, p1, n), (-1, p2, n)], {(0, 1): 0.0}) == (v, ulo, uhi)
-    assert common.paired_phi(*_table(70, 0, 0, 0)) == 0.0  # an empty margin: no correlation to estimate
+    assert stats.combination_interval([(1, p1, n), (-1, p2, n)], {(0, 1): 0.0}) == (v, ulo, uhi)
+    assert stats.paired_phi(*_table(70, 0, 0, 0)) == 0.0  # an empty margin: no correlation to estimate
     with pytest.raises(ValueError, match="same items"):
-        common.paired_phi([1, 0], [1])
+        stats.paired_phi([1, 0], [1])
 
 
 def test_noise_alone_passed_the_old_accuracy_rule_but_not_the_new():
     """100 items per task: baselines 50/100, EdgeFlow 46/100 on one dataset: a 4 pp drop, within 5 pp of the paper's
     6.36 (old rule: reproduced). The difference's 95% interval spans about +-14 pp and holds 0: inconclusive."""
-    v, lo, hi = common.combination_interval([(1, 0.50, 100), (-1, 0.46, 100)])
+    v, lo, hi = stats.combination_interval([(1, 0.50, 100), (-1, 0.46, 100)])
     ours = 100 * v
     assert abs(ours - 6.36) <= 5.0  # what the old rule accepted
     assert 100 * lo < 0 < 100 * hi
-    assert common.points_verdict(ours, 6.36, interval=(100 * lo, 100 * hi)) == INCONCLUSIVE
+    assert rules.points_verdict(ours, 6.36, interval=(100 * lo, 100 * hi)) == INCONCLUSIVE
     # with 5000 items a 2 pp drop is established, and too small for the paper's 6.36: same direction
-    v, lo, hi = common.combination_interval([(1, 0.50, 5000), (-1, 0.48, 5000)])
-    assert common.points_verdict(100 * v, 6.36, interval=(100 * lo, 100 * hi)) == SAME_DIRECTION
+    v, lo, hi = stats.combination_interval([(1, 0.50, 5000), (-1, 0.48, 5000)])
+    assert rules.points_verdict(100 * v, 6.36, interval=(100 * lo, 100 * hi)) == SAME_DIRECTION
 
 
 @pytest.mark.parametrize("ours,interval,paper,expected", [
@@ -216,7 +216,7 @@ def test_noise_alone_passed_the_old_accuracy_rule_but_not_the_new():
     (0.5, (-30.0, 30.0), -0.03, INCONCLUSIVE), (-9.0, (-25.0, 7.0), 1.91, INCONCLUSIVE),
     (-9.0, (-14.0, -4.0), 1.91, DIFFERS), (1.0, (-1.5, 2.5), 0.0, INCONCLUSIVE)])
 def test_points_rule(ours, interval, paper, expected):
-    assert common.points_verdict(ours, paper, interval=interval) == expected
+    assert rules.points_verdict(ours, paper, interval=interval) == expected
 
 
 def test_older_stores_get_the_statistics_columns_from_their_notes(tmp_path):
@@ -239,8 +239,8 @@ def test_older_stores_get_the_statistics_columns_from_their_notes(tmp_path):
     store = ResultsStore(tmp_path)
     acc, ttft = store.read("accuracy").iloc[0], store.read("ttft").iloc[0]
     assert acc["items"] == 100 and ttft["prompt_index"] == 3 and ttft["prompt_source"] == CORPUS_PROMPT_LABEL
-    assert common.dataset_source(store.read("ttft")).tolist() == ["proxy"]
-    assert common.prompt_ids(store.read("ttft")).tolist() == ["p3"]
+    assert selection.dataset_source(store.read("ttft")).tolist() == ["proxy"]
+    assert selection.prompt_ids(store.read("ttft")).tolist() == ["p3"]
 
 
 # --- the artifact rule ----------------------------------------------------------------------------------------------------
@@ -253,11 +253,11 @@ def test_older_stores_get_the_statistics_columns_from_their_notes(tmp_path):
     ([QUALITATIVE, SAME_DIRECTION, NOT_RUN], QUALITATIVE), ([SAME_DIRECTION, INCONCLUSIVE], SAME_DIRECTION),
     ([INCONCLUSIVE, NOT_RUN], INCONCLUSIVE), ([NOT_RUN, NOT_RUN], NOT_RUN), ([], NOT_RUN)])
 def test_overall_follows_its_stated_rule(verdicts, expected):
-    assert common.overall(verdicts)[0] == expected
+    assert rules.overall(verdicts)[0] == expected
 
 
 def test_overall_counts_every_kind():
-    assert common.overall([REPRODUCED, QUALITATIVE, DIFFERS, NOT_RUN])[1] == \
+    assert rules.overall([REPRODUCED, QUALITATIVE, DIFFERS, NOT_RUN])[1] == \
         "1 of 4 comparisons reproduced, 1 qualitative, 1 differs, 1 not run"
 
 
@@ -275,10 +275,10 @@ def test_only_the_latest_successful_attempt_counts(tmp_path):
     store.append("ttft", [ok("b", 9.0, "new"), fail("b")])     # ... then a rerun failed half-way: its 9.0 is dropped
     store.append("ttft", [ok("c", 5.0, "new"), fail("c")])     # c: never succeeded: only the reason stays
     store.append("ttft", [{"status": "ok", "label": "measured", "metric": "ttft_s", "value": 7.0}])  # no hash: kept
-    rows = common.current(common.read_rows(store, ("ttft",)))
+    rows = selection.current(selection.read_rows(store, ("ttft",)))
     got = sorted(zip(rows["config_hash"].fillna("-"), rows["status"], rows["value"].fillna(-1)))
     assert got == [("-", "ok", 7.0), ("a", "ok", 2.0), ("b", "ok", 3.0), ("c", "failed", -1.0)]
-    assert common.current(rows).equals(rows)  # idempotent
+    assert selection.current(rows).equals(rows)  # idempotent
     assert set(run.rows_of("fig10", store)["value"].dropna()) == {2.0, 3.0, 7.0}  # what every renderer reads
 
 
@@ -302,7 +302,7 @@ def test_fig10_never_pools_flash_settings(tmp_path):
         host.append(_row(**r))
     rows["ttft"] += host
     store = _store(tmp_path, rows)
-    t = fig10.tidy(common.read_rows(store, fig10.EXPERIMENTS))
+    t = fig10.tidy(selection.read_rows(store, fig10.EXPERIMENTS))
     ours = fig10.ratios(t["ttft"], t["ttft_rows"])
     llama5 = ours[(ours.system == "llamacpp") & (ours.bits == 5)].set_index("flash")["ratio"]
     assert llama5["flash 200 MB/s (emulated)"] == pytest.approx(4.0, rel=1e-9)
@@ -318,16 +318,16 @@ def _paper_device_info():
 
 def test_device_cap():
     phone = pd.DataFrame([{"device": "android", "device_info": _paper_device_info(), "flash_emulated_mbps": None}])
-    assert common.on_paper_device(phone).all()
+    assert selection.on_paper_device(phone).all()
     sandbox = phone.assign(device_info=json.dumps({"soc": "SM8750", "loopback": True}))
     host = phone.assign(device="local", device_info=json.dumps({"cpu": "AMD EPYC"}))
     emulated = phone.assign(flash_emulated_mbps=200.0)
     for other in (sandbox, host, emulated):
-        assert not common.on_paper_device(other).any()
-        assert any("not the paper's phone" in r for r in common.cap_reasons(other.assign(model="llama3-8b"),
+        assert not selection.on_paper_device(other).any()
+        assert any("not the paper's phone" in r for r in rules.cap_reasons(other.assign(model="llama3-8b"),
                                                                             {"llama3-8b"}))
-    assert common.cap_reasons(phone.assign(model="llama3-8b"), {"llama3-8b"}) == []
-    assert common.cap_reasons(host.assign(model="llama3-8b"), {"llama3-8b"}, device_matters=False) == []
+    assert rules.cap_reasons(phone.assign(model="llama3-8b"), {"llama3-8b"}) == []
+    assert rules.cap_reasons(host.assign(model="llama3-8b"), {"llama3-8b"}, device_matters=False) == []
 
 
 def _on_the_papers_phone(accelerator: str | None, numerics: str | None) -> dict:
@@ -375,7 +375,7 @@ def test_the_papers_claims_that_did_not_run_are_lines_that_say_why(tmp_path):
 def test_edgeflow_without_its_npu_is_capped_even_on_the_papers_phone(tmp_path, accelerator, numerics,
                                                                       timing_capped, quality_capped):
     section = run.render("fig10", _store(tmp_path, _on_the_papers_phone(accelerator, numerics)), tmp_path / "out")
-    assert (common.NO_NPU in section.body) == timing_capped
+    assert (rules.NO_NPU in section.body) == timing_capped
     assert ("not computed with the NPU's numerics" in section.body) == quality_capped
     ttft_lines = [line for line in section.body.splitlines() if "| llama.cpp |" in line or "| MNN |" in line]
     assert ttft_lines and all(("| qualitative |" in line) == timing_capped for line in ttft_lines
@@ -386,10 +386,10 @@ def test_without_item_counts_accuracy_has_no_interval_and_is_capped(tmp_path):
     rows = fig10_rows(model="llama3-8b")
     for r in rows["accuracy"]:
         r.update(label="measured" if r["status"] == "ok" else "not run", items=None, notes="lm-eval builtin task")
-    t = fig10.tidy(common.read_rows(_store(tmp_path, rows), fig10.EXPERIMENTS))
+    t = fig10.tidy(selection.read_rows(_store(tmp_path, rows), fig10.EXPERIMENTS))
     drops = fig10.accuracy_drops(t["accuracy"])
     assert drops["lo"].isna().all()
-    assert common.points_verdict(20.0, 22.48, interval=(math.nan, math.nan)) == QUALITATIVE
+    assert rules.points_verdict(20.0, 22.48, interval=(math.nan, math.nan)) == QUALITATIVE
 
 
 def test_perplexity_tables_never_pool_proxy_and_wikitext2(tmp_path):
@@ -406,7 +406,7 @@ def test_perplexity_tables_never_pool_proxy_and_wikitext2(tmp_path):
     paper = pd.DataFrame({"bits": [4, 5, 6, 7], "SmoothQuant": [410.67, 99.68, 97.31, 75.0],
                           "SO": [">10k", ">10k", 814.51, 21.62], "CMPQ": [103.52, 18.22, 15.83, 15.11],
                           "EdgeFlow": [30.96, 17.27, 15.63, 15.09]})
-    section = table4.render(common.read_rows(store, table4.EXPERIMENTS), paper, tmp_path / "figures")
+    section = table4.render(selection.read_rows(store, table4.EXPERIMENTS), paper, tmp_path / "figures")
     assert "**llama3-8b, ppl-wikitext2**" in section.body and "**llama3-8b, ppl-local (local proxy text)**" in section.body
     assert "span 2 measurement conditions" in section.body
     assert section.summary.startswith("3 of 8 comparisons reproduced, 4 qualitative, 1 same direction")
@@ -416,12 +416,12 @@ def test_perplexity_tables_never_pool_proxy_and_wikitext2(tmp_path):
 def test_labels_say_what_was_emulated_and_tables_4_and_5_show_theirs(tmp_path):
     loopback = pd.DataFrame([_row(metric="ttft_s", value=1.0, label="emulated", flash_emulated_mbps=None,
                                   device="android", device_info=json.dumps({"loopback": True, "soc": "SM8750"}))])
-    tags = "; ".join(common.labels(loopback))
+    tags = "; ".join(selection.labels(loopback))
     assert "loopback phone (aarch64 under qemu" in tags and "flash emulated" not in tags
     from synthetic_rows import quantizer_rows
 
     store = _store(tmp_path, {"perplexity": quantizer_rows()["perplexity"]})
-    section = table4.render(common.read_rows(store, table4.EXPERIMENTS), _paper_table4(), tmp_path / "figures")
+    section = table4.render(selection.read_rows(store, table4.EXPERIMENTS), _paper_table4(), tmp_path / "figures")
     assert "Labels: device: local" in section.body
 
 
@@ -443,7 +443,7 @@ def test_perplexity_tables_never_pool_what_computed_them(tmp_path):
     htp = [_row(**{**{k: v for k, v in r.items() if k != "config_hash"}, "label": "simulated", "numerics": "npu",
                    "value": r["value"] * 50, "notes": "HTP"}) for r in fake]
     store = _store(tmp_path, {"perplexity": fake + htp + fp16})
-    section = table4.render(common.read_rows(store, table4.EXPERIMENTS), _paper_table4(), tmp_path / "figures")
+    section = table4.render(selection.read_rows(store, table4.EXPERIMENTS), _paper_table4(), tmp_path / "figures")
     assert "**llama3-8b, ppl-wikitext2, scored by the fake-quant model**" in section.body
     assert "**llama3-8b, ppl-wikitext2, scored by the HTP simulator**" in section.body
     pooled = fake[0]["value"] * 25.5  # the mean of the two scorers' values
@@ -452,4 +452,4 @@ def test_perplexity_tables_never_pool_what_computed_them(tmp_path):
 
 
 def fmt_cell(x: float) -> str:
-    return f"| {common.fmt(x)} /"
+    return f"| {output.fmt(x)} /"

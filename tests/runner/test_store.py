@@ -96,7 +96,7 @@ def test_older_fake_quant_rows_read_as_stand_ins_on_proxy_data(tmp_path):
     """Before data_source was a column, 'proxy' in the label was the only trace of a local dataset, and the fake-quant
     model's quality rows were labelled measured or proxy: they read as stand-ins, their proxy data kept; FP16's rows,
     an engine's and the FP16 reference windows of a quantized job keep their labels."""
-    from experiments.common import dataset_source, labels
+    from experiments.selection import dataset_source, labels
 
     store = ResultsStore(tmp_path)
     old = dict(value=0.5, unit="fraction", status=OK, dataset="lambada")
@@ -117,10 +117,10 @@ def test_older_fake_quant_rows_read_as_stand_ins_on_proxy_data(tmp_path):
 def test_the_report_header_says_simulated_not_flash_emulated():
     import pandas as pd
 
-    from experiments import common
+    from experiments import selection
 
     sim = pd.DataFrame([{"device": "local", "flash_emulated_mbps": None, "label": "simulated", "metric": "sim_latency_s",
                          "value": 0.2, "notes": "", "status": "ok"}])
-    tags = common.labels(sim)
+    tags = selection.labels(sim)
     assert any(t.startswith("simulated: the pipeline simulator") for t in tags)
     assert not any("flash emulated" in t for t in tags), tags
