@@ -14,18 +14,16 @@ from experiments.selection import prompt_ids
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_MIN_PROMPTS = 8    # fewer common prompts per dataset: a t-interval of per-prompt log ratios instead
 BOOTSTRAP_SEED = 0
-Z95 = 1.959963984540054
 
 
-def wilson(k: float, n: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval of a proportion k/n."""
+def wilson(k: float, n: int) -> tuple[float, float]:
+    """The 95% Wilson score interval of a proportion k/n (k rounded to whole items: an accuracy times its items)."""
+    from scipy.stats import binomtest
+
     if n is None or n <= 0:
         return math.nan, math.nan
-    p = k / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    ci = binomtest(round(k), int(n)).proportion_ci(0.95, method="wilson")
+    return float(ci.low), float(ci.high)
 
 
 def combination_interval(terms: list[tuple[float, float, int | None]],
