@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -138,9 +139,22 @@ TTFT_CONDITION = ["model", "device", "flash", "source"]
 ACC_CONDITION = ["model", "source"]
 
 
-def tidy(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """ttft / accuracy summaries (median, min, max, n per condition, dataset, series), the rows behind them (for the
-    intervals) and the unrun reasons. Only the latest successful attempt of each configuration counts."""
+@dataclass
+class Tidy:
+    """Figure 10's rows summarised: medians with their spread (median, min, max, n) per condition, dataset and
+    series, the rows behind them (for the intervals) and why configurations did not run."""
+
+    ttft: pd.DataFrame            # timings of the same work as every other system's: the ones paired into ratios
+    ttft_all: pd.DataFrame        # every timing, also those of other work (what is drawn)
+    different_work: dict[str, str]  # series -> why its timings did other work than the workload
+    accuracy: pd.DataFrame        # with "items": what each accuracy is over (its Wilson interval)
+    ttft_rows: pd.DataFrame       # the rows behind `ttft`, one per prompt and repetition
+    unrun: pd.DataFrame           # failed / not-run rows with their one-line reason
+    prompt_tokens: pd.DataFrame   # model, dataset, min, max: the prompts' lengths
+
+
+def tidy(rows: pd.DataFrame) -> Tidy:
+    """Figure 10's rows summarised (Tidy). Only the latest successful attempt of each configuration counts."""
     rows = selection.with_conditions(_with_series(selection.current(rows)))
     timed = selection.ok_rows(rows, "ttft_s")
     # the systems compared did the same work (harness/measure/workload.py); rows of other work are drawn but never
@@ -162,16 +176,16 @@ def tidy(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
         acc["items"] = [items.get(tuple(k)) for k in acc[keys].itertuples(index=False)]
     else:
         acc["items"] = pd.Series(dtype=float)
-    return {
-        "ttft": selection.summarize(ttft_rows, [*TTFT_CONDITION, "dataset", "series"]),  # the same work: paired
-        "ttft_all": selection.summarize(timed, [*TTFT_CONDITION, "dataset", "series"]),  # what is drawn
-        "different_work": unpaired.groupby("series")["reason"].first().to_dict() if len(unpaired) else {},
-        "accuracy": acc,
-        "ttft_rows": ttft_rows,
-        "unrun": selection.unrun_reasons(rows),
-        "prompt_tokens": rows[(rows["status"] == "ok") & rows["prompt_tokens"].notna()]
+    return Tidy(
+        ttft=selection.summarize(ttft_rows, [*TTFT_CONDITION, "dataset", "series"]),
+        ttft_all=selection.summarize(timed, [*TTFT_CONDITION, "dataset", "series"]),
+        different_work=unpaired.groupby("series")["reason"].first().to_dict() if len(unpaired) else {},
+        accuracy=acc,
+        ttft_rows=ttft_rows,
+        unrun=selection.unrun_reasons(rows),
+        prompt_tokens=rows[(rows["status"] == "ok") & rows["prompt_tokens"].notna()]
         .groupby(["model", "dataset"])["prompt_tokens"].agg(["min", "max"]).reset_index(),
-    }
+    )
 
 
 def _conditions(frame: pd.DataFrame, keys: list[str]):
@@ -322,27 +336,23 @@ def accuracy_drops(acc: pd.DataFrame) -> pd.DataFrame:
 LONG_PROMPTS = ("mmlu", "hellaswag")
 
 
-def llmnpu_statements(t: dict[str, pd.DataFrame]) -> list[dict]:
+def llmnpu_statements(t: Tidy) -> list[dict]:
     """Our numbers for the paper's two llm.npu+ statements: the TTFT ratio range on long prompts (MMLU, HellaSwag;
     EdgeFlow at its default 5 bits; per dataset, and their geometric mean with its bootstrap interval) and the largest
     accuracy gain over llm.npu+ (percentage points, mean over datasets, max over bits, with that bit's interval)."""
     out = []
-    for cond, per in _conditions(t["ttft"], TTFT_CONDITION):
+    for cond, per in _conditions(t.ttft, TTFT_CONDITION):
         wide = per.pivot_table(index="dataset", columns="series", values="median")
         if {NPU, ef_series(5)} <= set(wide.columns):
             r = (wide[NPU] / wide[ef_series(5)]).reindex(list(LONG_PROMPTS)).dropna()
             if len(r):
-                rows = t.get("ttft_rows")
-                b = {"ratio": float(np.exp(np.log(r).mean())), "lo": math.nan, "hi": math.nan, "prompts": None}
-                if rows is not None:
-                    for k, v in cond.items():
-                        rows = rows[rows[k] == v]
-                    b = stats.bootstrap_ratio(rows[rows["series"] == NPU], rows[rows["series"] == ef_series(5)],
-                                               datasets=r.index)
+                rows = _select(t.ttft_rows, cond)
+                b = stats.bootstrap_ratio(rows[rows["series"] == NPU], rows[rows["series"] == ef_series(5)],
+                                          datasets=r.index)
                 out.append({**cond, "metric": "ttft_ratio_long", "min": float(r.min()), "max": float(r.max()),
                             "value": b["ratio"], "lo": b["lo"], "hi": b["hi"], "datasets": len(r),
                             "prompts": b["prompts"]})
-    for cond, per in _conditions(t["accuracy"], ACC_CONDITION):
+    for cond, per in _conditions(t.accuracy, ACC_CONDITION):
         wide = per.pivot_table(index="dataset", columns="series", values="median")
         items = per.pivot_table(index="dataset", columns="series", values="items") if "items" in per else pd.DataFrame()
         efs = [c for c in wide.columns if c.startswith(f"{EF} ")]
@@ -412,8 +422,8 @@ def _main_panel(ax, cond, t, order, colors, expected):
     model = cond["model"]
     datasets = [d for d in DATASETS if d in expected["datasets"]] + sorted(expected["datasets"] - set(DATASETS))
     width = 0.84 / max(1, len(order))
-    ttft = _select(t["ttft_all"], cond)
-    acc = t["accuracy"][t["accuracy"]["model"] == model]
+    ttft = _select(t.ttft_all, cond)
+    acc = t.accuracy[t.accuracy["model"] == model]
     ax2 = ax.twinx()
     text_tf = mtransforms.blended_transform_factory(ax.transData, ax.transAxes)
     labelled: set[str] = set()
@@ -432,7 +442,7 @@ def _main_panel(ax, cond, t, order, colors, expected):
                 ax.text(x, 0.02, _short(f"{series}: accuracy only", 48), transform=text_tf, rotation=90, fontsize=6,
                         ha="center", va="bottom", color="#555555")
             elif cond.get("device") is not None:
-                reason = _short(_unrun_reason(t["unrun"], model, dataset, series))
+                reason = _short(_unrun_reason(t.unrun, model, dataset, series))
                 ax.text(x, 0.02, reason, transform=text_tf, rotation=90, fontsize=6, ha="center", va="bottom",
                         color="#b00000")
             for a in acc[(acc["dataset"] == dataset) & (acc["series"] == series)].itertuples():
@@ -448,7 +458,7 @@ def _main_panel(ax, cond, t, order, colors, expected):
     ax.set_ylabel("cold TTFT (s), log scale")
     ax.set_xticks(range(len(datasets)))
     bands = paper_values.load_paper("table3")
-    ax.set_xticklabels([_dataset_label(d, t["prompt_tokens"], model, bands) for d in datasets], fontsize=8)
+    ax.set_xticklabels([_dataset_label(d, t.prompt_tokens, model, bands) for d in datasets], fontsize=8)
     ax.set_xlim(-0.5, len(datasets) - 0.5)
     ax2.set_ylim(0, 100)
     ax2.set_ylabel("accuracy (%)")
@@ -494,13 +504,13 @@ def _ratio_panel(ax, cond, ours: pd.DataFrame, paper: pd.DataFrame | None, t, ex
                 ax.text(x, top, f"{v:.2f}", ha="center", va="bottom", fontsize=5.5, rotation=90)
         if ours[ours["system"] == base].empty:
             series = DISPLAY[base]
-            measured = set(_select(t["ttft"], cond)["series"])
-            if series in t["different_work"]:
-                reason = t["different_work"][series]
+            measured = set(_select(t.ttft, cond)["series"])
+            if series in t.different_work:
+                reason = t.different_work[series]
             elif series in measured:
                 reason = "no EdgeFlow TTFT on the same datasets"
             elif series in expected["series"]:
-                reason = _unrun_reason(t["unrun"], model, "", series)
+                reason = _unrun_reason(t.unrun, model, "", series)
             else:
                 reason = "not in the sweep"
             ax.text(i, 0.97, "\n".join(textwrap.wrap("ours: " + reason, 24)[:3]), ha="center", va="top",
@@ -521,25 +531,25 @@ def _ratio_panel(ax, cond, ours: pd.DataFrame, paper: pd.DataFrame | None, t, ex
     ax.set_ylim(0, max([1.5, *tops]) * 1.4)
 
 
-def panels(t: dict[str, pd.DataFrame], series_rows: pd.DataFrame) -> list[dict]:
+def panels(t: Tidy, series_rows: pd.DataFrame) -> list[dict]:
     """One figure row per TTFT measurement condition (model, device, flash, prompt source); a model with accuracy rows
     but no TTFT gets a row of its own."""
-    out = [cond for cond, _ in _conditions(t["ttft_all"], TTFT_CONDITION)]
+    out = [cond for cond, _ in _conditions(t.ttft_all, TTFT_CONDITION)]
     timed = {c["model"] for c in out}
-    models = set(t["accuracy"]["model"]) | set(series_rows["model"].dropna())
+    models = set(t.accuracy["model"]) | set(series_rows["model"].dropna())
     out += [{"model": m, "device": None, "flash": None, "source": None} for m in sorted(models - timed)]
     return out or [{"model": "(no model)", "device": None, "flash": None, "source": None}]
 
 
 def draw(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path, name: str = NAME,
-         t: dict | None = None, ours: pd.DataFrame | None = None) -> list[Path]:
+         t: Tidy | None = None, ours: pd.DataFrame | None = None) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     t = t or tidy(rows)
-    ours = ratios(t["ttft"], t["ttft_rows"]) if ours is None else ours
+    ours = ratios(t.ttft, t.ttft_rows) if ours is None else ours
     series_rows = selection.with_conditions(_with_series(selection.current(rows)))
     conds = panels(t, series_rows)
     colors = _colors(series_order(set(series_rows["series"])))
@@ -581,171 +591,206 @@ def _where(cond: dict) -> str:
     return selection.condition_text(**cond)
 
 
-def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
-    rows = selection.current(rows)
-    if rows.empty:
-        return output.not_run_section(NAME, TITLE, "no rows in the store")
-    t = tidy(rows)
-    ours = ratios(t["ttft"], t["ttft_rows"])
-    figures = draw(rows, paper, figures_dir, t=t, ours=ours)
-    series_rows = selection.with_conditions(_with_series(rows))
-    acc_rows = selection.ok_rows(series_rows, "accuracy")
-    caps_seen: dict[str, list[str]] = {}
+class _Caps:
+    """The cap reasons of each comparison (rules.cap_reasons over its condition's rows), remembered per condition for
+    the note above the tables."""
 
-    def caps(cond: dict, frame: pd.DataFrame, device: bool) -> list[str]:
+    def __init__(self):
+        self.seen: dict[str, list[str]] = {}
+
+    def __call__(self, cond: dict, frame: pd.DataFrame, device: bool) -> list[str]:
         reasons = rules.cap_reasons(_select(frame, cond), PAPER_MODELS, device_matters=device)
         if reasons:
-            caps_seen[_where(cond)] = reasons
+            self.seen[_where(cond)] = reasons
         return reasons
 
-    verdicts, lines = [], []
-    paper_ratio = paper[paper["metric"] == "ttft_ratio"] if paper is not None else pd.DataFrame()
-    for p in paper_ratio.itertuples():
+
+def _paper_metric(paper: pd.DataFrame | None, metric: str) -> pd.DataFrame:
+    return paper[paper["metric"] == metric] if paper is not None else pd.DataFrame(columns=["bits", "value"])
+
+
+def ratio_lines(paper: pd.DataFrame | None, ours: pd.DataFrame, t: Tidy, caps: _Caps) -> list[dict]:
+    """One line per paper TTFT ratio (baseline / EdgeFlow at a bit width) and condition we measured it under, with its
+    verdict; a ratio we did not measure is a line saying why."""
+    lines = []
+    for p in _paper_metric(paper, "ttft_ratio").itertuples():
         hit = ours[(ours["system"] == p.system) & (ours["bits"] == p.bits)]
         if hit.empty:
-            verdicts.append(rules.NOT_RUN)
-            why = _unrun_reason(t["unrun"], "", "", DISPLAY[p.system])
+            why = _unrun_reason(t.unrun, "", "", DISPLAY[p.system])
             lines.append({"condition": "–", "baseline": DISPLAY[p.system], f"{EF} bits": f"{p.bits:g}",
                           "ours [95%]": why, "paper": f"{p.value:.2f}", "datasets × prompts": "–", "interval": "–",
                           "verdict": rules.NOT_RUN, "before the cap": rules.NOT_RUN, "_caps": [why]})
         for h in hit.itertuples():
             cond = {k: getattr(h, k) for k in TTFT_CONDITION}
-            args = dict(interval=(h.lo, h.hi), datasets=h.datasets,
-                        prompts=None if pd.isna(h.prompts) else int(h.prompts))
-            capped = caps(cond, t["ttft_rows"], True)
-            v = rules.ratio_verdict(h.ratio, p.value, caps=capped, **args)
-            verdicts.append(v)
+            prompts = None if pd.isna(h.prompts) else int(h.prompts)
+            shape = f"{h.datasets} × {'?' if prompts is None else prompts}"
+            args = dict(interval=(h.lo, h.hi), datasets=h.datasets, prompts=prompts)
+            capped = caps(cond, t.ttft_rows, True)
             lines.append({"condition": _where(cond), "baseline": DISPLAY[p.system], f"{EF} bits": f"{p.bits:g}",
-                          "_caps": capped,
-                          "ours [95%]": output.interval_text(h.ratio, h.lo, h.hi),
-                          "paper": f"{p.value:.2f}",
-                          "datasets × prompts": f"{h.datasets} × {'?' if pd.isna(h.prompts) else int(h.prompts)}",
-                          "interval": h.method, "verdict": v,
+                          "_caps": capped, "ours [95%]": output.interval_text(h.ratio, h.lo, h.hi),
+                          "paper": f"{p.value:.2f}", "datasets × prompts": shape,
+                          "interval": h.method, "verdict": rules.ratio_verdict(h.ratio, p.value, caps=capped, **args),
                           "before the cap": rules.ratio_verdict(h.ratio, p.value, **args)})
-    drops = accuracy_drops(t["accuracy"])
-    drop_lines = []
-    paper_drop = paper[paper["metric"] == "accuracy_drop_pct"] if paper is not None else pd.DataFrame()
-    for p in paper_drop.itertuples():
+    return lines
+
+
+def drop_lines(paper: pd.DataFrame | None, t: Tidy, acc_rows: pd.DataFrame, caps: _Caps) -> list[dict]:
+    """One line per paper accuracy drop (EdgeFlow at a bit width vs the baselines) and condition, judged in both
+    readings of the paper's "%" (rules.percent_verdict)."""
+    drops, lines = accuracy_drops(t.accuracy), []
+    for p in _paper_metric(paper, "accuracy_drop_pct").itertuples():
         for h in drops[drops["bits"] == p.bits].itertuples():
             cond = {k: getattr(h, k) for k in ACC_CONDITION}
             capped = caps(cond, acc_rows, False) + (["the baselines' accuracy comes from fake-quant stand-ins"]
                                                     if h.versus.startswith("stand-ins") else [])
-            v = rules.percent_verdict(h.drop_pp, p.value, h.reference, interval=(h.lo, h.hi), caps=capped)
-            verdicts.append(v)
-            drop_lines.append({"condition": _where(cond), f"{EF} bits": f"{p.bits:g}", "versus": h.versus,
-                               "_caps": capped,
-                               "ours (pp) [95%]": output.interval_text(h.drop_pp, h.lo, h.hi),
-                               "paper": rules.percent_text(p.value, h.reference), "datasets": h.datasets,
-                               "verdict": v, "before the cap": rules.percent_verdict(h.drop_pp, p.value, h.reference,
-                                                                                      interval=(h.lo, h.hi))})
-    npu_lines = []
-    stated = {m: v for m, v in zip(paper["metric"], paper["value"])} if paper is not None else {}
-    if paper is not None:
-        for h in llmnpu_statements(t):
-            if h["metric"] == "ttft_ratio_long" and "ttft_ratio_min" in stated:
-                cond = {k: h[k] for k in TTFT_CONDITION}
-                lo, hi = stated["ttft_ratio_min"], stated["ttft_ratio_max"]
-                # the statement covers two datasets: both are needed, plus MIN_PROMPTS prompts each
-                args = dict(interval=(h["lo"], h["hi"]), datasets=h["datasets"], prompts=h["prompts"],
-                            min_datasets=len(LONG_PROMPTS))
-                capped = caps(cond, t["ttft_rows"], True)
-                v = rules.ratio_verdict(h["value"], (lo + hi) / 2, caps=capped, **args)
-                raw = rules.ratio_verdict(h["value"], (lo + hi) / 2, **args)
-                ours_txt = (f"{h['min']:.2f}–{h['max']:.2f}×; geometric mean "
-                            + output.interval_text(h["value"], h["lo"], h["hi"]))
-                paper_txt = f"{lo:.2f}–{hi:.2f}× (midpoint compared)"
-                what = "llm.npu+ / EF 5b TTFT on MMLU and HellaSwag"
-            elif h["metric"] == "accuracy_gain_max" and "accuracy_gain_pct_max" in stated:
-                cond = {k: h[k] for k in ACC_CONDITION}
-                args = dict(interval=(h["lo"], h["hi"]))
-                said, reference = stated["accuracy_gain_pct_max"], h["reference"]
-                capped = caps(cond, acc_rows, False)
-                v = rules.percent_verdict(h["value"], said, reference, caps=capped, **args)
-                raw = rules.percent_verdict(h["value"], said, reference, **args)
-                ours_txt = output.interval_text(h["value"], h["lo"], h["hi"], unit=" pp")
-                paper_txt = rules.percent_text(said, reference)
-                what = "largest accuracy gain over llm.npu+ (max over bits of the mean over datasets)"
-            else:
-                continue
-            verdicts.append(v)
-            npu_lines.append({"condition": _where(cond), "statement": what, "ours": ours_txt, "paper": paper_txt,
-                              "verdict": v, "before the cap": raw, "_caps": capped})
-    # every statement of the paper is a line, measured or not: one not measured says why (never silently dropped)
-    statements = {"ttft_ratio_min": ("llm.npu+ / EF 5b TTFT on MMLU and HellaSwag", "ttft_ratio_max", "×"),
-                  "accuracy_gain_pct_max": ("largest accuracy gain over llm.npu+", None, "%")}
+            args = dict(interval=(h.lo, h.hi))
+            lines.append({"condition": _where(cond), f"{EF} bits": f"{p.bits:g}", "versus": h.versus,
+                          "_caps": capped, "ours (pp) [95%]": output.interval_text(h.drop_pp, h.lo, h.hi),
+                          "paper": rules.percent_text(p.value, h.reference), "datasets": h.datasets,
+                          "verdict": rules.percent_verdict(h.drop_pp, p.value, h.reference, caps=capped, **args),
+                          "before the cap": rules.percent_verdict(h.drop_pp, p.value, h.reference, **args)})
+    return lines
+
+
+LLMNPU_TTFT = "llm.npu+ / EF 5b TTFT on MMLU and HellaSwag"
+LLMNPU_GAIN = "largest accuracy gain over llm.npu+"
+
+
+def _llmnpu_line(h: dict, stated: dict, t: Tidy, acc_rows: pd.DataFrame, caps: _Caps) -> dict | None:
+    """The line of one of our llm.npu+ numbers (llmnpu_statements) beside the paper's statement, None when the paper
+    states none."""
+    if h["metric"] == "ttft_ratio_long" and "ttft_ratio_min" in stated:
+        cond = {k: h[k] for k in TTFT_CONDITION}
+        lo, hi = stated["ttft_ratio_min"], stated["ttft_ratio_max"]
+        # the statement covers two datasets: both are needed, plus MIN_PROMPTS prompts each
+        args = dict(interval=(h["lo"], h["hi"]), datasets=h["datasets"], prompts=h["prompts"],
+                    min_datasets=len(LONG_PROMPTS))
+        capped = caps(cond, t.ttft_rows, True)
+        return {"condition": _where(cond), "statement": LLMNPU_TTFT,
+                "ours": f"{h['min']:.2f}–{h['max']:.2f}×; geometric mean "
+                        + output.interval_text(h["value"], h["lo"], h["hi"]),
+                "paper": f"{lo:.2f}–{hi:.2f}× (midpoint compared)",
+                "verdict": rules.ratio_verdict(h["value"], (lo + hi) / 2, caps=capped, **args),
+                "before the cap": rules.ratio_verdict(h["value"], (lo + hi) / 2, **args), "_caps": capped}
+    if h["metric"] == "accuracy_gain_max" and "accuracy_gain_pct_max" in stated:
+        cond = {k: h[k] for k in ACC_CONDITION}
+        said, reference, args = stated["accuracy_gain_pct_max"], h["reference"], dict(interval=(h["lo"], h["hi"]))
+        capped = caps(cond, acc_rows, False)
+        return {"condition": _where(cond), "statement": f"{LLMNPU_GAIN} (max over bits of the mean over datasets)",
+                "ours": output.interval_text(h["value"], h["lo"], h["hi"], unit=" pp"),
+                "paper": rules.percent_text(said, reference),
+                "verdict": rules.percent_verdict(h["value"], said, reference, caps=capped, **args),
+                "before the cap": rules.percent_verdict(h["value"], said, reference, **args), "_caps": capped}
+    return None
+
+
+def llmnpu_lines(paper: pd.DataFrame | None, t: Tidy, acc_rows: pd.DataFrame, caps: _Caps) -> list[dict]:
+    """The paper's two llm.npu+ statements of section 5.2, each a line, measured or not: one not measured says why
+    (never silently dropped)."""
+    if paper is None:
+        return []
+    stated = dict(zip(paper["metric"], paper["value"]))
+    lines = [line for h in llmnpu_statements(t) if (line := _llmnpu_line(h, stated, t, acc_rows, caps))]
+    statements = {"ttft_ratio_min": (LLMNPU_TTFT, "ttft_ratio_max", "×"),
+                  "accuracy_gain_pct_max": (LLMNPU_GAIN, None, "%")}
     for metric, (what, upper, unit) in statements.items():
-        if paper is None or metric not in stated or any(line["statement"].startswith(what) for line in npu_lines):
+        if metric not in stated or any(line["statement"].startswith(what) for line in lines):
             continue
         # its rows may be drawn, but a ratio of different work would say nothing
-        why = (f"not run: {t['different_work'][NPU]}" if NPU in t["different_work"]
-               else _unrun_reason(t["unrun"], "", "", NPU))
+        why = (f"not run: {t.different_work[NPU]}" if NPU in t.different_work
+               else _unrun_reason(t.unrun, "", "", NPU))
         said = f"{stated[metric]:.2f}" + (f"–{stated[upper]:.2f}" if upper in stated else "") + unit
-        verdicts.append(rules.NOT_RUN)
-        npu_lines.append({"condition": "", "statement": what, "ours": why, "paper": said,
-                          "verdict": rules.NOT_RUN, "before the cap": rules.NOT_RUN, "_caps": [why]})
-    verdict, count = rules.overall(verdicts)
-    summary = "no baseline/EdgeFlow pair measured on the same model and dataset" if verdict == rules.NOT_RUN else count
-    tags = selection.labels(rows)
-    note = selection.models_differ_note(set(t["ttft"]["model"]) | set(t["accuracy"]["model"]), PAPER_MODELS)
-    spans = selection.spans_note(series_rows[series_rows["metric"] == "ttft_s"], tuple(TTFT_CONDITION))
-    body = [f"![{TITLE}](figures/{figures[0].name})\n", "Labels: " + "; ".join(tags) + ".\n" if tags else "",
-            f"{note}\n" if note else "", f"{spans}\n" if spans else "",
-            output.caps_note(caps_seen),
-            "**TTFT ratios** (baseline / EdgeFlow; ours: geometric mean over the datasets where both ran, on the "
+        lines.append({"condition": "", "statement": what, "ours": why, "paper": said,
+                      "verdict": rules.NOT_RUN, "before the cap": rules.NOT_RUN, "_caps": [why]})
+    return lines
+
+
+def _comparison_tables(ratio: list[dict], drop: list[dict], npu: list[dict]) -> list[str]:
+    body = ["**TTFT ratios** (baseline / EdgeFlow; ours: geometric mean over the datasets where both ran, on the "
             "prompts both timed, with its 95% interval: a bootstrap over prompts and repetitions with "
             f"{stats.BOOTSTRAP_MIN_PROMPTS} or more common prompts per dataset, else a t-interval of per-prompt log "
             "ratios). The paper's ratios summarise its Figure 10 over Llama3-8B and Phi3-3.8B and five datasets.\n",
-            md_table(pd.DataFrame(lines)) if lines else "_(no paper ratios loaded)_\n"]
-    if drop_lines:
+            md_table(pd.DataFrame(ratio)) if ratio else "_(no paper ratios loaded)_\n"]
+    if drop:
         body += ["\n**Accuracy drop** of EdgeFlow vs the mean of the baselines (ours in percentage points, averaged "
                  "over datasets, with the 95% interval from each accuracy's Wilson interval):\n",
-                 md_table(pd.DataFrame(drop_lines))]
-    if npu_lines:
-        body += ["\n**llm.npu+ statements** of section 5.2:\n", md_table(pd.DataFrame(npu_lines))]
+                 md_table(pd.DataFrame(drop))]
+    if npu:
+        body += ["\n**llm.npu+ statements** of section 5.2:\n", md_table(pd.DataFrame(npu))]
+    return body
+
+
+def _measurement_tables(t: Tidy, series_rows: pd.DataFrame) -> list[str]:
+    """Our numbers behind the comparisons, and what makes them comparable (the same work, MNN's start-up, quality
+    against FP16, the runtime's agreement with its reference), then what did not run."""
+    body = []
     for metric, unit, keys, cell in (("ttft", "s; median [min–max] over prompts and repetitions, n rows",
                                       TTFT_CONDITION, _cell),
                                      ("accuracy", "fraction; [Wilson 95% interval] of the items evaluated",
                                       ACC_CONDITION, _acc_cell)):
-        s = t[metric]
+        s = getattr(t, metric)
         if s.empty:
             continue
         s = s.assign(cell=[cell(r) for _, r in s.iterrows()])
         wide = s.pivot_table(index=[*keys, "dataset"], columns="series", values="cell", aggfunc="first")
         wide = wide[[c for c in series_order(set(wide.columns))]].reset_index()
         body += [f"\n**Our {metric}** ({unit}):\n", md_table(wide)]
-    work = work_table(series_rows)
-    if len(work):
-        body += ["\n**The same work** for every system (spawn to first token, cold, the same prompt text and "
-                 "context):\n", md_table(work)]
-    startup = mnn_startup_table(series_rows)
-    if len(startup):
-        body += ["\nMNN's TTFT includes its Python interpreter's start and `import MNN` (its wheel is the only MNN "
-                 "engine reachable here); its ratio without the import, each run minus its own (the interpreter's start, "
-                 "before the driver's first line, is not measured and stays in):\n", md_table(startup)]
-    quality = quality_table(series_rows)
-    if len(quality):
-        body += ["\n**Quality against the FP16 model** on held-out text (not calibration text): mean KL(FP16 || ·) "
-                 "in nats/token and the share of positions with the same top-1 token, [95% interval over windows]. "
-                 "\"by the engine\": the engine's own forward pass over the weights its TTFT loads; \"fake-quant\": "
-                 "the Python model of the same weights, with static, per-token dynamic or float activations:\n",
-                 md_table(quality)]
-    agree = agreement_table(series_rows)
-    if len(agree):
-        body += ["\n**EdgeFlow's accuracy is its runtime's** (the packed file its TTFT reads); agreement with the "
-                 "fake-quant reference over the same requests:\n", md_table(agree)]
-    if not t["unrun"].empty:
-        u = t["unrun"].groupby(["series", "reason"]).size().reset_index(name="configurations")
+    tables = (
+        (work_table, "**The same work** for every system (spawn to first token, cold, the same prompt text and "
+                     "context):"),
+        (mnn_startup_table, "MNN's TTFT includes its Python interpreter's start and `import MNN` (its wheel is the "
+                            "only MNN engine reachable here); its ratio without the import, each run minus its own "
+                            "(the interpreter's start, before the driver's first line, is not measured and stays in):"),
+        (quality_table, "**Quality against the FP16 model** on held-out text (not calibration text): mean KL(FP16 || ·) "
+                        "in nats/token and the share of positions with the same top-1 token, [95% interval over "
+                        "windows]. \"by the engine\": the engine's own forward pass over the weights its TTFT loads; "
+                        "\"fake-quant\": the Python model of the same weights, with static, per-token dynamic or float "
+                        "activations:"),
+        (agreement_table, "**EdgeFlow's accuracy is its runtime's** (the packed file its TTFT reads); agreement with "
+                          "the fake-quant reference over the same requests:"))
+    for table, caption in tables:
+        df = table(series_rows)
+        if len(df):
+            body += [f"\n{caption}\n", md_table(df)]
+    if not t.unrun.empty:
+        u = t.unrun.groupby(["series", "reason"]).size().reset_index(name="configurations")
         body += ["\n**Did not run:**\n", md_table(u)]
-    # the abstract's headline numbers: TTFT at EdgeFlow's default 5 bits, llm.npu+'s range, every accuracy statement
-    scoreboard = (rules.claims(NAME, lines, lambda line: f"TTFT ratio {line['baseline']} / {EF} {line[f'{EF} bits']}b"
-                                f" ({line['condition']})", ours="ours [95%]",
-                                headline=lambda line: line[f"{EF} bits"] == "5")
-                  + rules.claims(NAME, drop_lines, lambda line: f"accuracy drop of {EF} {line[f'{EF} bits']}b vs "
-                                  f"the baselines ({line['condition']})", ours="ours (pp) [95%]",
-                                  headline=lambda line: True)
-                  + rules.claims(NAME, npu_lines, lambda line: f"{line['statement']} ({line['condition'] or '–'})",
-                                  headline=lambda line: True))
-    return Section(NAME, TITLE, verdict, summary, "\n".join(b for b in body if b), figures, claims=scoreboard)
+    return body
+
+
+def _scoreboard(ratio: list[dict], drop: list[dict], npu: list[dict]) -> list[rules.Claim]:
+    """The abstract's headline numbers first: TTFT at EdgeFlow's default 5 bits, llm.npu+'s range, every accuracy
+    statement."""
+    return (rules.claims(NAME, ratio, lambda line: f"TTFT ratio {line['baseline']} / {EF} {line[f'{EF} bits']}b"
+                         f" ({line['condition']})", ours="ours [95%]", headline=lambda line: line[f"{EF} bits"] == "5")
+            + rules.claims(NAME, drop, lambda line: f"accuracy drop of {EF} {line[f'{EF} bits']}b vs the baselines "
+                           f"({line['condition']})", ours="ours (pp) [95%]", headline=lambda line: True)
+            + rules.claims(NAME, npu, lambda line: f"{line['statement']} ({line['condition'] or '–'})",
+                           headline=lambda line: True))
+
+
+def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) -> Section:
+    rows = selection.current(rows)
+    if rows.empty:
+        return output.not_run_section(NAME, TITLE, "no rows in the store")
+    t = tidy(rows)
+    ours = ratios(t.ttft, t.ttft_rows)
+    figures = draw(rows, paper, figures_dir, t=t, ours=ours)
+    series_rows = selection.with_conditions(_with_series(rows))
+    acc_rows = selection.ok_rows(series_rows, "accuracy")
+    caps = _Caps()
+    ratio, drop, npu = (ratio_lines(paper, ours, t, caps), drop_lines(paper, t, acc_rows, caps),
+                        llmnpu_lines(paper, t, acc_rows, caps))
+    verdict, count = rules.overall([line["verdict"] for line in ratio + drop + npu])
+    summary = "no baseline/EdgeFlow pair measured on the same model and dataset" if verdict == rules.NOT_RUN else count
+    tags = selection.labels(rows)
+    note = selection.models_differ_note(set(t.ttft["model"]) | set(t.accuracy["model"]), PAPER_MODELS)
+    spans = selection.spans_note(series_rows[series_rows["metric"] == "ttft_s"], tuple(TTFT_CONDITION))
+    body = [f"![{TITLE}](figures/{figures[0].name})\n", "Labels: " + "; ".join(tags) + ".\n" if tags else "",
+            f"{note}\n" if note else "", f"{spans}\n" if spans else "", output.caps_note(caps.seen),
+            *_comparison_tables(ratio, drop, npu), *_measurement_tables(t, series_rows)]
+    return Section(NAME, TITLE, verdict, summary, "\n".join(b for b in body if b), figures,
+                   claims=_scoreboard(ratio, drop, npu))
 
 
 # Fidelity rows (experiment=fidelity) -> columns of the quality table. "_runtime": computed by the engine the row

@@ -181,7 +181,6 @@ def _power_panel(ax, s: pd.DataFrame, model: str) -> None:
     """Energy (J) and average power (W) per system, or why they are not there."""
     names = list(s["series"]) if len(s) else []
     twin = ax.twinx()
-    measured = False
     reasons = {line.energy_j_why or "no energy counter" for line in s.itertuples() if line.energy_j is None} \
         if len(s) else set()
     if len(reasons) == 1 and all(line.energy_j is None for line in s.itertuples()):
@@ -194,7 +193,6 @@ def _power_panel(ax, s: pd.DataFrame, model: str) -> None:
                 ax.text(x, 0.5, "not run:\n" + "\n".join(_wrap(line.energy_j_why or "no energy counter", 24)),
                         transform=ax.get_xaxis_transform(), ha="center", va="center", fontsize=6.5, color="#b22222")
             continue
-        measured = True
         med, lo, hi = line.energy_j
         ax.bar(x - 0.18, med, 0.36, yerr=[[med - lo], [hi - med]], color="#4c72b0", capsize=3)
         if line.avg_power_w is not None:

@@ -86,7 +86,7 @@ def test_accuracies_over_different_item_counts_are_not_pooled():
                               metric="accuracy", value=v, label="proxy", prompt_tokens=None, part=n, error=None,
                               config_hash=f"h{n}", items=n, notes="proxy; lm-eval task lambada-local metric acc")
                          for v, n in ((0.20, 50), (0.25, 100))])
-    acc = fig10.tidy(rows)["accuracy"].set_index("series")
+    acc = fig10.tidy(rows).accuracy.set_index("series")
     assert acc.loc["llama.cpp", "median"] == 0.25 and acc.loc["llama.cpp", "items"] == 100
 
 
@@ -115,10 +115,10 @@ def _paired_rows(llama_match=lambda dataset, prompt, rep: 1.0) -> pd.DataFrame:
 
 def test_rows_that_did_other_work_are_drawn_but_never_paired():
     t = fig10.tidy(_paired_rows())
-    assert "llm.npu+" in set(t["ttft_all"]["series"]) and "llm.npu+" not in set(t["ttft"]["series"])
-    assert t["different_work"]["llm.npu+"].startswith("different work: the engine ran its own prompt")
+    assert "llm.npu+" in set(t.ttft_all["series"]) and "llm.npu+" not in set(t.ttft["series"])
+    assert t.different_work["llm.npu+"].startswith("different work: the engine ran its own prompt")
     assert fig10.llmnpu_statements(t) == []  # no llm.npu+ / EdgeFlow ratio from other work
-    ours = fig10.ratios(t["ttft"], t["ttft_rows"]).set_index("system")
+    ours = fig10.ratios(t.ttft, t.ttft_rows).set_index("system")
     assert list(ours.index) == ["llamacpp"] and ours.loc["llamacpp", "ratio"] == 2.0
 
 
@@ -128,6 +128,6 @@ def test_a_run_whose_engine_saw_other_ids_is_left_out_of_the_ratio():
     rows.loc[(rows["system"] == "llamacpp") & (rows["dataset"] == "mmlu") & rows["notes"].str.startswith("prompt 0")
              & (rows["metric"] == "ttft_s"), "value"] = 50.0
     t = fig10.tidy(rows)
-    assert t["different_work"]["llama.cpp"].startswith("different work: the engine tokenized the prompt text")
-    assert len(t["ttft_rows"][t["ttft_rows"]["series"] == "llama.cpp"]) == 2 * 9 - 3
-    assert fig10.ratios(t["ttft"], t["ttft_rows"]).set_index("system").loc["llamacpp", "ratio"] == 2.0
+    assert t.different_work["llama.cpp"].startswith("different work: the engine tokenized the prompt text")
+    assert len(t.ttft_rows[t.ttft_rows["series"] == "llama.cpp"]) == 2 * 9 - 3
+    assert fig10.ratios(t.ttft, t.ttft_rows).set_index("system").loc["llamacpp", "ratio"] == 2.0

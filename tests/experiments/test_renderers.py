@@ -16,7 +16,7 @@ def _render(name, store, tmp_path, **params):
 
 def test_fig10_ratios_are_baseline_over_edgeflow(fig10_store):
     rows = selection.read_rows(fig10_store, fig10.EXPERIMENTS)
-    ours = fig10.ratios(fig10.tidy(rows)["ttft"])
+    ours = fig10.ratios(fig10.tidy(rows).ttft)
     for b, factor in FAKE_EF_TTFT.items():
         got = ours[(ours["system"] == "llamacpp") & (ours["bits"] == b)]["ratio"].item()
         assert got == pytest.approx(FAKE_TTFT["llamacpp"] / factor, rel=1e-9)
@@ -186,7 +186,7 @@ def test_fig10_llmnpu_statements_when_it_ran(tmp_path):
         store.append(experiment, r)
     t = fig10.tidy(selection.read_rows(store, fig10.EXPERIMENTS))
     got = {s["metric"]: s for s in fig10.llmnpu_statements(t)}
-    ef5 = t["ttft"].set_index(["dataset", "series"])["median"]
+    ef5 = t.ttft.set_index(["dataset", "series"])["median"]
     assert got["ttft_ratio_long"]["min"] == pytest.approx(min(1.39 * 2.2 / ef5["mmlu", "EF 5b"],
                                                                1.39 * 3.5 / ef5["hellaswag", "EF 5b"]))
     assert got["accuracy_gain_max"]["max"] == pytest.approx(1.0)  # EF 7b 0.50 vs 0.49

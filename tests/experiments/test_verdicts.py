@@ -303,7 +303,7 @@ def test_fig10_never_pools_flash_settings(tmp_path):
     rows["ttft"] += host
     store = _store(tmp_path, rows)
     t = fig10.tidy(selection.read_rows(store, fig10.EXPERIMENTS))
-    ours = fig10.ratios(t["ttft"], t["ttft_rows"])
+    ours = fig10.ratios(t.ttft, t.ttft_rows)
     llama5 = ours[(ours.system == "llamacpp") & (ours.bits == 5)].set_index("flash")["ratio"]
     assert llama5["flash 200 MB/s (emulated)"] == pytest.approx(4.0, rel=1e-9)
     assert llama5["device storage"] == pytest.approx(4.0 / 3.5, rel=1e-9)
@@ -387,7 +387,7 @@ def test_without_item_counts_accuracy_has_no_interval_and_is_capped(tmp_path):
     for r in rows["accuracy"]:
         r.update(label="measured" if r["status"] == "ok" else "not run", items=None, notes="lm-eval builtin task")
     t = fig10.tidy(selection.read_rows(_store(tmp_path, rows), fig10.EXPERIMENTS))
-    drops = fig10.accuracy_drops(t["accuracy"])
+    drops = fig10.accuracy_drops(t.accuracy)
     assert drops["lo"].isna().all()
     assert rules.points_verdict(20.0, 22.48, interval=(math.nan, math.nan)) == QUALITATIVE
 
