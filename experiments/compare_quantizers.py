@@ -252,62 +252,72 @@ def pareto(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return front
 
 
+MARKERS = "osD^vP*Xh<>"
+
+
+def _ttft_unrun(df: pd.DataFrame, ttft_cols: list[str]) -> dict[str, str]:
+    """quantizer -> why a cold TTFT of it is missing (its first reason)."""
+    reasons: dict[str, str] = {}
+    if "ttft_reason" in df:
+        for _, r in df[df["ttft_reason"].fillna("") != ""].iterrows():
+            if not all(math.isfinite(r.get(c, math.nan)) for c in ttft_cols):
+                reasons.setdefault(r["quantizer"], r["ttft_reason"])
+    return reasons
+
+
+def _panel(ax, q: pd.DataFrame, xcol: str, xlabel: str, ttft_col: str | None, reasons: dict, title: str) -> None:
+    """KL against FP16 over `xcol` (size, or a cold TTFT with its min..max), every method drawn the same way (the
+    paper's and the user's), with the Pareto front of all points."""
+    import matplotlib.pyplot as plt
+
+    cmap, cloud = plt.get_cmap("tab10"), []
+    for j, method in enumerate(sorted(q["quantizer"].unique())):
+        s = q[q["quantizer"] == method].sort_values("bits")
+        if xcol not in s or "kl_fp16" not in s:
+            continue
+        s = s[s[xcol].notna() & s["kl_fp16"].notna()]
+        if s.empty:
+            continue
+        xerr = [s[xcol] - s[f"{ttft_col}_min"], s[f"{ttft_col}_max"] - s[xcol]] if ttft_col else None
+        yerr = s["kl_fp16_ci"].fillna(0) if "kl_fp16_ci" in s else None
+        ax.errorbar(s[xcol], s["kl_fp16"], xerr=xerr, yerr=yerr, marker=MARKERS[j % len(MARKERS)], ms=5,
+                    capsize=2, lw=1.2, color=cmap(j % 10), label=method)
+        for x, y, b in zip(s[xcol], s["kl_fp16"], s["bits"]):
+            ax.annotate(f"{b:g}", (x, y), textcoords="offset points", xytext=(4, 3), fontsize=6, color=cmap(j % 10))
+        cloud += list(zip(s[xcol], s["kl_fp16"]))
+    front = pareto(cloud)
+    if len(front) > 1:
+        ax.step([p[0] for p in front], [p[1] for p in front], where="post", color="0.5", ls="--", lw=0.8,
+                label="Pareto front", zorder=0)
+    if not cloud and ttft_col:
+        ax.text(0.5, 0.5, "no TTFT measured", ha="center", va="center", transform=ax.transAxes)
+    if ttft_col and reasons:
+        ax.text(0.02, 0.02, "not run: " + ", ".join(sorted(reasons)) + " †", fontsize=7, transform=ax.transAxes)
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.set_ylabel("mean KL(FP16 || quantized), nats/token\n(lower is better; 95% CI)", fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title(title + "; labels = budget bits", fontsize=9)
+
+
 def _draw(df: pd.DataFrame, model: str, name: str, figures_dir: Path, tags: str) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    q = df[df["quantizer"] != "fp16"]
-    methods = sorted(q["quantizer"].unique())
     ttft_cols = _ttft_columns(df)
     axes_spec = [("effective_bits", "effective bits per weight (quantized linears)", None)]
     axes_spec += [(c, f"cold TTFT (s), {c.removeprefix('ttft ')}" + (" flash (emulated)" if "MB/s" in c else ""), c)
                   for c in ttft_cols]
     text = display(df[df["model"] == model], short=True)
-    reasons = {}
-    if "ttft_reason" in df:
-        for _, r in df[df["ttft_reason"].fillna("") != ""].iterrows():
-            if not all(math.isfinite(r.get(c, math.nan)) for c in ttft_cols):
-                reasons.setdefault(r["quantizer"], r["ttft_reason"])
+    reasons = _ttft_unrun(df, ttft_cols)
     fig = plt.figure(figsize=(max(11, 4.2 * len(axes_spec)), 4.2 + 0.24 * (len(text) + 2)))
     grid = fig.add_gridspec(2, len(axes_spec), height_ratios=[4.2, 0.24 * (len(text) + 2)])
-    cmap = plt.get_cmap("tab10")
-    markers = "osD^vP*Xh<>"
     for i, (xcol, xlabel, ttft_col) in enumerate(axes_spec):
-        ax = fig.add_subplot(grid[0, i])
-        cloud = []
-        for j, method in enumerate(methods):  # every method, the paper's and the user's, drawn the same way
-            s = q[q["quantizer"] == method].sort_values("bits")
-            if xcol not in s or "kl_fp16" not in s:
-                continue
-            s = s[s[xcol].notna() & s["kl_fp16"].notna()]
-            if s.empty:
-                continue
-            xerr = None
-            if ttft_col:
-                xerr = [s[xcol] - s[f"{ttft_col}_min"], s[f"{ttft_col}_max"] - s[xcol]]
-            yerr = s["kl_fp16_ci"].fillna(0) if "kl_fp16_ci" in s else None
-            ax.errorbar(s[xcol], s["kl_fp16"], xerr=xerr, yerr=yerr, marker=markers[j % len(markers)], ms=5,
-                        capsize=2, lw=1.2, color=cmap(j % 10), label=method)
-            for x, y, b in zip(s[xcol], s["kl_fp16"], s["bits"]):
-                ax.annotate(f"{b:g}", (x, y), textcoords="offset points", xytext=(4, 3), fontsize=6, color=cmap(j % 10))
-            cloud += list(zip(s[xcol], s["kl_fp16"]))
-        front = pareto(cloud)
-        if len(front) > 1:
-            ax.step([p[0] for p in front], [p[1] for p in front], where="post", color="0.5", ls="--", lw=0.8,
-                    label="Pareto front", zorder=0)
-        if not cloud and ttft_col:
-            ax.text(0.5, 0.5, "no TTFT measured", ha="center", va="center", transform=ax.transAxes)
-        if ttft_col and reasons:
-            ax.text(0.02, 0.02, "not run: " + ", ".join(sorted(reasons)) + " †", fontsize=7, transform=ax.transAxes)
-        ax.set_yscale("log")
-        ax.set_xlabel(xlabel, fontsize=8)
-        ax.set_ylabel("mean KL(FP16 || quantized), nats/token\n(lower is better; 95% CI)", fontsize=8)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-        ax.set_title(("quality vs size" if i == 0 else "quality vs cold TTFT (min..max)") + "; labels = budget bits",
-                     fontsize=9)
+        _panel(fig.add_subplot(grid[0, i]), df[df["quantizer"] != "fp16"], xcol, xlabel, ttft_col, reasons,
+               "quality vs size" if i == 0 else "quality vs cold TTFT (min..max)")
     tab_ax = fig.add_subplot(grid[1, :])
     tab_ax.axis("off")
     if len(text):

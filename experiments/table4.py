@@ -138,75 +138,83 @@ def _draw(ours: pd.DataFrame, ref: pd.DataFrame, model_title: str, name: str, fi
     return output.save_figure(fig, name, figures_dir)
 
 
+def _ordering_line(name: str, m: str, dataset: str, b: float, per_model: pd.DataFrame, ref: pd.DataFrame,
+                   nlls: dict, refs: dict, caps: list[str], scorer_note: str) -> tuple[dict, rules.Claim]:
+    """The table line of one bit width (ours / paper per method, the ordering verdict) and its scoreboard claim.
+    With per-window NLLs for every method, the ranking is by the paired estimates (paired_windows) and an adjacent
+    pair within noise makes the ordering inconclusive."""
+    mine = {r.quantizer: r.median for r in per_model[per_model["bits"] == b].itertuples()}
+    theirs = {r.quantizer: (r.value, r.lower_bound) for r in ref[ref["bits"] == b].itertuples()}
+    windows = {q: nlls[(m, dataset, q, b)] for q in mine if (m, dataset, q, b) in nlls}
+    fp_windows, est = nlls.get((m, dataset, "fp16", None)), {}
+    if fp_windows is not None:
+        for q, w in windows.items():
+            e = paired_windows.estimate(w, refs.get((m, dataset, q, b), fp_windows), fp_windows.mean())
+            if e is not None:
+                est[q] = e
+    paired = bool(est) and set(est) == set(mine)
+    ranking = {q: e.ppl for q, e in est.items()} if paired else mine
+    raw = ordering_verdict(ranking, theirs)
+    unresolved = _unresolved(ranking, theirs, windows) if paired else []
+    if unresolved and raw in (rules.REPRODUCED, rules.SAME_DIRECTION, rules.DIFFERS):
+        raw = rules.INCONCLUSIVE
+    v = rules.cap(raw, caps)
+    line = {"bits": f"{b:g}"}
+    for q in QUANTIZERS:
+        p = theirs.get(q)
+        cell = est[q].text() if q in est else fmt(mine.get(q))
+        line[DISPLAY[q]] = f"{cell} / {(('>' if p[1] else '') + f'{p[0]:g}') if p else '–'}"
+    for q in EXTRA:
+        line[f"{DISPLAY[q]} (ours only)"] = est[q].text() if q in est else fmt(mine.get(q))
+    line["windows"] = (", ".join(f"{DISPLAY.get(q, q)} {est[q].windows}" for q in SERIES if q in est)
+                       if est else "no per-window rows: no intervals")
+    line["order within noise"] = ("; ".join(unresolved) or "none") if paired else "–"
+    line["ordering"], line["before the cap"] = v, raw
+
+    def order(values: dict) -> str:
+        return " < ".join(DISPLAY.get(q, q) for q in sorted(values, key=values.get))
+
+    claim = rules.Claim(name, f"perplexity ordering of the methods at {b:g} bits ({m}, {dataset}{scorer_note})",
+                        order({q: said[0] for q, said in theirs.items() if q in QUANTIZERS}),
+                        order({q: ppl for q, ppl in ranking.items() if q in QUANTIZERS}), v, list(caps))
+    return line, claim
+
+
+def _scored(rows: pd.DataFrame) -> pd.DataFrame:
+    """Our current rows with the FP16 reference named and a `scorer`: what computed each perplexity (the fake-quant
+    model, HTP's simulator, an engine), never pooled; FP16's torch model ('') is every scorer's reference."""
+    cur = _fp16_named(selection.with_conditions(selection.current(rows)))
+    return cur.assign(scorer=np.where(cur["quantizer"] == "fp16", "", selection.scoring_path(cur)))
+
+
 def render_for(name: str, title: str, model: str, rows: pd.DataFrame, paper: pd.DataFrame | None,
                figures_dir: Path) -> Section:
-    """Table 4 or 5: our perplexities beside the paper's `model` table, one table per model and evaluation set (a
-    local proxy's perplexities and WikiText-2's are never pooled)."""
-    cur = _fp16_named(selection.with_conditions(selection.current(rows)))
-    # what computed each perplexity (the fake-quant model, HTP's simulator, an engine): never pooled; FP16's torch
-    # model is every scorer's reference
-    cur = cur.assign(scorer=np.where(cur["quantizer"] == "fp16", "", selection.scoring_path(cur)))
+    """Table 4 or 5: our perplexities beside the paper's `model` table, one table per model, evaluation set (a
+    local proxy's perplexities and WikiText-2's are never pooled) and scorer."""
+    cur = _scored(rows)
     all_ok = selection.ok_rows(cur, "perplexity")
     if model in set(all_ok["model"]):
         all_ok = all_ok[all_ok["model"] == model]
     if all_ok.empty:
         return output.not_run_section(name, title, "no perplexity rows in the store")
-    if paper is None:
-        ref = pd.DataFrame(columns=["quantizer", "bits", "value", "lower_bound"])
-    else:
-        ref = paper_table(paper, model)
+    ref = pd.DataFrame(columns=["quantizer", "bits", "value", "lower_bound"]) if paper is None \
+        else paper_table(paper, model)
     scorers = sorted(set(all_ok["scorer"]) - {""}) or [""]
     groups = [(scorer, key, per_model) for scorer in scorers
               for key, per_model in selection.summarize(all_ok[all_ok["scorer"].isin([scorer, ""])],
-                                                     ["model", "dataset", "source", "quantizer", "bits"]
-                                                     ).groupby(["model", "dataset", "source"])]
-    sections, verdicts, figures, scoreboard = [], [], [], []
+                                                        ["model", "dataset", "source", "quantizer", "bits"]
+                                                        ).groupby(["model", "dataset", "source"])]
+    sections, figures, scoreboard = [], [], []
     for scorer, (m, dataset, source), per_model in groups:
         mine_rows = cur[cur["scorer"].isin([scorer, ""])]
         ok = all_ok[all_ok["scorer"].isin([scorer, ""])]
         nlls, refs = paired_windows.windows(mine_rows), paired_windows.windows(mine_rows, "window_nll_ref")
         caps = rules.cap_reasons(ok[(ok["model"] == m) & (ok["dataset"] == dataset)], {model}, device_matters=False)
-        lines = []
-        fp_windows = nlls.get((m, dataset, "fp16", None))
-        for b in sorted(per_model["bits"].dropna().unique()):
-            mine = {r.quantizer: r.median for r in per_model[per_model["bits"] == b].itertuples()}
-            theirs = {r.quantizer: (r.value, r.lower_bound) for r in ref[ref["bits"] == b].itertuples()}
-            windows = {q: nlls[(m, dataset, q, b)] for q in mine if (m, dataset, q, b) in nlls}
-            est = {}
-            if fp_windows is not None:
-                for q, w in windows.items():
-                    e = paired_windows.estimate(w, refs.get((m, dataset, q, b), fp_windows), fp_windows.mean())
-                    if e is not None:
-                        est[q] = e
-            paired = bool(est) and set(est) == set(mine)
-            ranking = {q: e.ppl for q, e in est.items()} if paired else mine
-            raw = ordering_verdict(ranking, theirs)
-            unresolved = _unresolved(ranking, theirs, windows) if paired else []
-            if unresolved and raw in (rules.REPRODUCED, rules.SAME_DIRECTION, rules.DIFFERS):
-                raw = rules.INCONCLUSIVE
-            v = rules.cap(raw, caps)
-            verdicts.append(v)
-            line = {"bits": f"{b:g}"}
-            for q in QUANTIZERS:
-                p = theirs.get(q)
-                cell = est[q].text() if q in est else fmt(mine.get(q))
-                line[DISPLAY[q]] = f"{cell} / {(('>' if p[1] else '') + f'{p[0]:g}') if p else '–'}"
-            for q in EXTRA:
-                line[f"{DISPLAY[q]} (ours only)"] = est[q].text() if q in est else fmt(mine.get(q))
-            line["windows"] = (", ".join(f"{DISPLAY.get(q, q)} {est[q].windows}" for q in SERIES if q in est)
-                               if est else "no per-window rows: no intervals")
-            line["order within noise"] = ("; ".join(unresolved) or "none") if paired else "–"
-            line["ordering"] = v
-            line["before the cap"] = raw
-            lines.append(line)
-            order = lambda values: " < ".join(DISPLAY.get(q, q) for q in sorted(values, key=values.get))  # noqa: E731
-            scoreboard.append(rules.Claim(
-                name, f"perplexity ordering of the methods at {b:g} bits ({m}, {dataset}"
-                + (f", {scorer}" if len(scorers) > 1 else "") + ")",
-                order({q: said[0] for q, said in theirs.items() if q in QUANTIZERS}),
-                order({q: ppl for q, ppl in ranking.items() if q in QUANTIZERS}), v, list(caps)))
-        fp = per_model[per_model["quantizer"] == "fp16"]
-        fp_ref = ref[ref["quantizer"] == "fp16"]
+        scorer_note = f", {scorer}" if len(scorers) > 1 else ""
+        made = [_ordering_line(name, m, dataset, b, per_model, ref, nlls, refs, caps, scorer_note)
+                for b in sorted(per_model["bits"].dropna().unique())]
+        scoreboard += [claim for _, claim in made]
+        fp, fp_ref = per_model[per_model["quantizer"] == "fp16"], ref[ref["quantizer"] == "fp16"]
         fp_text = (f"FP16: ours {fmt(fp['median'].iloc[0]) if len(fp) else '–'}, paper "
                    f"{fmt(fp_ref['value'].iloc[0]) if len(fp_ref) else '–'}.")
         where = (f"{m}, {dataset}" + (" (local proxy text)" if source == "proxy" else "")
@@ -216,8 +224,8 @@ def render_for(name: str, title: str, model: str, rows: pd.DataFrame, paper: pd.
                          name if len(groups) == 1 else f"{name}-{m}-{dataset}{suffix}", figures_dir)
         cap_text = f" Capped at *qualitative*: {'; '.join(caps)}." if caps else ""
         sections.append(f"**{where}** (cells: ours / paper; protocol and context length in the rows' notes). "
-                        f"{fp_text}{cap_text}\n\n" + md_table(pd.DataFrame(lines)))
-    verdict, count = rules.overall(verdicts)
+                        f"{fp_text}{cap_text}\n\n" + md_table(pd.DataFrame([line for line, _ in made])))
+    verdict, count = rules.overall([claim.verdict for claim in scoreboard])
     if paper is None:
         count += f"; results/paper/{name}.csv is missing"
     pngs = [f for f in figures if f.suffix == ".png"]

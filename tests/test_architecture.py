@@ -183,3 +183,14 @@ def test_the_xdist_group_is_applied(request):
     if getattr(request.config.option, "loadgroup", False):
         assert request.node.nodeid.endswith("@source-tree"), (
             f"pytest {pytest.__version__} with this pytest-xdist does not apply xdist_group: {request.node.nodeid}")
+
+
+def test_no_function_in_experiments_is_over_60_lines():
+    """A renderer that grows past a screen is split by what it computes (issue 54: fig10.render was 165 lines)."""
+    import ast
+
+    long = [f"{path.name}:{node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for path in sorted((REPO / "experiments").glob("*.py"))
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60]
+    assert not long, long
