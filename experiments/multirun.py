@@ -76,7 +76,7 @@ def _experiment_kind(name: str) -> str:
 
 
 def _is_timed(point: list[str]) -> bool:
-    from harness.runner.job import TIMED_KINDS
+    from harness.runner.kinds import TIMED_KINDS
 
     return bool(_kinds(point) & TIMED_KINDS)
 

@@ -45,9 +45,8 @@ class DeviceConfig:
     thermal_wait_s: float = 300.0  # how long the gate waits for the device to cool, then the run fails
 
     def __post_init__(self):
-        import harness.devices  # noqa: F401  (registers every device)
-
-        if self.name not in DEVICES:
+        if self.name not in DEVICES:  # (the registry imports harness.devices.<name> when it exists)
+            DEVICES.load_all("device")  # so that the message lists every device
             raise ValueError(f"device.name must be one of {sorted(DEVICES)}, got {self.name!r}")
         if self.id is not None and not re.fullmatch(r"[\w.@:+-]{1,100}", str(self.id)):
             raise ValueError(f"device.id must be 1-100 letters, digits or . _ @ : + -, got {self.id!r}")

@@ -38,12 +38,10 @@ class ExperimentConfig:
     settings: object = field(init=False, repr=False)  # `extra` validated as the kind's settings dataclass
 
     def __post_init__(self):
-        from harness.runner.kinds import KINDS
+        from harness.runner.kinds import KINDS, settings_of
 
         require(self.kind in KINDS, "experiment.kind", f"must be one of {sorted(KINDS)}, got {self.kind!r}")
         require(self.repetitions >= 1, "experiment.repetitions", f"must be >= 1, got {self.repetitions}")
-        from harness.runner.settings import settings_of
-
         self.settings = settings_of(self.kind, self.extra)
         require(self.ppl_halfwidth is None or float(self.ppl_halfwidth) > 0, "experiment.ppl_halfwidth",
                 f"must be a positive number of nats or null, got {self.ppl_halfwidth}")
@@ -111,14 +109,6 @@ def prepare_job(cfg: DictConfig) -> Job:
     return Job(cfg=cfg, experiment=experiment, model=model, config_hash=measurement_hash(cfg))
 
 
-# Kinds that evaluate models in this process and time nothing: their large temporaries stay in malloc's heap
-# (harness/host.py heap_kept); the kinds that time something keep the allocator's defaults.
-IN_PROCESS_EVALUATION = {"perplexity", "accuracy", "fidelity"}
-# Kinds whose rows are times of this machine (cold starts and their variants, QNN's compile and profile): they must
-# never share it with other jobs, so launchers run them one at a time (experiments/multirun.py).
-TIMED_KINDS = {"ttft", "npu_compile", "npu_profile"}
-
-
 def run_job(cfg: DictConfig, store: ResultsStore | None = None) -> str:
     """Measure one configuration; returns its status (ok / failed / not run / skipped)."""
     from harness.runner.kinds import KINDS
@@ -133,8 +123,9 @@ def run_job(cfg: DictConfig, store: ResultsStore | None = None) -> str:
         return "skipped"
     rows: list[dict] = []
     try:
-        with heap_kept() if job.experiment.kind in IN_PROCESS_EVALUATION else contextlib.nullcontext():
-            for row in KINDS[job.experiment.kind](job):
+        kind = KINDS[job.experiment.kind]
+        with heap_kept() if kind.in_process else contextlib.nullcontext():
+            for row in kind.measure(job):
                 rows.append(row)
         status = OK
     except NotRun as e:

@@ -1,4 +1,5 @@
-"""What each `experiment.kind` measures. A kind is a generator taking a Job and yielding rows (`job.row(...)`).
+"""What each `experiment.kind` measures, registered once in KINDS as a Kind: the generator taking a Job and
+yielding rows (`job.row(...)`), its settings class, and whether it is timed or evaluates in this process.
 
   smoke       convert the model (once), FP16 perplexity on the local split and accuracy on one local task
   perplexity  perplexity of the FP model or of its fake-quant model (quantizer=...), GPTQ/AWQ protocol
@@ -15,9 +16,14 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
+from harness.models.zoo import load_model
+from harness.runner import settings
 from harness.runner.npu_kinds import npu_compile, npu_oracle, npu_profile
+from harness.runner.settings import (AccuracySettings, FidelitySettings, NpuCompileSettings, NpuOracleSettings,
+                                     NpuProfileSettings, PerplexitySettings, PipelineSimSettings, TtftSettings)
 from harness.runner.store import RUNTIME_EVALUATED
 from harness.systems.base import NotRun  # the runner records it as a 'not run' row
 
@@ -33,7 +39,7 @@ def _needs_trained_weights(job, what: str) -> None:
 def smoke(job) -> Iterator[dict]:
     from harness.data.config import load_dataset_config
 
-    model, tokenizer = _fp_model(job)
+    model, tokenizer = load_model(job.model)
     yield job.row("parameters", sum(p.numel() for p in model.parameters()), "count", notes=job.model.note)
     yield from _perplexity_rows(job, model, tokenizer, quantizer="fp16")
     yield from _accuracy_rows(job, model, tokenizer, load_dataset_config("lambada-local"), quantizer="fp16")
@@ -41,7 +47,7 @@ def smoke(job) -> Iterator[dict]:
 
 def perplexity(job) -> Iterator[dict]:
     _needs_trained_weights(job, "perplexity")
-    fp, tokenizer = _fp_model(job)
+    fp, tokenizer = load_model(job.model)
     model, tokenizer, fields = _model_under_test(job, (fp, tokenizer))
     yield from _perplexity_rows(job, model, tokenizer, reference=None if model is fp else fp, **fields)
 
@@ -84,7 +90,7 @@ def _engine_accuracy(job, dataset, requested: str) -> Iterator[dict]:
     from harness.eval.scorer_lm import ScoredLM
 
     system, prepared, bits = _prepared_system(job)
-    _, tokenizer = _fp_model(job)
+    _, tokenizer = load_model(job.model)
     max_length = job.settings.max_length
     with system.open_scorer(prepared, ctx=max_length) as scorer:
         # a context shared by several requests runs once where the engine can keep it (llama.cpp, MNN)
@@ -135,7 +141,7 @@ def _edgeflow_accuracy(job, dataset, requested: str) -> Iterator[dict]:
 
     if job.cfg.get("quantizer") is None:
         raise ValueError("EdgeFlow's accuracy needs its quantizer group: add quantizer=edgeflow")
-    model, tokenizer = _fp_model(job)
+    model, tokenizer = load_model(job.model)
     art_dir = quantized_artifact(job.model, job.cfg.quantizer, tokenizer)
     artifact = load_artifact(art_dir)
     layout = str(job.cfg.packing.layout) if job.cfg.get("packing") is not None else "weightlet"
@@ -155,7 +161,7 @@ def _runtime_evaluated_accuracy(job, dataset, requested: str) -> Iterator[dict]:
     from harness.quant.fakequant import build_fakequant_model
     from harness.quant.outputs import numerics_column, numerics_text
 
-    fp, tokenizer = _fp_model(job)
+    fp, tokenizer = load_model(job.model)
     artifact = _job_artifact(job, tokenizer)
     reference = build_fakequant_model(artifact, fp)
     if artifact.manifest.get("runtime_compatible") is False:
@@ -245,7 +251,7 @@ def fidelity(job) -> Iterator[dict]:
 
     if job.cfg.get("quantizer") is None:
         raise ValueError("experiment=fidelity compares a quantizer with the FP model: add quantizer=<option>")
-    model, tokenizer = _fp_model(job)
+    model, tokenizer = load_model(job.model)
     art_dir = quantized_artifact(job.model, job.cfg.quantizer, tokenizer)
     artifact = load_artifact(art_dir)
     manifest = artifact.manifest
@@ -327,7 +333,7 @@ def _engine_fidelity(job) -> Iterator[dict]:
     from harness.eval.fidelity import HELD_OUT, LogitsModel, fidelity as measure
 
     system, prepared, bits = _prepared_system(job)
-    model, tokenizer = _fp_model(job)
+    model, tokenizer = load_model(job.model)
     window, windows = job.settings.fidelity_window, job.settings.fidelity_windows
     with system.open_scorer(prepared, ctx=window) as scorer:
         result = measure(model, LogitsModel(scorer.logits), local_ppl_tokens(tokenizer).ids, window=window,
@@ -387,17 +393,33 @@ def pipeline_sim(job) -> Iterator[dict]:
                               notes=notes + ("" if layers > 1 else "; one layer (the paper's Figure 14 measure)"))
 
 
-KINDS: dict[str, Callable[..., Iterator[dict]]] = {
-    "smoke": smoke, "perplexity": perplexity, "accuracy": accuracy, "ttft": ttft, "fidelity": fidelity,
-    "pipeline_sim": pipeline_sim, "npu_compile": npu_compile,
-    "npu_oracle": npu_oracle, "npu_profile": npu_profile,
+@dataclass(frozen=True)
+class Kind:
+    """An experiment kind: what measures it and how the runner treats it. Registered once, in KINDS."""
+
+    measure: Callable[..., Iterator[dict]]  # a generator taking a Job and yielding its rows (job.row(...))
+    settings: type            # its `experiment.extra`, typed and validated (harness/runner/settings.py)
+    timed: bool = False       # its rows are times of this machine: launchers never run it beside another job
+    in_process: bool = False  # evaluates models in this process and times nothing: malloc keeps its heap
+
+
+KINDS: dict[str, Kind] = {
+    "smoke": Kind(smoke, PerplexitySettings),  # a perplexity, then a lambada-local accuracy through lm-eval's HFLM
+    "perplexity": Kind(perplexity, PerplexitySettings, in_process=True),
+    "accuracy": Kind(accuracy, AccuracySettings, in_process=True),
+    "ttft": Kind(ttft, TtftSettings, timed=True),
+    "fidelity": Kind(fidelity, FidelitySettings, in_process=True),
+    "pipeline_sim": Kind(pipeline_sim, PipelineSimSettings),
+    "npu_compile": Kind(npu_compile, NpuCompileSettings, timed=True),
+    "npu_oracle": Kind(npu_oracle, NpuOracleSettings),
+    "npu_profile": Kind(npu_profile, NpuProfileSettings, timed=True),
 }
+TIMED_KINDS = frozenset(name for name, kind in KINDS.items() if kind.timed)
 
 
-def _fp_model(job):
-    from harness.models.zoo import load_model
-
-    return load_model(job.model)
+def settings_of(kind: str, extra: dict):
+    """`extra` as `kind`'s settings (harness/runner/settings.py settings_of)."""
+    return settings.settings_of(KINDS[kind].settings, extra, [k.settings for k in KINDS.values()])
 
 
 def _fp_reference(job, model) -> str:
@@ -422,7 +444,7 @@ def _model_under_test(job, fp=None):
     from harness.quant.fakequant import build_fakequant_model
     from harness.quant.outputs import NPU_NUMERICS, numerics_column
 
-    model, tokenizer = fp or _fp_model(job)
+    model, tokenizer = fp or load_model(job.model)
     if job.cfg.get("quantizer") is None:
         return model, tokenizer, {"quantizer": "fp16", "bits": 16.0}
     artifact = _job_artifact(job, tokenizer)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from harness.models.zoo import load_model
 from harness.systems.base import NotRun
 
 CALIBRATION_TOKENS = 256  # one calibration window gives each linear's static output range
@@ -124,9 +125,7 @@ def npu_oracle(job) -> Iterator[dict]:
     from harness.npu.oracle import layer_agreement
     from harness.quant.fakequant import build_fakequant_model
 
-    from harness.runner.kinds import _fp_model
-
-    model, tokenizer = _fp_model(job)
+    model, tokenizer = load_model(job.model)
     artifact, npu = _artifact(job, tokenizer)
     fq_model = build_fakequant_model(artifact, model)
     calibration, test = _oracle_tokens(tokenizer, npu)
@@ -185,9 +184,8 @@ def npu_profile(job) -> Iterator[dict]:
     from harness.devices.lock import hold_device
     from harness.npu.graph import matmul_name
     from harness.npu.phone import PhoneProfiler
-    from harness.runner.kinds import _fp_model
 
-    model, tokenizer = _fp_model(job)
+    model, tokenizer = load_model(job.model)
     artifact, npu = _artifact(job, tokenizer)
     with hold_device(job.cfg):
         device = get_device(job.cfg.device)

@@ -127,17 +127,9 @@ class NpuProfileSettings:
         _positive("inferences", self.inferences)
 
 
-SETTINGS: dict[str, type] = {
-    "smoke": PerplexitySettings,  # a perplexity, then a lambada-local accuracy through lm-eval's HFLM
-    "perplexity": PerplexitySettings, "accuracy": AccuracySettings, "ttft": TtftSettings,
-    "fidelity": FidelitySettings, "pipeline_sim": PipelineSimSettings, "npu_compile": NpuCompileSettings,
-    "npu_oracle": NpuOracleSettings, "npu_profile": NpuProfileSettings,
-}
-
-
-def settings_of(kind: str, extra: dict):
-    """`extra` as `kind`'s settings; keys only other kinds take are dropped, keys no kind takes are an error."""
-    own = {f.name for f in fields(SETTINGS[kind])}
-    anyone = {f.name for schema in SETTINGS.values() for f in fields(schema)}
-    return build(SETTINGS[kind], {k: v for k, v in dict(extra).items() if k in own or k not in anyone},
-                 "experiment.extra")
+def settings_of(schema: type, extra: dict, every_schema):
+    """`extra` as `schema` (a kind's settings class); keys only other kinds take (`every_schema`) are dropped, keys no
+    kind takes are an error."""
+    own = {f.name for f in fields(schema)}
+    anyone = {f.name for other in every_schema for f in fields(other)}
+    return build(schema, {k: v for k, v in dict(extra).items() if k in own or k not in anyone}, "experiment.extra")

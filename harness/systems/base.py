@@ -102,9 +102,8 @@ class SystemConfig:
     timeout_s: float = 300.0
 
     def __post_init__(self):
-        import harness.systems  # noqa: F401  (registers every system)
-
-        if self.name not in SYSTEMS:
+        if self.name not in SYSTEMS:  # (the registry imports harness.systems.<name> when it exists)
+            SYSTEMS.load_all("system")  # so that the message lists every system
             raise ValueError(f"system.name must be one of {sorted(SYSTEMS)}, got {self.name!r}")
         if not (1 <= int(self.threads) <= 256):
             raise ValueError(f"system.threads must be an integer in [1, 256], got {self.threads}")

@@ -6,7 +6,8 @@ import pytest
 
 from harness.config import ConfigError
 from harness.runner.job import prepare_job
-from harness.runner.settings import SETTINGS, FidelitySettings, TtftSettings
+from harness.runner.kinds import KINDS
+from harness.runner.settings import FidelitySettings, TtftSettings
 from harness.runner.sweep import compose_config
 
 EXPERIMENTS = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "conf" / "experiment").glob("*.yaml"))
@@ -15,7 +16,7 @@ EXPERIMENTS = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "con
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_every_experiment_config_composes_into_its_kinds_settings(name):
     job = prepare_job(compose_config([f"experiment={name}"]))
-    assert isinstance(job.settings, SETTINGS[job.experiment.kind])
+    assert isinstance(job.settings, KINDS[job.experiment.kind].settings)
 
 
 def test_values_reach_the_kind_typed():

@@ -19,93 +19,16 @@ import logging
 import os
 import socket
 import threading
-from collections import deque
 from pathlib import Path
 from typing import Callable
 
 from harness.devices.loopback import adbkey, wire
 from harness.devices.loopback.sandbox import Sandbox
+from harness.devices.loopback.services import find_service
+from harness.devices.loopback.stream import Stream, StreamClosed
 
 log = logging.getLogger("loopback-adbd")
 FEATURES = ("shell_v2", "fixed_push_mkdir")  # only what services.py implements: the host picks protocols by these
-
-
-class StreamClosed(EOFError):
-    """The stream was closed (by the host, or because the connection went away)."""
-
-
-class Stream:
-    """One OPENed stream; the service thread reads and writes it, the connection's reader thread feeds it."""
-
-    def __init__(self, conn: "Connection", local_id: int, remote_id: int):
-        self.conn, self.local_id, self.remote_id = conn, local_id, remote_id
-        self._cond = threading.Condition()
-        self._inbox: deque[bytes] = deque()
-        self._buf = bytearray()
-        self._can_write = True  # the host's OPEN implies one READY
-        self.closed = False
-        self._sent_close = False
-        self.on_close: list[Callable[[], None]] = []  # e.g. SIGHUP the shell
-
-    # called by the connection
-    def deliver(self, data: bytes):
-        with self._cond:
-            self._inbox.append(data)
-            self._cond.notify_all()
-
-    def ready(self):
-        with self._cond:
-            self._can_write = True
-            self._cond.notify_all()
-
-    def peer_closed(self):
-        with self._cond:
-            if self.closed:
-                return
-            self.closed = True
-            self._cond.notify_all()
-        for f in self.on_close:
-            f()
-
-    # called by the service
-    def read(self) -> bytes:
-        """The next WRTE payload from the host (acknowledged now); StreamClosed at the end."""
-        with self._cond:
-            while not self._inbox and not self.closed:
-                self._cond.wait()
-            if not self._inbox:
-                raise StreamClosed()
-            data = self._inbox.popleft()
-        self.conn.send(wire.Message(wire.A_OKAY, self.local_id, self.remote_id))
-        return data
-
-    def read_exact(self, n: int) -> bytes:
-        while len(self._buf) < n:
-            self._buf += self.read()
-        out, self._buf = bytes(self._buf[:n]), self._buf[n:]
-        return out
-
-    def write(self, data: bytes):
-        """Send data as WRTE messages of at most the negotiated payload, each after the host's OKAY."""
-        step = self.conn.max_payload
-        for i in range(0, len(data), step):
-            with self._cond:
-                while not self._can_write and not self.closed:
-                    self._cond.wait()
-                if self.closed:
-                    raise StreamClosed()
-                self._can_write = False
-            self.conn.send(wire.Message(wire.A_WRTE, self.local_id, self.remote_id, data[i:i + step]))
-
-    def close(self):
-        """Close from the device side (the service is done)."""
-        with self._cond:
-            self.closed = True
-            send, self._sent_close = not self._sent_close, True
-            self._cond.notify_all()
-        if send:
-            self.conn.send(wire.Message(wire.A_CLSE, self.local_id, self.remote_id))
-        self.conn.forget(self)
 
 
 class Connection(threading.Thread):
@@ -231,8 +154,6 @@ class Connection(threading.Thread):
 
     # --- streams ---
     def _on_open(self, msg: wire.Message):
-        from harness.devices.loopback.services import find_service
-
         name = msg.data.rstrip(b"\0").decode("utf-8", "replace")
         if msg.arg0 == 0:
             raise wire.ProtocolError("OPEN with local-id 0")

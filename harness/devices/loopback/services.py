@@ -27,7 +27,7 @@ import threading
 import tty
 
 from harness.devices.loopback.sandbox import Sandbox
-from harness.devices.loopback.server import Stream, StreamClosed
+from harness.devices.loopback.stream import Stream, StreamClosed
 
 ID_STDIN, ID_STDOUT, ID_STDERR, ID_EXIT, ID_CLOSE_STDIN, ID_WINDOW_SIZE = range(6)
 SYNC_DATA_MAX = 64 * 1024
