@@ -32,7 +32,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.engine.run import DEFAULT_CHUNK, POLICIES
+from harness.engine.run import DEFAULT_CHUNK, DEFAULT_STEAL_THRESHOLD, DEFAULT_THREADS, POLICIES
 
 LAYER_STAGES = ("attn_in", "qkv", "attention", "o_proj", "ffn_in", "gate_up", "swiglu", "down")
 MATMULS = {"qkv", "o_proj", "gate_up", "down"}
@@ -219,8 +219,8 @@ class Run:
                 **{f"{w}_busy_s": b for w, b in self.busy.items()}}
 
 
-def simulate(policy: str, costs: CostTable, *, n_layers: int, n_tokens: int, chunk: int, threads: int = 2,
-             steal_threshold: int = 5, all_logits: bool = False) -> Run:
+def simulate(policy: str, costs: CostTable, *, n_layers: int, n_tokens: int, chunk: int,
+             threads: int = DEFAULT_THREADS, steal_threshold: int = DEFAULT_STEAL_THRESHOLD, all_logits: bool = False) -> Run:
     tasks = build_graph(policy, n_layers, n_tokens, chunk, all_logits)
     if threads < 1 or steal_threshold < 0:
         raise ValueError("threads must be >= 1 and steal_threshold >= 0")
@@ -306,8 +306,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--prefill", type=int, default=None, help="costs of one prefill only (0 cold; default all)")
     ap.add_argument("--warm", action="store_true", help="costs of the warm prefills only (--repeat-prefill N)")
     ap.add_argument("--tokens", type=int, default=512)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--steal-threshold", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=DEFAULT_THREADS)
+    ap.add_argument("--steal-threshold", type=int, default=DEFAULT_STEAL_THRESHOLD)
     ap.add_argument("--phone-like", action="store_true", help="rescale to a phone's NPU/CPU ratios (the paper's 2.1x, an assumed 5x)")
     a = ap.parse_args(argv)
     profile = json.loads(a.profile.read_text())

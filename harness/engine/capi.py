@@ -17,7 +17,7 @@ import torch
 from harness.artifact import Artifact
 from harness.engine.build import NativeError
 from harness.engine.library import EngineConfig, check, last_error, lib
-from harness.engine.run import DEFAULT_CHUNK, DEFAULT_POLICY, DEFAULT_THREADS
+from harness.engine.run import DEFAULT_CHUNK, DEFAULT_POLICY, DEFAULT_STEAL_THRESHOLD, DEFAULT_THREADS
 from harness.models import arch
 
 
@@ -65,7 +65,8 @@ class NativeEngine:
                 raise NativeError(last_error())
         return engine
 
-    def set_schedule(self, policy: str = DEFAULT_POLICY, *, accel_threads: int = 0, steal_threshold: int = 5,
+    def set_schedule(self, policy: str = DEFAULT_POLICY, *, accel_threads: int = 0,
+                     steal_threshold: int = DEFAULT_STEAL_THRESHOLD,
                      lane_help: bool = True) -> "NativeEngine":
         """The pipeline policy and lane split (conf/pipeline/, edgeflow-run --policy); before or between scores."""
         check(lib().ef_engine_set_schedule(self._h, policy.encode(), accel_threads, steal_threshold, int(lane_help)),

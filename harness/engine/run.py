@@ -25,6 +25,8 @@ POLICIES = ("llmnpu-static", "place", "place+priority", "place+priority+steal")
 DEFAULT_POLICY = POLICIES[-1]
 DEFAULT_CHUNK = 128  # prompt tokens per prefill chunk (edgeflow-run --chunk; conf/pipeline/*.yaml chunk)
 DEFAULT_THREADS = 2  # an engine's whole compute-thread budget, every system's (conf/system/*.yaml threads)
+DEFAULT_STEAL_THRESHOLD = 5  # steal when the accelerator queue holds more tasks (conf/pipeline/*.yaml steal_threshold)
+# (the same values as edgeflow_runtime/src/engine/defaults.h: tests/test_defaults.py)
 
 
 def pool_share_threads(environ=os.environ) -> int:

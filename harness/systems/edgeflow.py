@@ -27,8 +27,8 @@ from pathlib import Path
 
 from harness.cache import cache_dir, progress_note
 from harness.cache_ledger import cache_hit
-from harness.engine.run import (DEFAULT_CHUNK, DEFAULT_POLICY, POLICIES, ReportError, command, first_token_seen,
-                                parse_report, pipeline_args)
+from harness.engine.run import (DEFAULT_CHUNK, DEFAULT_POLICY, DEFAULT_STEAL_THRESHOLD, POLICIES, ReportError, command,
+                                first_token_seen, parse_report, pipeline_args)
 from harness.measure.cold import EngineError, repeat, run_once
 from harness.measure.workload import Workload, prompt_file, prompt_text
 from harness.models.zoo import checkpoint_dir
@@ -44,7 +44,7 @@ class PipelineConfig:
     chunk: int = DEFAULT_CHUNK
     accel_threads: int = 0  # the accelerator lane's share of system.threads; 0 = threads // 2
     accel_fraction: float | None = None  # or a fraction of system.threads; overrides accel_threads
-    steal_threshold: int = 5
+    steal_threshold: int = DEFAULT_STEAL_THRESHOLD
     lane_help: bool = True
     io_threads: int = 1  # threads blocked in pread; unpacking runs on system.threads (no thread of its own)
 

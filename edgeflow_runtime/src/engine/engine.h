@@ -6,19 +6,20 @@
 #include <string>
 #include <vector>
 
+#include "defaults.h"
 #include "pipeline.h"
 
 namespace edgeflow {
 
 struct EngineOptions {
-    int threads = 2;     // compute threads of the whole engine (CPU, accelerator and unpack lanes): see SchedOptions
+    int threads = defaults::kThreads;  // compute threads of the whole engine (CPU, accelerator and unpack lanes): see SchedOptions
     int accel_threads = 0;   // the accelerator lane's share of `threads` (0 = threads / 2; see SchedOptions)
-    std::string policy = "place+priority+steal";  // llmnpu-static | place | place+priority | place+priority+steal
-    int steal_threshold = 5;  // steal only when the accelerator queue holds more tasks than this
+    std::string policy = defaults::kPolicy;  // llmnpu-static | place | place+priority | place+priority+steal
+    int steal_threshold = defaults::kStealThreshold;  // steal only when the accelerator queue holds more tasks than this
     bool lane_help = true;    // idle threads help the other lane's data-parallel jobs
     int io_threads = 1;      // I/O threads reading the model file (blocked in pread; their CPU time is reported)
     int ctx = 0;         // context length limit (prompt + generated tokens); 0 = the model's max_position_embeddings
-    int chunk = 128;     // prefill chunk size in tokens
+    int chunk = defaults::kChunk;  // prefill chunk size in tokens
     void validate() const;
     SchedOptions sched() const;  // validated
 };

@@ -18,6 +18,8 @@
 #include <queue>
 #include <string>
 #include <thread>
+
+#include "defaults.h"
 #include <vector>
 
 #include "thread_pool.h"
@@ -112,10 +114,10 @@ Policy parse_policy(const std::string& name);  // throws EngineError naming the 
 // (0 = automatic: threads / 2) and the rest to the CPU lane; each lane has one dispatcher thread that runs its
 // tasks in priority order, and its other threads are helpers that only take items of data-parallel jobs.
 struct SchedOptions {
-    int threads = 2;
+    int threads = defaults::kThreads;
     int accel_threads = 0;
-    Policy policy = Policy::PlacePrioritySteal;
-    int steal_threshold = 5;
+    Policy policy = parse_policy(defaults::kPolicy);
+    int steal_threshold = defaults::kStealThreshold;
     bool lane_help = true;  // idle threads of one lane help the other lane's data-parallel jobs (host emulation)
     int cpu_share() const;
     int accel_share() const;

@@ -33,7 +33,7 @@ using namespace edgeflow;
 
 namespace {
 
-const char* kUsage = R"(usage: edgeflow-run MODEL.efpk [options]
+const std::string kUsage = R"(usage: edgeflow-run MODEL.efpk [options]
 
 Prompt (token ids separated by spaces, newlines or commas; default: read from stdin):
   --prompt-text FILE    the prompt as UTF-8 text, tokenized inside the TTFT clock by the tokenizer file
@@ -43,15 +43,15 @@ Prompt (token ids separated by spaces, newlines or commas; default: read from st
   --tokens LIST         the ids on the command line, e.g. 1,2,3
 Options:
   --threads N           compute threads of the whole engine, shared by the CPU lane (unpacking included) and the
-                        accelerator lane (default 2); the I/O thread only waits in pread
+                        accelerator lane (default )" + std::to_string(defaults::kThreads) + R"(); the I/O thread only waits in pread
   --accel-threads N     the accelerator lane's share of --threads (default threads / 2; the CPU lane gets the rest;
                         with --threads 1 one worker serves both lanes in priority order, deterministically)
   --policy NAME         pipeline scheduling: llmnpu-static | place | place+priority | place+priority+steal
-                        (default place+priority+steal; see the engine README)
-  --steal-threshold N   an idle CPU worker steals when the accelerator queue holds more than N tasks (default 5)
+                        (default )" + std::string(defaults::kPolicy) + R"(; see the engine README)
+  --steal-threshold N   an idle CPU worker steals when the accelerator queue holds more than N tasks (default )" + std::to_string(defaults::kStealThreshold) + R"()
   --no-lane-help        idle threads do not help the other lane's data-parallel work (strict lanes, as on a phone)
   --io-threads N        threads reading the model file (default 1)
-  --chunk N             prefill chunk size in tokens (default 128)
+  --chunk N             prefill chunk size in tokens (default )" + std::to_string(defaults::kChunk) + R"()
   --ctx N               context length limit, prompt + new tokens (default: the model's max_position_embeddings)
   --new-tokens N        greedily decode N tokens after the first one (default 0)
   --evict-cache         drop the model file from the page cache (posix_fadvise DONTNEED) before starting
@@ -106,7 +106,7 @@ Args parse_args(int argc, char** argv) {
             return argv[++i];
         };
         if (f == "-h" || f == "--help") {
-            std::fputs(kUsage, stdout);
+            std::fputs(kUsage.c_str(), stdout);
             std::exit(0);
         } else if (f == "--prompt") a.prompt_file = value();
         else if (f == "--prompt-text") a.prompt_text_file = value();

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "defaults.h"
 #include "executor.h"
 #include "forward.h"
 #include "model.h"
@@ -43,7 +44,7 @@ public:
 };
 
 struct PrefillOptions {
-    int chunk = 128;        // prompt tokens per chunk
+    int chunk = defaults::kChunk;  // prompt tokens per chunk
     int start = 0;          // position of the first token; the KV cache already holds positions 0 .. start - 1
     int logit_rows = 1;     // logits of the last logit_rows tokens: 1 = the next token's; all of them for scoring
     // Sibling continuations instead of one sequence: the tokens are branches of these lengths one after another,
