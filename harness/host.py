@@ -30,16 +30,27 @@ def memory_shortfall(checkpoint: Path, bytes_per_param: float) -> tuple[float, f
 
 
 @functools.cache
-def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags (/proc/cpuinfo's `flags` on x86, `Features` on Arm); empty where unknown."""
+def _cpuinfo() -> dict[str, str]:
+    """/proc/cpuinfo's first processor: {key: value} (the one place that reads the file); {} where it is unreadable."""
+    out: dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             key, _, value = line.partition(":")
-            if key.strip() in ("flags", "Features"):
-                return frozenset(value.split())
+            out.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return frozenset()
+    return out
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (/proc/cpuinfo's `flags` on x86, `Features` on Arm); empty where unknown."""
+    info = _cpuinfo()
+    return frozenset((info.get("flags") or info.get("Features") or "").split())
+
+
+def cpu_model() -> str:
+    """The CPU's model name ('' where /proc/cpuinfo has none, as on many Arm kernels)."""
+    return _cpuinfo().get("model name", "")
 
 
 # glibc's mallopt parameters (malloc/malloc.h), and the thresholds its own adaptation reaches once a large block has

@@ -194,3 +194,10 @@ def test_no_function_in_experiments_is_over_60_lines():
             for node in ast.walk(ast.parse(path.read_text()))
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60]
     assert not long, long
+
+
+def test_one_reader_of_the_cpu_facts():
+    """/proc/cpuinfo is read in one place (harness/host.py: cpu_flags, cpu_model); the others ask it."""
+    readers = sorted(str(p.relative_to(REPO)) for pkg in ("harness", "experiments") for p in (REPO / pkg).rglob("*.py")
+                     if '"/proc/cpuinfo"' in p.read_text())
+    assert readers == ["harness/host.py"], readers

@@ -6,10 +6,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from pathlib import Path
 
-from harness.host import cpu_flags
+from harness.host import cpu_flags, cpu_model
 from harness.runner import provenance
 from harness.runner.store import ResultsStore
 
@@ -18,9 +17,7 @@ SIMD_FLAGS = ("avx2", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16", "asim
 
 def cpu_info() -> dict:
     """The host's CPU model, cores and the SIMD flags our kernels dispatch on."""
-    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    model = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
-    return {"cpu": model.group(1) if model else "unknown", "cores": os.cpu_count(),
+    return {"cpu": cpu_model() or "unknown", "cores": os.cpu_count(),
             "simd": [f for f in SIMD_FLAGS if f in cpu_flags()]}
 
 

@@ -15,6 +15,7 @@ from harness.devices import pagecache
 from harness.devices.base import (Completed, CpuJiffies, Device, cpu_busy_share, parse_proc_status,
                                   register_device)
 from harness.devices.throttle import BlkioThrottle
+from harness.host import cpu_model
 
 POWERCAP = Path("/sys/class/powercap")
 # Package-level RAPL domains: intel-rapl:N (Intel, and AMD Zen through the same driver since Linux 5.8) and
@@ -187,8 +188,7 @@ class LocalDevice(Device):
         return (max(temps), None) if temps else (None, "no readable /sys/class/thermal zone on this host")
 
     def info(self) -> dict:
-        cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                    if line.startswith("model name")), platform.processor())
+        cpu = cpu_model() or platform.processor()
         mem_kb = int(Path("/proc/meminfo").read_text().split()[1])
         return {"device": self.name, "host": platform.node(), "kernel": platform.release(), "cpu": cpu,
                 "cores": os.cpu_count(), "mem_gb": round(mem_kb / 2**20, 1), "flash_emulated_mbps": self.flash_read_mbps}

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.cache import atomic_file
+from harness.host import cpu_flags, cpu_model
 from harness.measure.cold import EngineError
 
 
@@ -84,17 +85,7 @@ def weight_buffers(stderr: str) -> str:
 
 def host_fingerprint() -> str:
     """The CPU model and feature flags (what decides which kernels a native build runs)."""
-    model, flags = "", ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name" and not model:
-                model = value.strip()
-            elif key.strip() in ("flags", "Features") and not flags:
-                flags = " ".join(sorted(value.split()))
-    except OSError:
-        pass
-    return f"{model}|{flags}"
+    return f"{cpu_model()}|{' '.join(sorted(cpu_flags()))}"
 
 
 def probe_completion(binary: str | Path, gguf: str | Path, threads: int, cache: Path,

@@ -10,16 +10,9 @@ import subprocess
 import pytest
 
 from harness.engine.build import engine_binary
+from harness.host import cpu_flags
 
 pytestmark = pytest.mark.native
-
-
-def cpu_flags() -> set[str]:
-    for line in open("/proc/cpuinfo"):
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            return set(value.split())
-    return set()
 
 
 def expected_kernels(flags: set[str], machine: str) -> list[str]:
