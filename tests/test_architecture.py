@@ -201,3 +201,11 @@ def test_one_reader_of_the_cpu_facts():
     readers = sorted(str(p.relative_to(REPO)) for pkg in ("harness", "experiments") for p in (REPO / pkg).rglob("*.py")
                      if '"/proc/cpuinfo"' in p.read_text())
     assert readers == ["harness/host.py"], readers
+
+
+def test_one_probe_of_the_cpu_in_the_engine():
+    """The runtime asks CPUID / AT_HWCAP in one place (src/common/cpu_features.cpp); every kernel list reads it."""
+    probes = ("__builtin_cpu_supports", "__get_cpuid", "getauxval")
+    askers = sorted(str(p.relative_to(REPO)) for p in (REPO / "edgeflow_runtime").rglob("*.[ch]*")
+                    if p.suffix in (".cpp", ".h") and any(x in p.read_text() for x in probes))
+    assert askers == ["edgeflow_runtime/src/common/cpu_features.cpp"], askers

@@ -196,3 +196,22 @@ def test_static_aarch64_binary_gives_the_same_tokens(packed, binary):
                          input=" ".join(map(str, PROMPT)), capture_output=True, text=True, timeout=300)
     assert host.returncode == 0 and res.returncode == 0, res.stderr
     assert res.stdout.split() == host.stdout.split()
+
+
+@pytest.mark.parametrize("env, key, name", [("EDGEFLOW_LM_HEAD", "lm_head_kernel", "portable"),
+                                            ("EDGEFLOW_ATTENTION", "attention_kernel", "vec128"),
+                                            ("EDGEFLOW_DECODE_ATTENTION", "decode_attention_kernel", "vec128")])
+def test_every_kernel_choice_is_named_in_the_report_and_nameable(packed, binary, env, key, name):
+    """GEMM, attention (prefill and decode) and the LM head follow one rule (kernel_choice.h): the best this CPU runs
+    unless an environment variable names another; the report says which ran, and a name the CPU cannot run exits
+    with a message listing the ones it can."""
+    _, _, path = packed
+    args = [binary, path, "--tokens", "3,17,99", "--new-tokens", "2", "--json"]
+    plain = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    chosen = subprocess.run(args, capture_output=True, text=True, timeout=120, env={**os.environ, env: name})
+    assert plain.returncode == chosen.returncode == 0, plain.stderr + chosen.stderr
+    assert json.loads(chosen.stdout)[key] == name and json.loads(plain.stdout)[key]
+    assert json.loads(plain.stdout)["tokens"] == json.loads(chosen.stdout)["tokens"]  # the same greedy tokens
+    bad = subprocess.run(args, capture_output=True, text=True, timeout=120, env={**os.environ, env: "no-such-kernel"})
+    assert bad.returncode != 0 and f"{env}=no-such-kernel is not a kernel this CPU can run" in bad.stderr
+    assert name in bad.stderr.split("available:")[1]

@@ -7,7 +7,9 @@
 #include <cstring>
 #include <string>
 
+#include "cpu_features.h"
 #include "exp_approx.h"
+#include "kernel_choice.h"
 #include "model.h"
 #include "ops.h"
 #include "vector_clones.h"
@@ -106,44 +108,34 @@ std::vector<AttentionItem> attention_plan(const AttentionArgs& a, int n_threads)
 }
 
 std::vector<AttentionKernel> attention_kernels() {
-    std::vector<AttentionKernel> ks;
+    std::vector<AttentionKernel> ks{{"vec128", attention_item_vec128}};
 #if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) ks.push_back({"avx512", attention_item_avx512});
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) ks.push_back({"avx2", attention_item_avx2});
+    if (cpu_features().avx2) ks.push_back({"avx2", attention_item_avx2});
+    if (cpu_features().avx512) ks.push_back({"avx512", attention_item_avx512});
 #endif
-    ks.push_back({"vec128", attention_item_vec128});
     return ks;
 }
 
 const AttentionKernel& best_attention_kernel() {
-    static const AttentionKernel chosen = [] {
-        const auto ks = attention_kernels();
-        const char* want = std::getenv("EDGEFLOW_ATTENTION");
-        if (!want || !*want) return ks.front();
-        std::string names;
-        for (const auto& k : ks) {
-            if (std::strcmp(k.name, want) == 0) return k;
-            names += std::string(names.empty() ? "" : ", ") + k.name;
-        }
-        throw EngineError(std::string("EDGEFLOW_ATTENTION=") + want + " is not a kernel this CPU can run (choose " +
-                          names + ")");
-    }();
+    static const AttentionKernel chosen = choose_kernel(attention_kernels(), "EDGEFLOW_ATTENTION");
     return chosen;
+}
+
+std::vector<AttentionKernel> decode_attention_kernels() {
+    std::vector<AttentionKernel> ks{{"vec128", attention_item_vec128}};
+#if defined(__x86_64__)
+    if (cpu_features().avx2) ks.push_back({"avx2", attention_item_avx2});
+    if (cpu_features().avx512) ks.push_back({"avx512-decode", attention_decode_avx512});
+#endif
+    return ks;
 }
 
 const AttentionKernel& decode_attention_kernel() {
     static const AttentionKernel chosen = [] {
-        const char* want = std::getenv("EDGEFLOW_ATTENTION");
-        if (want && *want) return best_attention_kernel();
-        const auto ks = attention_kernels();
-#if defined(__x86_64__)
-        for (const auto& k : ks)
-            if (std::strcmp(k.name, "avx512") == 0) return AttentionKernel{"avx512-decode", attention_decode_avx512};
-#endif
-        for (const auto& k : ks)
-            if (std::strcmp(k.name, "avx2") == 0) return k;
-        return best_attention_kernel();
+        const char* prefill = std::getenv("EDGEFLOW_ATTENTION");
+        const char* decode = std::getenv("EDGEFLOW_DECODE_ATTENTION");
+        if (prefill && *prefill && !(decode && *decode)) return best_attention_kernel();  // one name for both
+        return choose_kernel(decode_attention_kernels(), "EDGEFLOW_DECODE_ATTENTION");
     }();
     return chosen;
 }

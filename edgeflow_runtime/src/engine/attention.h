@@ -64,22 +64,25 @@ std::vector<AttentionItem> attention_plan(const AttentionArgs& a, int n_threads)
 using AttentionFn = void (*)(const AttentionArgs& a, const AttentionItem& item);
 
 struct AttentionKernel {
-    const char* name;  // "avx512", "avx2", "vec128"
+    const char* name;  // "vec128", "avx2", "avx512" (prefill); "avx512-decode" (decode)
     AttentionFn fn;
 };
 
-// The tiled kernels this CPU can run, widest first (always at least "vec128").
+// The tiled kernels this CPU can run, narrowest first (always "vec128"; kernel_choice.h's order).
 std::vector<AttentionKernel> attention_kernels();
 
 // The widest of attention_kernels(), or the one named by the environment variable EDGEFLOW_ATTENTION
-// (avx512|avx2|vec128; an unknown or unsupported name is an EngineError naming the choices).
+// (vec128|avx2|avx512; a name this CPU cannot run is an error naming the choices).
 const AttentionKernel& best_attention_kernel();
 
-// For one query row per head (decode): with AVX-512, "avx512-decode" (attention_decode_avx512.cpp: a GQA group's
-// heads against each key and value row loaded once, head_dim in registers; other shapes go to the tiled kernel);
-// else the tiled kernel whose vectors best fit an item's few stacked rows, avx2's 8 lanes where the CPU has it
-// (SmolLM2-135M's 3-head groups at 640 cached keys, 2 threads: 0.04 ms per layer against the reference's 0.12);
-// else best_attention_kernel(). EDGEFLOW_ATTENTION, when set, chooses this one too.
+// The kernels for one query row per head (decode) this CPU can run, the best last: vec128; avx2 (its 8 lanes fit an
+// item's few stacked rows: SmolLM2-135M's 3-head groups at 640 cached keys, 2 threads, 0.04 ms per layer against the
+// reference's 0.12); with AVX-512, "avx512-decode" (attention_decode_avx512.cpp: a GQA group's heads against each key
+// and value row loaded once, head_dim in registers; other shapes go to the tiled kernel).
+std::vector<AttentionKernel> decode_attention_kernels();
+
+// The last of decode_attention_kernels(), or the one EDGEFLOW_DECODE_ATTENTION names; with only EDGEFLOW_ATTENTION
+// set, the prefill's choice (one name for both).
 const AttentionKernel& decode_attention_kernel();
 
 // Runs every item of attention_plan(a, plan_threads) with kernel on the calling thread (tests, benchmarks).

@@ -28,7 +28,8 @@ void ChunkState::init(const LlamaConfig& cfg, int pos, const int32_t* toks, int 
 
 Forward::Forward(const Model& model, KvCache& cache, ThreadPool& cpu, ThreadPool& accel)
     : model_(model), cache_(cache), cpu_(cpu), accel_(accel), kernel_(best_gemm_kernel()),
-      kernel16_(best_gemm16_kernel()), attention_(best_attention_kernel()), decode_attention_(decode_attention_kernel()) {
+      kernel16_(best_gemm16_kernel()), attention_(best_attention_kernel()), decode_attention_(decode_attention_kernel()),
+      lm_head_(lm_head_kernel()) {
     const int half = model.cfg.head_dim / 2;
     rope_cos_.resize(size_t(cache.ctx) * half);
     rope_sin_.resize(size_t(cache.ctx) * half);
@@ -222,7 +223,7 @@ void Forward::head(ChunkState& s, int rows) const {
     const int per = ((V + n - 1) / n + 3) / 4 * 4;
     cpu_.parallel_for((V + per - 1) / per, [&](int i) {
         const int v0 = i * per, v1 = std::min(V, v0 + per);
-        lm_head_rows(s.logit_rows, H, V, v0, v1, s.h.data(), w.codes.data(), w.w_scale.data(), s.logits.data());
+        lm_head_.fn(s.logit_rows, H, V, v0, v1, s.h.data(), w.codes.data(), w.w_scale.data(), s.logits.data());
     });
 }
 

@@ -11,6 +11,7 @@
 #include "gemm.h"
 #include "gemm16.h"
 #include "model.h"
+#include "ops.h"
 #include "thread_pool.h"
 
 namespace edgeflow {
@@ -88,6 +89,7 @@ private:
     const Gemm16Kernel& kernel16_;  // A16 linears
     const AttentionKernel& attention_;         // prefill chunks
     const AttentionKernel& decode_attention_;  // T = 1
+    const LmHeadKernel& lm_head_;
     std::vector<float> rope_cos_, rope_sin_;  // [ctx, head_dim / 2]
 };
 

@@ -24,9 +24,11 @@
 
 #include "edgeflow/format.h"
 #include "edgeflow/unpack.h"
+#include "attention.h"
 #include "engine.h"
 #include "gemm16.h"
 #include "loader.h"
+#include "ops.h"
 #include "tokenizer.h"
 
 using namespace edgeflow;
@@ -359,6 +361,8 @@ int run(const Args& a) {
     std::printf("  \"model\": \"%s\",\n", a.model.c_str());
     std::printf("  \"gemm_kernel\": \"%s\", \"gemm16_kernel\": \"%s\", \"unpack_path\": \"%s\",\n",
                 engine.gemm_kernel(), best_gemm16_kernel().name, path_name(active_unpack_path()));
+    std::printf("  \"attention_kernel\": \"%s\", \"decode_attention_kernel\": \"%s\", \"lm_head_kernel\": \"%s\",\n",
+                best_attention_kernel().name, decode_attention_kernel().name, lm_head_kernel().name);
     std::printf("  \"numerics\": \"%s\", \"a16_linears\": %d,\n", engine.numerics(), engine.a16_linears());
     // unpack_threads 0: unpacking runs on the compute threads (--threads is every thread that computes)
     std::printf("  \"threads\": %d, \"io_threads\": %d, \"io_cpu_s\": %.6f, \"unpack_threads\": 0, \"chunk\": %d, "

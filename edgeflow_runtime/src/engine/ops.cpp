@@ -5,7 +5,9 @@
 #include <cstring>
 #include <limits>
 
+#include "cpu_features.h"
 #include "exp_approx.h"
+#include "kernel_choice.h"
 #include "vec_exp.h"
 #include "vector_clones.h"
 
@@ -198,16 +200,23 @@ void lm_head_rows_avx2(int T, int H, int V, int v0, int v1, const float* h, cons
                        const float* w_scale, float* logits);  // lm_head_avx2.cpp
 #endif
 
+std::vector<LmHeadKernel> lm_head_kernels() {
+    std::vector<LmHeadKernel> ks{{"portable", lm_head_rows_portable}};
+#if defined(__x86_64__)
+    if (cpu_features().avx2) ks.push_back({"avx2", lm_head_rows_avx2});
+    if (cpu_features().avx512) ks.push_back({"avx512", lm_head_rows_avx512});
+#endif
+    return ks;
+}
+
+const LmHeadKernel& lm_head_kernel() {
+    static const LmHeadKernel chosen = choose_kernel(lm_head_kernels(), "EDGEFLOW_LM_HEAD");
+    return chosen;
+}
+
 void lm_head_rows(int T, int H, int V, int v0, int v1, const float* h, const int8_t* codes, const float* w_scale,
                   float* logits) {
-#if defined(__x86_64__)
-    static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                               __builtin_cpu_supports("avx512vl");
-    if (avx512) return lm_head_rows_avx512(T, H, V, v0, v1, h, codes, w_scale, logits);
-    static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (avx2) return lm_head_rows_avx2(T, H, V, v0, v1, h, codes, w_scale, logits);
-#endif
-    lm_head_rows_portable(T, H, V, v0, v1, h, codes, w_scale, logits);
+    lm_head_kernel().fn(T, H, V, v0, v1, h, codes, w_scale, logits);
 }
 
 EF_VECTOR_CLONES

@@ -3,6 +3,7 @@
 // INT8 embedding and LM head. Everything in float32; rows are tokens, shapes are given as [rows, columns].
 #pragma once
 #include <cstdint>
+#include <vector>
 
 namespace edgeflow {
 
@@ -59,12 +60,24 @@ void swiglu_quantize_rows_bits(int bits, int T, int I, const int32_t* acc_g, con
 void embed_rows(int T, int H, const int8_t* const* rows, const float* scales, float* x);
 
 // Weight-only INT8 LM head for vocabulary rows [v0, v1): logits[t, v] = w_scale[v] * sum_k h[t, k] * codes[v, k].
-// h [T, H], logits [T, V] (only columns v0..v1 written). lm_head_rows runs the AVX-512 kernel (lm_head_avx512.cpp)
-// where CPUID reports AVX-512 F/BW/VL, the AVX2 one (lm_head_avx2.cpp) where it reports AVX2 + FMA, else
-// lm_head_rows_portable (auto-vectorized for the CPU's widest vectors).
+// h [T, H], logits [T, V] (only columns v0..v1 written). lm_head_rows runs lm_head_kernel().
 void lm_head_rows(int T, int H, int V, int v0, int v1, const float* h, const int8_t* codes, const float* w_scale,
                   float* logits);
 void lm_head_rows_portable(int T, int H, int V, int v0, int v1, const float* h, const int8_t* codes,
                            const float* w_scale, float* logits);
+
+using LmHeadFn = void (*)(int T, int H, int V, int v0, int v1, const float* h, const int8_t* codes,
+                          const float* w_scale, float* logits);
+struct LmHeadKernel {
+    const char* name;  // "portable" (auto-vectorized for the CPU's widest vectors), "avx2", "avx512"
+    LmHeadFn fn;
+};
+
+// The LM head kernels this CPU can run, the best last: portable; avx2 (lm_head_avx2.cpp, AVX2 + FMA); avx512
+// (lm_head_avx512.cpp, AVX-512 F/BW/VL).
+std::vector<LmHeadKernel> lm_head_kernels();
+
+// The last of lm_head_kernels(), or the one the environment variable EDGEFLOW_LM_HEAD names.
+const LmHeadKernel& lm_head_kernel();
 
 }  // namespace edgeflow

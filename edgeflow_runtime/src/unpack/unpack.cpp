@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "cpu_features.h"
 #include "layout.h"
 
 namespace edgeflow {
@@ -103,7 +104,7 @@ bool path_supported(UnpackPath p) {
     case UnpackPath::Scalar: return true;
 #if defined(__x86_64__)
     case UnpackPath::SSE: return true;
-    case UnpackPath::AVX2: return __builtin_cpu_supports("avx2");
+    case UnpackPath::AVX2: return cpu_features().avx2;
 #elif defined(__aarch64__)
     case UnpackPath::Neon: return true;
 #endif

@@ -38,6 +38,7 @@
 #endif
 
 #include "amx_tiles.h"
+#include "cpu_features.h"
 #include "gemm.h"
 #include "gemm16.h"
 #include "thread_pool.h"
@@ -301,14 +302,14 @@ int main(int argc, char** argv) {
         }
     };
 #if defined(__x86_64__)
-    if (!__builtin_cpu_supports("avx2")) {
+    if (!cpu_features().avx2) {
         std::fprintf(stderr, "edgeflow-bench-int8: this CPU has no AVX2; no INT8 peak to measure\n");
         return 3;
     }
     measure(instrs, "pmaddubsw", Op::Maddubs, true);
     measure(steps, "avx2", Op::Avx2Step, false);
-    if (__builtin_cpu_supports("avxvnni")) measure(instrs, "vpdpbusd", Op::Vpdpbusd, true);
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni"))
+    if (cpu_features().avx_vnni) measure(instrs, "vpdpbusd", Op::Vpdpbusd, true);
+    if (cpu_features().avx512_vnni)
         measure(instrs, "vpdpbusd_zmm", Op::VpdpbusdZmm, true);
     if (offers_kernel("amx")) measure(instrs, "tdpbssd", Op::Tdpbssd, true);
 #else
