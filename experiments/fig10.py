@@ -123,6 +123,7 @@ def _with_series(df: pd.DataFrame) -> pd.DataFrame:
                 & df["quantizer"].isin(list(STAND_IN_SERIES)) & (df["bits"] == 8))
     df = df[(df["system"].isin(SYSTEMS) & own) | stand_in].copy()
     df["series"] = [series_name(s, b, q) for s, b, q in zip(df["system"], df["bits"], df["quantizer"])]
+    df["ef_bits"] = df["bits"].where(df["system"] == "edgeflow")  # an EdgeFlow series' bits, as data (not its label)
     return df
 
 
@@ -137,6 +138,13 @@ def series_order(series: set[str]) -> list[str]:
 # dataset's source (builtin lm-eval task or local proxy), not on the device. Rows differing in these are never pooled.
 TTFT_CONDITION = ["model", "device", "flash", "source"]
 ACC_CONDITION = ["model", "source"]
+TTFT_KEYS = [*TTFT_CONDITION, "dataset", "series", "ef_bits"]  # a TTFT summary's rows (ef_bits: _with_series)
+
+
+def _ef_columns(summary: pd.DataFrame) -> dict[str, float]:
+    """EdgeFlow's series in a summary -> its bits (the rows' own, never read off the series' label)."""
+    ef = summary[summary["ef_bits"].notna()] if "ef_bits" in summary.columns else summary.iloc[:0]
+    return dict(sorted(zip(ef["series"], ef["ef_bits"]), key=lambda item: item[1]))
 
 
 @dataclass
@@ -170,15 +178,15 @@ def tidy(rows: pd.DataFrame) -> Tidy:
     if len(acc_rows):
         most = acc_rows.groupby(keys)["items"].transform(lambda n: n.max() if n.notna().any() else math.nan)
         acc_rows = acc_rows[(acc_rows["items"] == most) | most.isna()]
-    acc = selection.summarize(acc_rows, keys)
+    acc = selection.summarize(acc_rows, [*keys, "ef_bits"])
     if len(acc):  # items behind each accuracy (deterministic reruns are the same items: the fewest, not the sum)
         items = acc_rows.groupby(keys)["items"].min()
         acc["items"] = [items.get(tuple(k)) for k in acc[keys].itertuples(index=False)]
     else:
         acc["items"] = pd.Series(dtype=float)
     return Tidy(
-        ttft=selection.summarize(ttft_rows, [*TTFT_CONDITION, "dataset", "series"]),
-        ttft_all=selection.summarize(timed, [*TTFT_CONDITION, "dataset", "series"]),
+        ttft=selection.summarize(ttft_rows, TTFT_KEYS),
+        ttft_all=selection.summarize(timed, TTFT_KEYS),
         different_work=unpaired.groupby("series")["reason"].first().to_dict() if len(unpaired) else {},
         accuracy=acc,
         ttft_rows=ttft_rows,
@@ -208,14 +216,14 @@ def ratios(ttft: pd.DataFrame, ttft_rows: pd.DataFrame | None = None, datasets=N
         wide = per.pivot_table(index="dataset", columns="series", values="median")
         if datasets is not None:
             wide = wide.reindex([d for d in wide.index if d in set(datasets)])
-        for base, ef in itertools.product(series, [c for c in wide.columns if c.startswith(f"{EF} ")]):
+        for base, (ef, bits) in itertools.product(series, _ef_columns(per).items()):
             name = series[base]
-            if name not in wide.columns:
+            if name not in wide.columns or ef not in wide.columns:
                 continue
             r = (wide[name] / wide[ef]).dropna()
             if not len(r):
                 continue
-            line = {**cond, "system": base, "bits": float(ef[3:-1]), "ratio": float(np.exp(np.log(r).mean())),
+            line = {**cond, "system": base, "bits": bits, "ratio": float(np.exp(np.log(r).mean())),
                     "lo": math.nan, "hi": math.nan, "datasets": len(r), "prompts": math.nan, "method": "none"}
             if ttft_rows is not None:
                 mine = ttft_rows
@@ -274,7 +282,7 @@ def mnn_startup_table(rows: pd.DataFrame) -> pd.DataFrame:
     minus = ttft.merge(start[[*key, "value"]].rename(columns={"value": "start"}), on=key)
     derived = minus.assign(value=minus["value"] - minus["start"], series=MNN_NO_START).drop(columns="start")
     both = pd.concat([selection.ok_rows(rows, "ttft_s"), derived], ignore_index=True)
-    summary = selection.summarize(both, [*TTFT_CONDITION, "dataset", "series"])
+    summary = selection.summarize(both, TTFT_KEYS)
     measured = ratios(summary, both, series={"mnn": DISPLAY["mnn"]})
     without = ratios(summary, both, series={"mnn": MNN_NO_START})
     out = measured.merge(without, on=[*TTFT_CONDITION, "bits"], suffixes=("", "_without"))
@@ -321,13 +329,13 @@ def accuracy_drops(acc: pd.DataFrame) -> pd.DataFrame:
             versus = "stand-ins: " + ", ".join(base_cols)
         if not base_cols:
             continue
-        for ef in (c for c in wide.columns if c.startswith(f"{EF} ")):
+        for ef, bits in ((ef, b) for ef, b in _ef_columns(per).items() if ef in wide.columns):
             terms, n = _diff_terms(wide, items, base_cols, ef)
             if n:
                 v, lo, hi = stats.combination_interval(terms)
                 # the baselines' mean accuracy on the datasets compared: what a relative "%" would be relative to
                 reference = float(wide.loc[wide[ef].notna(), base_cols].mean(axis=1).mean())
-                out.append({**cond, "bits": float(ef[3:-1]), "drop_pp": round(100 * v, 9), "lo": 100 * lo,
+                out.append({**cond, "bits": bits, "drop_pp": round(100 * v, 9), "lo": 100 * lo,
                             "hi": 100 * hi, "datasets": n, "versus": versus, "reference": reference})
     return pd.DataFrame(out, columns=[*ACC_CONDITION, "bits", "drop_pp", "lo", "hi", "datasets", "versus",
                                       "reference"])
@@ -355,7 +363,7 @@ def llmnpu_statements(t: Tidy) -> list[dict]:
     for cond, per in _conditions(t.accuracy, ACC_CONDITION):
         wide = per.pivot_table(index="dataset", columns="series", values="median")
         items = per.pivot_table(index="dataset", columns="series", values="items") if "items" in per else pd.DataFrame()
-        efs = [c for c in wide.columns if c.startswith(f"{EF} ")]
+        efs = [ef for ef in _ef_columns(per) if ef in wide.columns]
         if NPU in wide.columns and efs:
             gains = [stats.combination_interval(_diff_terms(wide, items, [ef], NPU)[0]) for ef in efs]
             gains = [g for g in gains if math.isfinite(g[0])]

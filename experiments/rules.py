@@ -251,12 +251,14 @@ def percent_verdict(ours_pp: float, paper_pct: float, reference: float | None, i
                     caps=()) -> str:
     """Verdict on an accuracy difference the paper gives in "%" against ours in percentage points: its "%" may be
     points or percent of the accuracy it is relative to (`reference`, a fraction: the baseline's accuracy, ours).
-    Both readings are judged by points_verdict; when they disagree the unit decides, so the verdict is inconclusive."""
-    as_points = points_verdict(ours_pp, paper_pct, interval=interval, caps=caps)
+    Both readings are judged by points_verdict before the cap (capped, "same direction" and "reproduced" would both
+    read "qualitative" and seem to agree); when they disagree the unit decides, so the verdict is inconclusive, else
+    the agreed verdict, capped."""
+    as_points = points_verdict(ours_pp, paper_pct, interval=interval)
     if reference is None or not finite(reference):
         return INCONCLUSIVE if as_points not in (NOT_RUN, INCONCLUSIVE, DIFFERS) else as_points
-    as_relative = points_verdict(ours_pp, paper_pct * reference, interval=interval, caps=caps)
-    return as_points if as_points == as_relative else INCONCLUSIVE
+    as_relative = points_verdict(ours_pp, paper_pct * reference, interval=interval)
+    return cap(as_points, caps) if as_points == as_relative else INCONCLUSIVE
 
 
 def percent_text(paper_pct: float, reference: float | None) -> str:

@@ -76,6 +76,10 @@ def test_the_papers_percent_is_read_both_as_points_and_as_relative():
     assert rules.percent_verdict(-4.0, 2.52, 0.45, interval=(-5.0, -3.0)) == DIFFERS
     assert rules.percent_verdict(1.2, 2.52, 0.45, interval=(0.4, 2.0)) == REPRODUCED
     assert "2.52 pp, or 1.13 pp if relative to 45.0%" in rules.percent_text(2.52, 0.45)
+    # the readings are compared before the cap: 10.75 pp [7.0, 14.8] against "63.13%" is a smaller effect read as
+    # points (same direction) and agrees read as 63.13% of 9.5% (6.0 pp): capped, both once read "qualitative"
+    assert rules.percent_verdict(10.75, 63.13, 0.095, interval=(7.05, 14.77), caps=["proxy dataset"]) == INCONCLUSIVE
+    assert rules.percent_verdict(1.2, 2.52, 0.45, interval=(0.4, 2.0), caps=["proxy dataset"]) == QUALITATIVE
 
 
 def test_a_share_without_an_interval_is_capped():
