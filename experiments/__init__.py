@@ -12,7 +12,8 @@ import pkgutil
 
 from experiments.base import ARTIFACTS, Artifact, paper_order
 
-MACHINERY = {"__main__", "base", "paper_values", "selection", "stats", "rules", "output", "run", "report", "multirun"}
+MACHINERY = {"__main__", "base", "paper_values", "selection", "stats", "rules", "output", "run", "report", "report_browser",
+             "multirun"}
 
 for _module in (m.name for m in pkgutil.iter_modules(__path__) if m.name not in MACHINERY):
     importlib.import_module(f"experiments.{_module}")
