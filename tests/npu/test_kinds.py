@@ -104,16 +104,6 @@ def test_accuracy_through_htp_is_scored_by_the_simulator(tmp_path, tiny_checkpoi
     assert htp.config_hash.iloc[0] != fake.config_hash.iloc[0]
 
 
-def test_without_htp_the_rows_say_not_run(tmp_path, tiny_checkpoint, monkeypatch):
-    from harness.npu import htp
-
-    monkeypatch.setattr(htp.platform, "machine", lambda: "aarch64")
-    store = ResultsStore(tmp_path / "runs")
-    assert run_job(compose_config(["experiment=npu_oracle", *tiny(tiny_checkpoint)]), store) == "not run"
-    row = store.read("npu_oracle").iloc[0]
-    assert row["label"] == "not run" and "x86-64 Linux only" in row["error"]
-
-
 def test_an_a16_artifacts_ttft_is_measured_by_our_runtime(tmp_path, tiny_checkpoint):
     """Mixed A8/A16 artifacts run in the runtime's accelerator lane (A16 kernels, requantized outputs): their cold
     TTFT is measured like any other, no longer "not run"."""
