@@ -30,7 +30,6 @@ import pandas as pd
 from experiments import fig15, fig2, output, rules, selection
 from experiments.base import SweepArtifact, register_artifact
 from experiments.output import Section, fmt, md_table
-from harness.runner.npu_kinds import variant_prefix
 from harness.runner.settings import SPLITS
 from harness.systems.base import TTFT_PHASES
 
@@ -164,22 +163,19 @@ def graph_preparation(rows: pd.DataFrame) -> pd.DataFrame:
     the context binary's bytes beside the weights'."""
     rows = rows[(rows.get("experiment", pd.Series(dtype=str)) == "npu_compile") & (rows["status"] == "ok")]
     lines = []
-    for model, g in rows.groupby("model"):
-        v = g.set_index("variant").groupby(["variant", "metric"])["value"].last()
-        for soc in sorted({x.split()[0] for x in g["variant"]}):
-            for split in SPLITS:
-                prefix = variant_prefix(soc, split)
-                one, per = f"{prefix} one graph", f"{prefix} all layers"
-                if (per, "qnn_compile_s") not in v:
-                    continue
-                whole = one if (one, "qnn_compile_s") in v else per  # bytes are the same either way
-                lines.append({"model": model, "SoC": soc, "split per layer": SPLIT_LABELS[split],
-                              "online compile, one graph s": fmt(v.get((one, "qnn_compile_s"))),
-                              "context load, one graph s": fmt(v.get((one, "qnn_load_s"))),
-                              "online compile, per layer (sum) s": fmt(v[(per, "qnn_compile_s")]),
-                              "context load, per layer (sum) s": fmt(v[(per, "qnn_load_s")]),
-                              "context MB": fmt(v[(whole, "qnn_context_mb")]),
-                              "weights MB": fmt(v[(whole, "qnn_weights_mb")])})
+    for (model, soc, split), g in rows.groupby(["model", "soc", "npu_split"]):
+        v = g[g["layer"].isna()].groupby(["variant", "metric"])["value"].last()  # the whole model's rows
+        one, per = "one graph", "all layers"
+        if (per, "qnn_compile_s") not in v:
+            continue
+        whole = one if (one, "qnn_compile_s") in v else per  # bytes are the same either way
+        lines.append({"model": model, "SoC": soc, "split per layer": SPLIT_LABELS[split],
+                      "online compile, one graph s": fmt(v.get((one, "qnn_compile_s"))),
+                      "context load, one graph s": fmt(v.get((one, "qnn_load_s"))),
+                      "online compile, per layer (sum) s": fmt(v[(per, "qnn_compile_s")]),
+                      "context load, per layer (sum) s": fmt(v[(per, "qnn_load_s")]),
+                      "context MB": fmt(v[(whole, "qnn_context_mb")]),
+                      "weights MB": fmt(v[(whole, "qnn_weights_mb")])})
     return pd.DataFrame(lines)
 
 

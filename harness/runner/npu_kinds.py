@@ -47,20 +47,15 @@ def where(npu) -> str:
     return f"QNN HTP {npu.htp_arch} ({npu.chipset}, soc_model {npu.soc_model}), {versions()}"
 
 
-def variant_prefix(soc: str, split: str) -> str:
-    """How npu_compile's rows name a split's variants: 'sm8750 layer 3' (EdgeFlow's), 'sm8750 llm.npu layer 3'."""
-    return soc if split == "edgeflow" else f"{soc} llm.npu"
-
-
 def npu_compile(job) -> Iterator[dict]:
-    """Rows per layer (variant '<soc> layer i') and for the model ('<soc> all layers': the per-layer sums;
-    '<soc> one graph': every layer's matmuls in one graph): qnn_compile_s (QDQ ONNX -> HTP context by QNN's
+    """Rows per layer (columns soc, npu_split, layer) and for the model (layer null; variant "all layers": the
+    per-layer sums, "one graph": every layer's matmuls in one graph): qnn_compile_s (QDQ ONNX -> HTP context by QNN's
     compiler, always compiled afresh), qnn_load_s (a session on the written context binary), qnn_context_mb and
     qnn_weights_mb. Measured on this host with QNN's x86 compiler (a phone compiles on the phone, slower).
 
     experiment.extra.split=llmnpu: llm.npu's coarse split of the same linears instead (harness/npu/coarse.py, two
-    graphs per layer, their times and bytes summed per layer), variants '<soc> llm.npu layer i' and
-    '<soc> llm.npu all layers'; llm.npu has no one-graph form (its CPU half sits between the graphs)."""
+    graphs per layer, their times and bytes summed per layer; npu_split "llmnpu"); llm.npu has no one-graph form
+    (its CPU half sits between the graphs)."""
     from harness.npu.coarse import coarse_graphs
     from harness.npu.compile import STEM
     from harness.npu.graph import bound_output_scale, layer_graph, layer_linears, widths_text
@@ -74,7 +69,7 @@ def npu_compile(job) -> Iterator[dict]:
     notes = (f"{where(npu)}; {what}; {widths_text(artifact.linears, None if coarse else bits)}, {tokens}-token "
              "graphs; output scales bounded, not calibrated (timing only); measured on this host")
     n_layers = int(artifact.config["num_hidden_layers"])
-    prefix = variant_prefix(npu.name, job.settings.split)
+    where_ = {"soc": npu.name, "npu_split": job.settings.split}  # every row's columns
 
     def matmuls(linears: dict):  # EdgeFlow's accelerator graph of these linears
         return layer_graph(linears, {n: bound_output_scale(q, bits) for n, q in linears.items()}, bits, tokens)
@@ -84,7 +79,7 @@ def npu_compile(job) -> Iterator[dict]:
             return list(coarse_graphs(artifact, layer, tokens).values())
         return [matmuls(layer_linears(artifact, layer))]
 
-    def measure(parts: list, variant: str, folder: Path) -> Iterator[dict]:
+    def measure(parts: list, folder: Path, **columns) -> Iterator[dict]:
         values = {"qnn_compile_s": [0.0, "s"], "qnn_load_s": [0.0, "s"], "qnn_context_mb": [0.0, "MB"],
                   "qnn_weights_mb": [0.0, "MB"]}
         for i, graph in enumerate(parts):
@@ -96,26 +91,26 @@ def npu_compile(job) -> Iterator[dict]:
                                   ("qnn_weights_mb", graph.weight_bytes / 1e6)):
                 values[metric][0] += value
         for metric, (value, unit) in values.items():
-            yield job.row(metric, value, unit, variant=variant, notes=notes)
+            yield job.row(metric, value, unit, notes=notes, **where_, **columns)
 
     totals: dict[str, list] = {}
     with tempfile.TemporaryDirectory(prefix="qnn-compile-") as tmp:
         for layer in range(n_layers):
-            for row in measure(graphs(layer), f"{prefix} layer {layer}", Path(tmp) / str(layer)):
+            for row in measure(graphs(layer), Path(tmp) / str(layer), layer=layer):
                 totals.setdefault(row["metric"], [0.0, row["unit"]])[0] += row["value"]
                 yield row
             print(f"[edgeflow-bench] npu_compile: layer {layer + 1}/{n_layers} compiled", file=sys.stderr, flush=True)
     for metric, (value, unit) in totals.items():
-        yield job.row(metric, value, unit, variant=f"{prefix} all layers", notes=f"sum over layers; {notes}")
+        yield job.row(metric, value, unit, variant="all layers", notes=f"sum over layers; {notes}", **where_)
     if not coarse:
         with tempfile.TemporaryDirectory(prefix="qnn-compile-") as tmp:
-            yield from measure([matmuls(dict(artifact.linears))], f"{npu.name} one graph", Path(tmp))
+            yield from measure([matmuls(dict(artifact.linears))], Path(tmp), variant="one graph")
 
 
 def npu_oracle(job) -> Iterator[dict]:
     """experiment.extra: oracle_layers (default all), the decoder layers to compare.
 
-    Per layer (variant '<soc> layer i'): htp_lsb_max / htp_lsb_share (HTP simulator vs the fake-quant reference) and
+    Per layer (columns soc, npu_split, layer): htp_lsb_max / htp_lsb_share (HTP simulator vs the fake-quant reference) and
     htp_lsb_max_runtime / htp_lsb_share_runtime (vs the runtime's lane) over its 8-bit linears, htp_lsb_max_a16 /
     htp_lsb_share_a16 over its 16-bit ones (in 16-bit LSBs), labelled simulated, with the mean signed difference in
     the notes. Inputs: one npu.chunk_tokens batch of the held-out perplexity split; output ranges from
@@ -142,8 +137,8 @@ def npu_oracle(job) -> Iterator[dict]:
                 notes = (f"HTP vs {other}, {bits}-bit output codes; mean signed {worst.mean_signed:+.4f} LSB; {sim}")
                 for metric, value, unit in ((f"htp_lsb_max{width}{suffix}", worst.max_lsb, f"LSB{bits}"),
                                             (f"htp_lsb_share{width}{suffix}", worst.share_differ, "fraction")):
-                    yield job.row(metric, value, unit, variant=f"{npu.name} layer {r.layer}", label="simulated",
-                                  notes=notes)
+                    yield job.row(metric, value, unit, soc=npu.name, npu_split="edgeflow", layer=r.layer,
+                                  label="simulated", notes=notes)
 
 
 def calibration_window(tokenizer):
@@ -176,10 +171,10 @@ STAGE_OF = {"q_proj": "qkv", "k_proj": "qkv", "v_proj": "qkv", "o_proj": "o_proj
 def npu_profile(job) -> Iterator[dict]:
     """experiment.extra: inferences (default 3) per layer. Needs device=android and npu.qairt_root (else 'not run').
 
-    Per layer (variant '<soc> layer i'): npu_execute_ms, QNN's accelerator execute time of the layer's graph for one
-    npu.chunk_tokens batch (mean over the inferences), and npu_stage_ms per matmul stage of the pipeline simulator
-    (variant '<soc> layer i <stage>': the execute time split by the stage's share of the operator cycles). Measured
-    on the phone."""
+    Per layer (columns soc, npu_split, layer): npu_execute_ms, QNN's accelerator execute time of the layer's graph
+    for one npu.chunk_tokens batch (mean over the inferences), and npu_stage_ms per matmul stage of the pipeline
+    simulator (column stage: the execute time split by the stage's share of the operator cycles). Measured on the
+    phone."""
     from harness.devices import get_device
     from harness.devices.lock import hold_device
     from harness.npu.graph import matmul_name
@@ -194,8 +189,8 @@ def npu_profile(job) -> Iterator[dict]:
                  f"{profiler.sdk}; {npu.chunk_tokens}-token batch of held-out text")
         for layer in _prepared_layers(artifact, model, tokenizer, npu):
             p = profiler.profile(f"layer{layer.layer}", layer.compiled, layer.feeds)
-            variant = f"{npu.name} layer {layer.layer}"
-            yield job.row("npu_execute_ms", p.execute_us / 1e3, "ms", variant=variant, notes=notes)
+            columns = {"soc": npu.name, "npu_split": "edgeflow", "layer": layer.layer}
+            yield job.row("npu_execute_ms", p.execute_us / 1e3, "ms", notes=notes, **columns)
             cycles = {stage: 0 for stage in dict.fromkeys(STAGE_OF.values())}
             for name in layer.linears:
                 cycles[STAGE_OF[name.rsplit(".", 1)[-1]]] += sum(
@@ -203,6 +198,6 @@ def npu_profile(job) -> Iterator[dict]:
             total = sum(p.op_cycles.values())
             for stage, c in cycles.items():
                 value = p.execute_us / 1e3 * c / total if total else None
-                yield job.row("npu_stage_ms", value, "ms", variant=f"{variant} {stage}", notes=notes,
+                yield job.row("npu_stage_ms", value, "ms", stage=stage, notes=notes, **columns,
                               **({} if total else {"status": "not run", "label": "not run",
                                                    "error": "the profile has no per-operator cycles"}))

@@ -49,6 +49,10 @@ COLUMNS: dict[str, pa.DataType] = {
     "load_avg_1m": pa.float64(),
     # a timeline's sample (metrics rss_mib, pss_mib, power_w: harness/systems/base.py Timeline): seconds from spawn
     "at_s": pa.float64(),
+    # the NPU experiments' rows (harness/runner/npu_kinds.py): the SoC the graphs were compiled for ("sm8750"), which
+    # split of a layer the NPU runs ("edgeflow": its seven matmuls; "llmnpu": llm.npu's coarse graphs), the decoder
+    # layer (null: the whole model, whose `variant` says "all layers" (summed) or "one graph") and a matmul stage
+    "soc": pa.string(), "npu_split": pa.string(), "layer": pa.int64(), "stage": pa.string(),
 }
 SCHEMA = pa.schema(list(COLUMNS.items()))
 OK, FAILED, NOT_RUN = "ok", "failed", "not run"
@@ -94,6 +98,10 @@ _OLD_ITEMS = r"\bn=(\d+)"
 _OLD_PROMPT = r"\bprompt (\d+) \(((?:[^()]|\([^()]*\))*)\)"
 # ... and benchmark rows said their load average in the notes: "...; load average 0.42"
 _OLD_LOAD = r"\bload average ([\d.]+)"
+# how the NPU experiments' rows named SoC, split, layer and stage in `variant` before they had columns
+_OLD_NPU_VARIANT = (r"^(?P<soc>\S+)(?P<llmnpu> llm\.npu)? "
+                    r"(?:layer (?P<layer>\d+)(?: (?P<stage>\S+))?|(?P<scope>all layers|one graph))$")
+NPU_EXPERIMENTS = ("npu_compile", "npu_oracle", "npu_profile")
 
 
 def migrate(df: pd.DataFrame) -> pd.DataFrame:
@@ -123,6 +131,14 @@ def migrate(df: pd.DataFrame) -> pd.DataFrame:
         from harness.data.prompts import CORPUS_PROMPT_LABEL
 
         df.loc[unsourced_sim, "prompt_source"] = CORPUS_PROMPT_LABEL
+    old_npu = df["soc"].isna() & df["experiment"].isin(NPU_EXPERIMENTS) & df["variant"].notna()
+    if old_npu.any():
+        parts = df.loc[old_npu, "variant"].str.extract(_OLD_NPU_VARIANT).dropna(subset=["soc"])
+        df.loc[parts.index, "soc"] = parts["soc"]
+        df.loc[parts.index, "npu_split"] = parts["llmnpu"].notna().map({True: "llmnpu", False: "edgeflow"})
+        df.loc[parts.index, "layer"] = pd.to_numeric(parts["layer"]).to_numpy(float)
+        df.loc[parts.index, "stage"] = parts["stage"]
+        df.loc[parts.index, "variant"] = parts["scope"]
     unindexed = df["prompt_index"].isna()
     found = notes[unindexed].str.extract(_OLD_PROMPT).dropna(subset=[0])  # only rows without the column's value
     if len(found):

@@ -68,14 +68,22 @@ def test_sweep_is_figure_2s_cold_step_and_qnns_graph_preparation():
     assert {o for p in only for o in p if o.startswith("model=")} == {"model=mine"}
 
 
-def test_qnns_graph_preparation_is_tabled_beside_the_breakdown(store, tmp_path):
+GRAPHS = ((("edgeflow", None, "one graph"), (36.1, 1.85, 1219.0, 1216.3)),
+          (("edgeflow", None, "all layers"), (19.1, 2.14, 1220.1, 1216.3)),
+          (("edgeflow", 0, None), (0.8, 0.09, 50.8, 50.7)),  # a layer's row: never the model's
+          (("llmnpu", None, "all layers"), (25.2, 2.5, 1224.0, 1216.3)))
+
+
+@pytest.mark.parametrize("columns", [True, False], ids=["columns", "older rows: SoC and split in the variant"])
+def test_qnns_graph_preparation_is_tabled_beside_the_breakdown(store, tmp_path, columns):
     rows = []
-    for variant, values in (("sm8750 one graph", (36.1, 1.85, 1219.0, 1216.3)),
-                            ("sm8750 all layers", (19.1, 2.14, 1220.1, 1216.3)),
-                            ("sm8750 llm.npu all layers", (25.2, 2.5, 1224.0, 1216.3))):
+    for (split, layer, scope), values in GRAPHS:
+        where = ({"soc": "sm8750", "npu_split": split, "layer": layer, "variant": scope} if columns else
+                 {"variant": f"sm8750{' llm.npu' if split == 'llmnpu' else ''} "
+                             + (f"layer {layer}" if layer is not None else scope)})
         for metric, v in zip(("qnn_compile_s", "qnn_load_s", "qnn_context_mb", "qnn_weights_mb"), values):
             rows.append({"experiment": "npu_compile", "model": "shape-qwen1.5-1.8b", "metric": metric, "value": v,
-                         "status": "ok", "label": "measured", "variant": variant, "config_hash": "q", "repetition": 0})
+                         "status": "ok", "label": "measured", "config_hash": "q", "repetition": 0, **where})
     store.append("npu_compile", rows)
     body = run.render("fig1", store, tmp_path / "out").body
     assert "QNN graph preparation" in body

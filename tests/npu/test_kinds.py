@@ -1,5 +1,6 @@
 """The experiments that put QNN HTP in the loop, end to end on a tiny checkpoint: experiment=npu_oracle (compile per
 layer, HTP vs our numerics) and experiment=fidelity with an npu group (quality as HTP computes the matmuls)."""
+import pandas as pd
 import pytest
 
 from harness.npu.htp import unavailable_reason
@@ -16,15 +17,21 @@ def tiny(tiny_checkpoint, bits: int = 6) -> list[str]:
             f"quantizer.budget_bits={bits}"]
 
 
+def scoped(rows: pd.DataFrame) -> pd.Series:
+    """npu_compile's values by (metric, split, 'layer i' | 'all layers' | 'one graph')."""
+    scope = [f"layer {int(layer)}" if pd.notna(layer) else variant for layer, variant in zip(rows.layer, rows.variant)]
+    return rows.assign(scope=scope).set_index(["metric", "npu_split", "scope"])["value"]
+
+
 def test_npu_oracle_rows_per_layer_for_the_chosen_soc(tmp_path, tiny_checkpoint):
     store = ResultsStore(tmp_path / "runs")
     assert run_job(compose_config(["experiment=npu_oracle", "npu=sm8650", *tiny(tiny_checkpoint)]), store) == "ok"
     rows = store.read("npu_oracle")
-    values = rows.set_index(["metric", "variant"])["value"]
+    values = rows.set_index(["metric", "soc", "layer"])["value"]  # columns, not a variant string to parse
     for layer in (0, 1):
-        v = f"sm8650 layer {layer}"
-        assert values[("htp_lsb_max", v)] <= 1 and values[("htp_lsb_max_runtime", v)] <= 1
-        assert 0 <= values[("htp_lsb_share", v)] < 0.1
+        v = ("sm8650", layer)
+        assert values[("htp_lsb_max", *v)] <= 1 and values[("htp_lsb_max_runtime", *v)] <= 1
+        assert 0 <= values[("htp_lsb_share", *v)] < 0.1
     assert (rows["label"] == "simulated").all() and "soc_model 57" in rows["notes"].iloc[0]
     assert not rows.metric.str.contains("_a16").any()
 
@@ -45,13 +52,14 @@ def test_npu_compile_times_each_layer_and_the_whole_model(tmp_path, tiny_checkpo
     store = ResultsStore(tmp_path / "runs")
     assert run_job(compose_config(["experiment=npu_compile", *tiny(tiny_checkpoint)]), store) == "ok"
     rows = store.read("npu_compile")
-    values = rows.set_index(["metric", "variant"])["value"]
-    for v in ("sm8750 layer 0", "sm8750 layer 1", "sm8750 one graph"):
-        assert values[("qnn_context_mb", v)] > values[("qnn_weights_mb", v)] > 0
-        assert values[("qnn_compile_s", v)] > 0 and values[("qnn_load_s", v)] > 0
-    layers = [values[("qnn_weights_mb", f"sm8750 layer {i}")] for i in (0, 1)]
-    assert values[("qnn_weights_mb", "sm8750 all layers")] == pytest.approx(sum(layers))
-    assert values[("qnn_weights_mb", "sm8750 one graph")] == pytest.approx(sum(layers))
+    assert set(rows.soc) == {"sm8750"} and set(rows.npu_split) == {"edgeflow"}
+    values = scoped(rows)
+    for v in ("layer 0", "layer 1", "one graph"):
+        assert values[("qnn_context_mb", "edgeflow", v)] > values[("qnn_weights_mb", "edgeflow", v)] > 0
+        assert values[("qnn_compile_s", "edgeflow", v)] > 0 and values[("qnn_load_s", "edgeflow", v)] > 0
+    layers = [values[("qnn_weights_mb", "edgeflow", f"layer {i}")] for i in (0, 1)]
+    assert values[("qnn_weights_mb", "edgeflow", "all layers")] == pytest.approx(sum(layers))
+    assert values[("qnn_weights_mb", "edgeflow", "one graph")] == pytest.approx(sum(layers))
     assert (rows["label"] == "measured").all() and "timing only" in rows["notes"].iloc[0]
 
 
@@ -63,15 +71,15 @@ def test_npu_compile_of_llmnpus_coarse_split_puts_more_of_each_layer_on_the_npu(
         cfg = compose_config(["experiment=npu_compile", *tiny(tiny_checkpoint), f"experiment.extra.split={split}"])
         assert run_job(cfg, store) == "ok"
     rows = store.read("npu_compile")
-    values = rows.set_index(["metric", "variant"])["value"]
+    values = scoped(rows)
     for layer in (0, 1):
-        ours, theirs = f"sm8750 layer {layer}", f"sm8750 llm.npu layer {layer}"
-        assert values[("qnn_weights_mb", theirs)] == pytest.approx(values[("qnn_weights_mb", ours)])
-        assert values[("qnn_context_mb", theirs)] > values[("qnn_weights_mb", theirs)]
-        assert values[("qnn_compile_s", theirs)] > 0 and values[("qnn_load_s", theirs)] > 0
-    assert ("qnn_compile_s", "sm8750 llm.npu all layers") in values.index
-    assert not any(v.startswith("sm8750 llm.npu one graph") for v in rows["variant"])
-    assert rows.loc[rows.variant.str.contains("llm.npu"), "notes"].str.contains("coarse split").all()
+        ours, theirs = ("edgeflow", f"layer {layer}"), ("llmnpu", f"layer {layer}")
+        assert values[("qnn_weights_mb", *theirs)] == pytest.approx(values[("qnn_weights_mb", *ours)])
+        assert values[("qnn_context_mb", *theirs)] > values[("qnn_weights_mb", *theirs)]
+        assert values[("qnn_compile_s", *theirs)] > 0 and values[("qnn_load_s", *theirs)] > 0
+    assert ("qnn_compile_s", "llmnpu", "all layers") in values.index
+    assert ("qnn_compile_s", "llmnpu", "one graph") not in values.index
+    assert rows.loc[rows.npu_split == "llmnpu", "notes"].str.contains("coarse split").all()
 
 
 def test_fidelity_through_htp_is_simulated_and_close_to_the_reference(tmp_path, tiny_checkpoint):

@@ -5,6 +5,7 @@ import sys
 import textwrap
 import time
 
+import pandas as pd
 import pytest
 
 from harness.runner.store import FAILED, NOT_RUN, OK, ResultsStore
@@ -90,6 +91,25 @@ def test_older_simulator_rows_read_as_simulated(tmp_path):
                               {"metric": "ttft_s", "value": 0.5, "label": "emulated", "flash_emulated_mbps": 200.0}])
     rows = store.read("pipeline").set_index("metric")
     assert rows.loc["sim_latency_s", "label"] == "simulated" and rows.loc["ttft_s", "label"] == "emulated"
+
+
+def test_older_npu_rows_get_soc_split_layer_and_stage_from_their_variant(tmp_path):
+    """The NPU experiments named SoC, split, layer and stage in one variant string before they had columns: a store
+    written then reads with the columns (and the variant keeps only the model-wide scope); other variants stay."""
+    store = ResultsStore(tmp_path)
+    old = ["sm8750 layer 3", "sm8750 llm.npu layer 0", "sm8750 llm.npu all layers", "sm8650 one graph",
+           "sm8750 layer 2 ffn_in"]
+    store.append("npu_compile", [{"experiment": "npu_compile", "metric": "qnn_compile_s", "value": 1.0, "variant": v,
+                          "label": "measured"} for v in old]
+                 + [{"experiment": "bench-unpack", "metric": "gbps", "value": 1.0, "variant": "avx2",
+                     "label": "measured"}])
+    rows = store.read("npu_compile")
+    got = [tuple(None if pd.isna(x) else x for x in (r.soc, r.npu_split, r.layer, r.stage, r.variant))
+           for r in rows.itertuples()]
+    assert got[:5] == [("sm8750", "edgeflow", 3, None, None), ("sm8750", "llmnpu", 0, None, None),
+                       ("sm8750", "llmnpu", None, None, "all layers"), ("sm8650", "edgeflow", None, None, "one graph"),
+                       ("sm8750", "edgeflow", 2, "ffn_in", None)]
+    assert got[5] == (None, None, None, None, "avx2")
 
 
 def test_older_fake_quant_rows_read_as_stand_ins_on_proxy_data(tmp_path):
