@@ -46,6 +46,14 @@ METRICS = {"latency": ("ttft_s", "sim_layer_latency_s", "sim_latency_s"),
            "stolen": ("edgeflow_cpu_stolen_tasks", "sim_layer_stolen_tasks", "sim_stolen_tasks")}
 
 
+def _missing(what: str, metric: str | None) -> str:
+    """Why a series has no number for a step: what ran does not report it, or its rows lack it."""
+    if metric is None:
+        name = what.replace("_", " ")
+        return f"{rules.NOT_MEASURED} the pipeline simulator (it reports latency, bubble rates and steals, not {name})"
+    return "no such number in this series"
+
+
 def sweep(models=("smollm2-135m",), bits: float = 5, device="local", flash_mbps: float | None = None,
           prompt_tokens: int = PROMPT_TOKENS, rounds: int = 3, chunks=CHUNKS) -> list[list[str]]:
     """Per model and chunk size: `rounds` rounds of one cold run under each policy (interleaved), and one simulation
@@ -127,7 +135,7 @@ def compare(med: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None,
                 lines.append({"model": model, "chunk": chunk, "series": series, "step": f"{p.versus} -> {p.policy}",
                               "change of": what.replace("_", " "), "ours %": "–" if ours is None else f"{ours:+.1f}",
                               "paper %": f"{p.value:+g}", "verdict": verdict,
-                              "_caps": caps if ours is not None else ["no such number in this series"]})
+                              "_caps": caps if ours is not None else [_missing(what, metric)]})
     return lines
 
 

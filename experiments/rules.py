@@ -33,7 +33,8 @@ REPRODUCED, SAME_DIRECTION, DIFFERS, NOT_RUN = "reproduced", "same direction", "
 QUALITATIVE, INCONCLUSIVE, PARTLY = "qualitative", "inconclusive", "partly reproduced"
 VERDICTS = (REPRODUCED, QUALITATIVE, SAME_DIRECTION, DIFFERS, INCONCLUSIVE, NOT_RUN)  # a comparison's, counted so
 INPUT = "input"  # a section showing what went into the measurement (Table 3), not a result: no verdict
-NO_CLAIM = "no paper claim"  # a section of ours beside no claim of the paper (compare-quantizers): no verdict
+NO_CLAIM = "no paper claim"
+NOT_MEASURED = "not measured by"  # a not-run reason a rerun cannot remove: what ran does not report that number  # a section of ours beside no claim of the paper (compare-quantizers): no verdict
 
 
 VERDICT_RULES = f"""\
@@ -122,6 +123,8 @@ class Claim:
             return ""
         if self.verdict == NOT_RUN:
             why = "; ".join(c.removeprefix("not run: ") for c in self.caps)
+            if any(c.startswith(NOT_MEASURED) for c in self.caps):  # a rerun would not help: nothing measures it
+                return f"a series that measures it ({why})"
             return f"a run (`make reproduce-{self.artifact}`)" + (f": {why}" if why else "")
         needs = list(dict.fromkeys(need for cap_ in self.caps for key, need in STRONGER if key in cap_))
         if self.verdict == INCONCLUSIVE:

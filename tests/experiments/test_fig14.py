@@ -48,6 +48,11 @@ def test_steps_beside_the_papers(tmp_path):
     assert "- smollm2-135m, simulated: " in body and rules.SIMULATED_NPU in body  # the caps it computes, shown
     assert "| INT8 matmuls: CPU time / NPU time | 5× | assumed:" in body  # and the simulation's inputs
     assert "-82.2% with place+priority" in fig14._paper_says(load_paper_fig14(), "bubble")  # from the CSV
+    # the simulator reports no accelerator busy time: those claims did not run, and a rerun would not change that
+    busy = [c for c in section.claims if "accel busy" in c.statement and "simulated" in c.statement]
+    assert busy and all(c.verdict == rules.NOT_RUN for c in busy)
+    assert all(c.stronger().startswith("a series that measures it (not measured by the pipeline simulator")
+               and "make reproduce" not in c.stronger() for c in busy)
 
 
 def load_paper_fig14():
