@@ -44,6 +44,10 @@ from typing import Callable
 # cpu_during: checked over the run itself; cpu: gated over busy_window_s before it; loadavg: the 1-min load average;
 # none: no gate (what the discarded warm-up runs get)
 BUSY_SIGNALS = ("cpu_during", "cpu", "loadavg", "none")
+# After an engine exits, how long its pipes' readers may take to reach EOF (the limit is for a grandchild that keeps a
+# pipe open). It was 5 s: a `make test` beside other work once saw llama.cpp exit 0 with no first token read and only
+# two lines of its stderr, which readers starved past that limit explain.
+PIPE_DRAIN_S = 60.0
 
 
 @dataclass
@@ -282,15 +286,18 @@ def run_once(device, cmd: list[str], files: list[str], first_token: Callable[[by
     finally:
         stop.set()
     t_exit = time.monotonic()
-    for t in threads[:2]:
-        t.join(timeout=5)
+    for t in threads[:2]:  # the pipes hold the rest of its output: read to EOF (a loaded host can starve the readers)
+        t.join(timeout=PIPE_DRAIN_S)
+    undrained = any(t.is_alive() for t in threads[:2])
     during = None
     if jiffies0 is not None and proc.cpu_seconds() is not None:
         during = others_share(jiffies0, device.cpu_jiffies(), proc.cpu_seconds() + _own_cpu_s() - own0)
     if code != 0:
         raise EngineError(f"{cmd[0]} exited with status {code}", bytes(err))
     if "t" not in first:
-        raise EngineError(f"{cmd[0]} exited without printing a first token; stdout: {bytes(out)[-300:]!r}", bytes(err))
+        late = f" (its output was still being read {PIPE_DRAIN_S:g} s after it exited)" if undrained else ""
+        raise EngineError(f"{cmd[0]} exited without printing a first token{late}; stdout: {bytes(out)[-300:]!r}",
+                          bytes(err))
     energy = first["e"] - e0 if read_energy else None
     # An engine that prints its token and exits at once can be seen exiting (wait() returns) before the reader thread
     # runs and sees the token: it was written before the exit, so the exit's time bounds it.

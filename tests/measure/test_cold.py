@@ -1,6 +1,7 @@
 """The cold-start protocol against small fake engines (Python one-liners) on the local device."""
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -39,6 +40,30 @@ def test_ttft_is_spawn_to_first_token_bytes(device, weights):
     assert run.resident_before == 0.0  # the model file was evicted before the spawn
     assert run.peak_rss_kb > 0 and run.rss_timeline
     assert (run.energy_j is None) == (run.energy_reason is not None)
+
+
+def test_output_read_late_still_counts(device, weights, monkeypatch):
+    """A loaded host can starve the pipe readers until after the engine has exited: its token is still in the pipe,
+    and is read to EOF within PIPE_DRAIN_S (once 5 s, hard-coded); a reader that takes longer is reported as such,
+    never as an engine that printed nothing."""
+    import harness.measure.cold as cold
+
+    real_read, first_reads = cold.os.read, set()
+
+    def starved_read(fd, n):  # each pipe's first read comes 1.5 s late: the engine printed and exited meanwhile
+        if fd not in first_reads:
+            first_reads.add(fd)
+            time.sleep(1.5)
+        return real_read(fd, n)
+
+    monkeypatch.setattr(cold.os, "read", starved_read)
+    prints = engine("sys.stdout.write('tok'); sys.stdout.flush()")
+    run = run_once(device, prints, weights, lambda out: b"tok" in out, 10, QUIET)
+    assert run.stdout == b"tok" and run.ttft_s <= run.exit_s
+    monkeypatch.setattr(cold, "PIPE_DRAIN_S", 0.5)  # shorter than the starved reader takes
+    first_reads.clear()
+    with pytest.raises(EngineError, match="still being read 0.5 s after it exited"):
+        run_once(device, prints, weights, lambda out: b"tok" in out, 10, QUIET)
 
 
 def test_preloading_caches_the_prefix_before_the_spawn(device, tmp_path):
