@@ -226,9 +226,7 @@ def ratios(ttft: pd.DataFrame, ttft_rows: pd.DataFrame | None = None, datasets=N
             line = {**cond, "system": base, "bits": bits, "ratio": float(np.exp(np.log(r).mean())),
                     "lo": math.nan, "hi": math.nan, "datasets": len(r), "prompts": math.nan, "method": "none"}
             if ttft_rows is not None:
-                mine = ttft_rows
-                for k, v in cond.items():
-                    mine = mine[mine[k] == v]
+                mine = _select(ttft_rows, cond)
                 b = stats.bootstrap_ratio(mine[mine["series"] == name], mine[mine["series"] == ef], datasets=r.index)
                 # the interval's own estimate (on the prompts both timed), so that it always holds its ratio
                 line.update(ratio=b["ratio"], lo=b["lo"], hi=b["hi"], datasets=b["datasets"], prompts=b["prompts"],
@@ -329,7 +327,9 @@ def accuracy_drops(acc: pd.DataFrame) -> pd.DataFrame:
             versus = "stand-ins: " + ", ".join(base_cols)
         if not base_cols:
             continue
-        for ef, bits in ((ef, b) for ef, b in _ef_columns(per).items() if ef in wide.columns):
+        for ef, bits in _ef_columns(per).items():
+            if ef not in wide.columns:
+                continue
             terms, n = _diff_terms(wide, items, base_cols, ef)
             if n:
                 v, lo, hi = stats.combination_interval(terms)
