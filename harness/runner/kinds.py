@@ -16,11 +16,11 @@ yielding rows (`job.row(...)`), its settings class, and whether it is timed or e
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Callable, Iterator
 
+from harness.config import build
 from harness.models.zoo import load_model
-from harness.runner import settings
 from harness.runner.npu_kinds import npu_compile, npu_oracle, npu_profile
 from harness.runner.settings import (AccuracySettings, FidelitySettings, NpuCompileSettings, NpuOracleSettings,
                                      NpuProfileSettings, PerplexitySettings, PipelineSimSettings, TtftSettings)
@@ -418,8 +418,12 @@ TIMED_KINDS = frozenset(name for name, kind in KINDS.items() if kind.timed)
 
 
 def settings_of(kind: str, extra: dict):
-    """`extra` as `kind`'s settings (harness/runner/settings.py settings_of)."""
-    return settings.settings_of(KINDS[kind].settings, extra, [k.settings for k in KINDS.values()])
+    """`extra` as `kind`'s settings (harness/runner/settings.py); keys only other kinds take are dropped, keys no kind
+    takes are an error."""
+    own = {f.name for f in fields(KINDS[kind].settings)}
+    anyone = {f.name for k in KINDS.values() for f in fields(k.settings)}
+    return build(KINDS[kind].settings, {k: v for k, v in dict(extra).items() if k in own or k not in anyone},
+                 "experiment.extra")
 
 
 def _fp_reference(job, model) -> str:

@@ -1,14 +1,15 @@
 """Each experiment kind's settings (`experiment.extra` in conf/experiment/*.yaml), one typed dataclass per kind,
-validated when the job is prepared like every config group: an unknown key or a bad value is a ConfigError naming
-`experiment.extra.<key>` before any work starts. Kinds read `job.settings.<key>`, never the raw dict.
+validated when the job is prepared (harness/runner/kinds.py settings_of) like every config group: an unknown key or
+a bad value is a ConfigError naming `experiment.extra.<key>` before any work starts. Kinds read
+`job.settings.<key>`, never the raw dict.
 
 A key that another kind takes is not unknown: a sweep over several kinds (experiment=accuracy,perplexity) may pass
 `++experiment.extra.ppl_window=128` to all of them, and the kinds that have no such setting leave it alone."""
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
-from harness.config import build, require
+from harness.config import require
 from harness.engine.run import DEFAULT_THREADS
 
 WEIGHT_BITS = 8  # a baseline's weight bits (System.weight_bits): llama.cpp Q8_0, MNN INT8
@@ -127,9 +128,3 @@ class NpuProfileSettings:
         _positive("inferences", self.inferences)
 
 
-def settings_of(schema: type, extra: dict, every_schema):
-    """`extra` as `schema` (a kind's settings class); keys only other kinds take (`every_schema`) are dropped, keys no
-    kind takes are an error."""
-    own = {f.name for f in fields(schema)}
-    anyone = {f.name for other in every_schema for f in fields(other)}
-    return build(schema, {k: v for k, v in dict(extra).items() if k in own or k not in anyone}, "experiment.extra")
