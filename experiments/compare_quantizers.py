@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments import output, paper_values, rules, selection, stats
+from experiments import output, rules, selection, stats
 from experiments.base import SweepArtifact, register_artifact
 from experiments.output import Section, md_table
+from harness.registry import CONF_DIR
 
 NAME = "compare-quantizers"
 TITLE = "Compare quantizers - quality, size and cold TTFT per method and budget"
@@ -31,7 +32,7 @@ BITS = (4, 5, 6, 7)
 DATASETS = ("lambada-local", "hellaswag-local")
 PACKING = "weightlet"
 FP16_NAMES = ("fp", "fp16", "none")
-CONF = paper_values.REPO / "conf" / "quantizer"
+CONF = CONF_DIR / "quantizer"
 # Rendering selects rows by model only: the FP16 reference has no quantizer and the fidelity/TTFT rows no task, and
 # every quantizer measured so far belongs in the comparison.
 FILTERS = {"model": "models"}

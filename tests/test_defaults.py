@@ -1,6 +1,7 @@
 """Every default the runtime's callers share is defined once: in C++ in edgeflow_runtime/src/engine/defaults.h, in
 Python in harness/engine/run.py (the same values, checked here); the Python callers take it from there, and the config
 files that must spell it (Hydra overrides need the key) hold the same value. A default spelled anywhere else fails."""
+import functools
 import inspect
 import re
 from pathlib import Path
@@ -20,6 +21,7 @@ CONF = REPO / "conf"
 ENGINE = REPO / "edgeflow_runtime" / "src" / "engine"
 
 
+@functools.cache
 def native_defaults() -> dict[str, object]:
     """defaults.h's constants: {"kThreads": 2, "kPolicy": "place+priority+steal", ...}."""
     text = (ENGINE / "defaults.h").read_text()
@@ -32,11 +34,17 @@ def test_python_and_the_engine_share_the_defaults():
                                  "kStealThreshold": DEFAULT_STEAL_THRESHOLD, "kPolicy": DEFAULT_POLICY}
 
 
+@functools.cache
+def literal_default() -> re.Pattern:
+    """A default written as a literal: an options struct's initializer, or a help text's "(default V)" for one of
+    defaults.h's values."""
+    helps = "|".join(re.escape(str(v)) for v in native_defaults().values())
+    return re.compile(rf"\b(threads|chunk|steal_threshold)\s*=\s*\d+\s*;|policy\s*=\s*\"|\(default ({helps})[);]")
+
+
 def spelled(line: str) -> bool:
-    """Whether `line` writes one of defaults.h's values as a literal default: an options struct's initializer or a
-    help text's "(default V)"."""
-    literal = re.search(r"\b(threads|chunk|steal_threshold)\s*=\s*\d+\s*;|policy\s*=\s*\"", line)
-    return bool(literal) or any(re.search(rf"\(default {re.escape(str(v))}[);]", line) for v in native_defaults().values())
+    """Whether `line` writes one of defaults.h's values as a literal default."""
+    return bool(literal_default().search(line))
 
 
 def test_the_engine_spells_each_default_once():
