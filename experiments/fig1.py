@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments import fig15, fig2, output, rules, selection
+from experiments import fig15, fig2, lineup, output, rules, selection
 from experiments.base import SweepArtifact, register_artifact
 from experiments.output import Section, fmt, md_table
 from harness.runner.settings import SPLITS
@@ -38,15 +38,13 @@ TITLE = "Figure 1 - cold-start breakdown per system (128-token prompt)"
 EXPERIMENTS = (*fig2.EXPERIMENTS, "npu_compile")
 DEFAULT_MODELS = ("smollm2-135m",)
 PAPER_SHAPED = "shape-qwen1.5-1.8b"  # QNN's graph preparation at a paper model's size (random weights)
-SYSTEMS = ("llamacpp", "mnn", "edgeflow")
 PAPER_MODELS = fig2.PAPER_MODELS
 PARTS = TTFT_PHASES
 COLORS = dict(zip(PARTS, ("#bbbbbb", "#8172b3", "#dd8452", "#937860", "#4c72b0", "#c44e52")))
-SPLIT_LABELS = {"edgeflow": "EdgeFlow: 7 matmuls", "llmnpu": "llm.npu: coarse, 2 graphs"}  # npu_compile's splits
 NOT_PREFILL = ("process start", "setup", "load", "weight preparation", "bubble")
 
 
-def sweep(models: tuple[str, ...] | None = None, systems=SYSTEMS, bits=fig2.EDGEFLOW_BITS, device="local",
+def sweep(models: tuple[str, ...] | None = None, systems: tuple[str, ...] | None = None, bits=fig2.EDGEFLOW_BITS, device="local",
           flash_mbps: float | None = None, prompt_tokens: int = 128, rounds: int = 3,
           npu_models: tuple[str, ...] | None = None) -> list[list[str]]:
     """Figure 2's sweep without preloading (the same configurations: measured once, drawn by both), and QNN's graph
@@ -63,9 +61,7 @@ def sweep(models: tuple[str, ...] | None = None, systems=SYSTEMS, bits=fig2.EDGE
 def split(system: str, m: dict) -> dict | None:
     """The parts (seconds) of one cold start from its metrics (the system's own TTFT_PHASES mapping), or None when
     the engine's timings are missing."""
-    from harness.systems import SYSTEMS
-
-    cls = SYSTEMS.get(system)
+    cls = lineup.system_class(system)
     parts = cls.ttft_phases(m) if cls is not None and "ttft_s" in m else None
     if parts is None:
         return None
@@ -145,7 +141,7 @@ def compare(bd: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None) ->
         over = paper[paper["approach"] == "overlapping"].set_index("part")["value"]
         share = float(over.get("bubble", float("nan")) / over.sum())
     lines = []
-    for r in bd[bd["system"] != "edgeflow"].to_dict("records"):
+    for r in bd[bd["system"] != lineup.proposed()].to_dict("records"):
         ours = sum(r[p] for p in NOT_PREFILL) / r["ttft_s"]
         caps = rules.cap_reasons(rows[(rows["model"] == r["model"]) & (rows["system"] == r["system"])],
                                   PAPER_MODELS)
@@ -169,7 +165,7 @@ def graph_preparation(rows: pd.DataFrame) -> pd.DataFrame:
         if (per, "qnn_compile_s") not in v:
             continue
         whole = one if (one, "qnn_compile_s") in v else per  # bytes are the same either way
-        lines.append({"model": model, "SoC": soc, "split per layer": SPLIT_LABELS[split],
+        lines.append({"model": model, "SoC": soc, "split per layer": SPLITS[split],
                       "online compile, one graph s": fmt(v.get((one, "qnn_compile_s"))),
                       "context load, one graph s": fmt(v.get((one, "qnn_load_s"))),
                       "online compile, per layer (sum) s": fmt(v[(per, "qnn_compile_s")]),

@@ -20,27 +20,34 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from experiments import output, paper_values, rules, selection, stats
+from experiments import lineup, output, paper_values, rules, selection, stats
 from experiments.base import SweepArtifact, register_artifact
 from experiments.output import Section, fmt, md_table
-from harness.engine.run import DEFAULT_POLICY
 from harness.measure.workload import check_rows
 
 NAME = "fig10"
 TITLE = "Figure 10 - cold-start TTFT and accuracy per system, model and dataset"
 EXPERIMENTS = ("ttft", "accuracy", "fidelity")
 
-SYSTEMS = ("llamacpp", "mnn", "llmnpu", "edgeflow")
-BASELINES = ("llamacpp", "mnn", "llmnpu")
 BITS = (4, 5, 6, 7)
 DATASETS = ("lambada", "winogrande", "openbookqa", "mmlu", "hellaswag")
 PAPER_MODELS = {"llama3-8b", "phi3-3.8b"}
-DISPLAY = selection.system_labels(short=True)  # "EF" as in the paper's Figure 10; the others' full names
-EF, NPU = DISPLAY["edgeflow"], DISPLAY["llmnpu"]
+EF = lineup.label(lineup.proposed(), short=True)  # "EF" as in the paper's Figure 10 (the system's `short`)
+PAPER_PEER = "llmnpu"  # the paper's series of its two llm.npu+ statements (fig10.csv); lineup.playing finds ours
 
 
 def ef_series(bits: float) -> str:
-    return f"{EF} {bits:g}b"  # "EF 5b"
+    return lineup.series_name(lineup.proposed(), bits, short=True)  # "EF 5b"
+
+
+def _label(system: str) -> str:
+    return lineup.label(system, short=True)
+
+
+def _peer_series() -> str | None:
+    """The series of the system that plays the paper's llm.npu+, or None when none does."""
+    peer = lineup.playing(PAPER_PEER)
+    return _label(peer) if peer else None
 # Accuracy is computed by the engine a row names (harness/runner/kinds.py): EdgeFlow's runtime over its packed file;
 # an engine that cannot score here gives a "not run" row with the reason. Beside them, the fake-quant models of the
 # baselines' weight formats are drawn as their own series, "stand-in (fake-quant ...)", never under an engine's name:
@@ -48,34 +55,24 @@ def ef_series(bits: float) -> str:
 # conf/quantizer option -> (the quantizer's name in the rows, the series name); both at 8 bits.
 STAND_INS = {"int8": ("uniform", "stand-in (fake-quant INT8)"),
              "shadow_outlier": ("shadow_outlier", "stand-in (fake-quant INT8, shadow outliers)")}
-STAND_IN_FOR = {"llamacpp": "int8", "mnn": "int8", "llmnpu": "shadow_outlier"}
 STAND_IN_SERIES = {name: series for name, series in STAND_INS.values()}
-# Weight format each system's TTFT is measured with; the baselines bring their own (Q8_0 GGUF, MNN INT8, llm.npu).
-EDGEFLOW_PACKING = "weightlet"
-EDGEFLOW_PIPELINE = DEFAULT_POLICY  # conf/system/edgeflow.yaml's default: Figure 11 times the others
 
 
-def sweep(models=("smollm2-135m",), datasets=DATASETS, systems=SYSTEMS, bits=BITS, device="local",
+def sweep(models=("smollm2-135m",), datasets=DATASETS, systems: tuple[str, ...] | None = None, bits=BITS, device="local",
           flash_mbps: float | None = None, kinds=EXPERIMENTS, ttft_prompts: int = 3,
           eval_limit: int = 100, fidelity_windows: int = 8) -> list[list[str]]:
-    """Hydra override lists: for each model x dataset x system (x bits for EdgeFlow), one TTFT and one accuracy point;
+    """Hydra override lists: for each model x dataset x system (every system by default, lineup.py; x bits for
+    EdgeFlow, at its own quantizer and packing; the others bring their own format), one TTFT and one accuracy point;
     per model x system (x bits), one fidelity point (KL against the FP16 model on held-out text, by the engine).
     `flash_mbps` emulates a phone's flash for every system alike (device.flash_read_mbps). `ttft_prompts` prompts
     per dataset (each cold, x the protocol's repetitions) and `eval_limit` items per accuracy task keep the default
     run within ~20 minutes on a 2-core host; raise them for tighter error bars."""
-    unknown = sorted(set(systems) - set(SYSTEMS))
-    if unknown:
-        raise ValueError(f"fig10: unknown system(s) {unknown}; allowed: {list(SYSTEMS)}")
-    def weights(system: str, b) -> list[str]:  # EdgeFlow's quantizer and packing; the baselines bring their own
-        return ["quantizer=edgeflow", f"quantizer.budget_bits={float(b)}", f"packing={EDGEFLOW_PACKING}"] \
-            if system == "edgeflow" else []
-
-    def widths(system: str):
-        return bits if system == "edgeflow" else (None,)
-
+    systems = lineup.systems() if systems is None else tuple(systems)
+    lineup.check(systems, "fig10")
+    weights = lineup.budget_overrides
     points = []
     for model, dataset, system in itertools.product(models, datasets, systems):
-        for b in widths(system):
+        for b in lineup.budgets(system, bits):
             base = [f"model={model}", f"system={system}", f"dataset={dataset}"]
             if "ttft" in kinds:
                 dev = [f"device={device}"] + ([f"device.flash_read_mbps={float(flash_mbps)}"] if flash_mbps else [])
@@ -84,7 +81,7 @@ def sweep(models=("smollm2-135m",), datasets=DATASETS, systems=SYSTEMS, bits=BIT
             if "accuracy" in kinds:
                 points.append(["experiment=accuracy", *base, *weights(system, b),
                                f"experiment.eval_limit={eval_limit}"])
-    wanted = [q for q in STAND_INS if q in {STAND_IN_FOR.get(s) for s in systems}]
+    wanted = [q for q in STAND_INS if q in {lineup.stand_in(s) for s in systems}]
     if "accuracy" in kinds:
         for model, dataset, option in itertools.product(models, datasets, wanted):
             points.append(["experiment=accuracy", f"model={model}", f"dataset={dataset}", f"quantizer={option}",
@@ -92,7 +89,7 @@ def sweep(models=("smollm2-135m",), datasets=DATASETS, systems=SYSTEMS, bits=BIT
     if "fidelity" in kinds:
         windows = f"experiment.extra.fidelity_windows={fidelity_windows}"
         for model, system in itertools.product(models, systems):
-            for b in widths(system):
+            for b in lineup.budgets(system, bits):
                 points.append(["experiment=fidelity", f"model={model}", f"system={system}", *weights(system, b),
                                windows])
         for model, option in itertools.product(models, wanted):
@@ -106,29 +103,24 @@ def sweep(models=("smollm2-135m",), datasets=DATASETS, systems=SYSTEMS, bits=BIT
 def series_name(system: str | None, bits, quantizer: str | None = None) -> str:
     if system is None or pd.isna(system):
         return STAND_IN_SERIES.get(quantizer, f"stand-in (fake-quant {quantizer})")
-    if system == "edgeflow":
-        return ef_series(bits) if bits is not None and not pd.isna(bits) else EF
-    return DISPLAY.get(system, system)
+    return lineup.series_name(system, bits, short=True)
 
 
 def _with_series(df: pd.DataFrame) -> pd.DataFrame:
     """Figure 10's rows among the store's: other artifacts share the ttft/accuracy folders (Figure 12 evaluates
-    other quantizers, ablations other packings), so EdgeFlow rows must be its own quantizer and packing."""
-    ef = df["system"] == "edgeflow"
-    pipeline = df["pipeline"] if "pipeline" in df.columns else pd.Series(None, index=df.index, dtype=object)
-    own = ~ef | ((df["quantizer"].isna() | (df["quantizer"] == "edgeflow"))
-                 & (df["packing"].isna() | (df["packing"] == EDGEFLOW_PACKING))
-                 & (pipeline.isna() | (pipeline == EDGEFLOW_PIPELINE)))
+    other quantizers, ablations other packings), so EdgeFlow rows must be its own quantizer, packing and pipeline
+    (lineup.own_rows)."""
+    own = lineup.own_rows(df)
     stand_in = (df["metric"].isin(["accuracy", *QUALITY]) & df["system"].isna()
                 & df["quantizer"].isin(list(STAND_IN_SERIES)) & (df["bits"] == 8))
-    df = df[(df["system"].isin(SYSTEMS) & own) | stand_in].copy()
+    df = df[(df["system"].isin(lineup.systems()) & own) | stand_in].copy()
     df["series"] = [series_name(s, b, q) for s, b, q in zip(df["system"], df["bits"], df["quantizer"])]
-    df["ef_bits"] = df["bits"].where(df["system"] == "edgeflow")  # an EdgeFlow series' bits, as data (not its label)
+    df["ef_bits"] = df["bits"].where(df["system"] == lineup.proposed())  # an EdgeFlow series' bits, as data (not its label)
     return df
 
 
 def series_order(series: set[str]) -> list[str]:
-    base = [DISPLAY[s] for s in BASELINES if DISPLAY[s] in series]
+    base = [_label(s) for s in lineup.peers() if _label(s) in series]
     stand = [s for s in STAND_IN_SERIES.values() if s in series]
     ef = sorted((s for s in series if s.startswith(EF)), key=lambda s: float(s[len(EF) + 1:-1]) if s != EF else 0)
     return base + stand + ef + sorted(series - set(base) - set(stand) - set(ef))
@@ -208,9 +200,9 @@ def ratios(ttft: pd.DataFrame, ttft_rows: pd.DataFrame | None = None, datasets=N
     """Our baseline/EdgeFlow TTFT ratio per condition (model, device, flash, source), baseline and EdgeFlow bits: the
     geometric mean over the datasets where both ran of median(baseline) / median(EdgeFlow). With the rows behind the
     summary, its bootstrap 95% interval (stats.bootstrap_ratio), the datasets and the fewest prompts per dataset.
-    `series`: baseline -> the series that stands for it (default: each baseline's own, DISPLAY)."""
+    `series`: baseline -> the series that stands for it (default: each baseline's own)."""
     cols = [*TTFT_CONDITION, "system", "bits", "ratio", "lo", "hi", "datasets", "prompts", "method"]
-    series = series or {b: DISPLAY[b] for b in BASELINES}
+    series = series or {b: _label(b) for b in lineup.peers()}
     out = []
     for cond, per in _conditions(ttft, TTFT_CONDITION):
         wide = per.pivot_table(index="dataset", columns="series", values="median")
@@ -250,7 +242,8 @@ def work_table(rows: pd.DataFrame) -> pd.DataFrame:
         g, mine = ttft[ttft["series"] == series], ok[ok["series"] == series]
         threads = sorted({json.loads(w)["threads"] for w in g["workload"].dropna() if str(w).startswith("{")})
         match = mine.loc[mine["metric"] == "tokens_match", "value"]
-        counts = {k: mine.loc[mine["metric"] == f"edgeflow_{k}_threads", "value"].median()
+        engine = g["system"].iloc[0]  # an engine reports its threads as <system>_<kind>_threads
+        counts = {k: mine.loc[mine["metric"] == f"{engine}_{k}_threads", "value"].median()
                   for k in ("io", "unpack", "cpu", "accel")}  # NaN: the engine reports no such threads
         extra = [f"{int(counts[k])} {what}" for k, what in (("io", "I/O"), ("unpack", "unpack"))
                  if counts[k] == counts[k] and counts[k] > 0]  # unpack 0: it runs on the compute threads
@@ -263,35 +256,37 @@ def work_table(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-MNN_NO_START = "MNN without import MNN"
-
-
-def mnn_startup_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """MNN runs through its Python API, so its TTFT includes the interpreter's start and `import MNN`. The driver
-    measures the import in the same run (mnn_import_s, from its first line); the interpreter's own start before that
-    is not measured and stays in. Per condition and EdgeFlow bits: MNN / EF as measured, and with each run's import
-    subtracted, both with their bootstrap intervals."""
-    ok = rows[rows["status"] == "ok"]
+def startup_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """For each system whose TTFT includes a start-up the harness adds and the engine has not on a phone (its
+    `startup_metric`: MNN runs through its Python API, so its TTFT includes the interpreter's start and `import MNN`,
+    which its driver measures in the same run), per condition and EdgeFlow bits: its ratio over EF as measured and
+    with each run's start-up subtracted, both with their bootstrap intervals. What the metric does not cover (MNN:
+    the interpreter's own start before the driver's first line) stays in."""
+    ok, out = rows[rows["status"] == "ok"], []
     key = ["config_hash", "workload", "repetition"]
-    ttft = ok[(ok["series"] == DISPLAY["mnn"]) & (ok["metric"] == "ttft_s")]
-    start = ok[(ok["series"] == DISPLAY["mnn"]) & (ok["metric"] == "mnn_import_s")].drop_duplicates(key)
-    if ttft.empty or start.empty:
-        return pd.DataFrame()
-    minus = ttft.merge(start[[*key, "value"]].rename(columns={"value": "start"}), on=key)
-    derived = minus.assign(value=minus["value"] - minus["start"], series=MNN_NO_START).drop(columns="start")
-    both = pd.concat([selection.ok_rows(rows, "ttft_s"), derived], ignore_index=True)
-    summary = selection.summarize(both, TTFT_KEYS)
-    measured = ratios(summary, both, series={"mnn": DISPLAY["mnn"]})
-    without = ratios(summary, both, series={"mnn": MNN_NO_START})
-    out = measured.merge(without, on=[*TTFT_CONDITION, "bits"], suffixes=("", "_without"))
-    return pd.DataFrame({
-        "condition": [_where({k: r[k] for k in TTFT_CONDITION}) for _, r in out.iterrows()],
-        f"{EF} bits": [f"{b:g}" for b in out["bits"]],
-        "MNN / EF, as measured [95%]": [output.interval_text(r.ratio, r.lo, r.hi) for r in out.itertuples()],
-        "without `import MNN` [95%]": [output.interval_text(r.ratio_without, r.lo_without, r.hi_without)
-                                                      for r in out.itertuples()],
-        "import MNN, median over its runs (s)": [fmt(float(start["value"].median()))] * len(out),
-    })
+    for system in lineup.peers():
+        metric, name = lineup.startup_metric(system), _label(system)
+        ttft = ok[(ok["series"] == name) & (ok["metric"] == "ttft_s")]
+        start = ok[(ok["series"] == name) & (ok["metric"] == metric)].drop_duplicates(key)
+        if metric is None or ttft.empty or start.empty:
+            continue
+        minus = ttft.merge(start[[*key, "value"]].rename(columns={"value": "start"}), on=key)
+        without_name = f"{name} without {metric}"
+        derived = minus.assign(value=minus["value"] - minus["start"], series=without_name).drop(columns="start")
+        both = pd.concat([selection.ok_rows(rows, "ttft_s"), derived], ignore_index=True)
+        summary = selection.summarize(both, TTFT_KEYS)
+        measured = ratios(summary, both, series={system: name})
+        without = ratios(summary, both, series={system: without_name})
+        paired = measured.merge(without, on=[*TTFT_CONDITION, "bits"], suffixes=("", "_without"))
+        out.append(pd.DataFrame({
+            "condition": [_where({k: r[k] for k in TTFT_CONDITION}) for _, r in paired.iterrows()],
+            "system": name, f"{EF} bits": [f"{b:g}" for b in paired["bits"]],
+            f"ratio over {EF}, as measured [95%]": [output.interval_text(r.ratio, r.lo, r.hi)
+                                                   for r in paired.itertuples()],
+            "without the start-up [95%]": [output.interval_text(r.ratio_without, r.lo_without, r.hi_without)
+                                           for r in paired.itertuples()],
+            "start-up": metric, "start-up, median over its runs (s)": fmt(float(start["value"].median()))}))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 
 def _diff_terms(wide: pd.DataFrame, items: pd.DataFrame, plus: list[str], minus: str) -> tuple[list, int]:
@@ -320,7 +315,7 @@ def accuracy_drops(acc: pd.DataFrame) -> pd.DataFrame:
     for cond, per in _conditions(acc, ACC_CONDITION):
         wide = per.pivot_table(index="dataset", columns="series", values="median")
         items = per.pivot_table(index="dataset", columns="series", values="items") if "items" in per else pd.DataFrame()
-        base_cols = [DISPLAY[b] for b in BASELINES if DISPLAY[b] in wide.columns]
+        base_cols = [_label(b) for b in lineup.peers() if _label(b) in wide.columns]
         versus = "the baselines' own accuracy"
         if not base_cols:
             base_cols = [s for s in STAND_IN_SERIES.values() if s in wide.columns]
@@ -348,14 +343,16 @@ def llmnpu_statements(t: Tidy) -> list[dict]:
     """Our numbers for the paper's two llm.npu+ statements: the TTFT ratio range on long prompts (MMLU, HellaSwag;
     EdgeFlow at its default 5 bits; per dataset, and their geometric mean with its bootstrap interval) and the largest
     accuracy gain over llm.npu+ (percentage points, mean over datasets, max over bits, with that bit's interval)."""
-    out = []
+    out, npu = [], _peer_series()
+    if npu is None:
+        return out
     for cond, per in _conditions(t.ttft, TTFT_CONDITION):
         wide = per.pivot_table(index="dataset", columns="series", values="median")
-        if {NPU, ef_series(5)} <= set(wide.columns):
-            r = (wide[NPU] / wide[ef_series(5)]).reindex(list(LONG_PROMPTS)).dropna()
+        if {npu, ef_series(5)} <= set(wide.columns):
+            r = (wide[npu] / wide[ef_series(5)]).reindex(list(LONG_PROMPTS)).dropna()
             if len(r):
                 rows = _select(t.ttft_rows, cond)
-                b = stats.bootstrap_ratio(rows[rows["series"] == NPU], rows[rows["series"] == ef_series(5)],
+                b = stats.bootstrap_ratio(rows[rows["series"] == npu], rows[rows["series"] == ef_series(5)],
                                           datasets=r.index)
                 out.append({**cond, "metric": "ttft_ratio_long", "min": float(r.min()), "max": float(r.max()),
                             "value": b["ratio"], "lo": b["lo"], "hi": b["hi"], "datasets": len(r),
@@ -364,13 +361,13 @@ def llmnpu_statements(t: Tidy) -> list[dict]:
         wide = per.pivot_table(index="dataset", columns="series", values="median")
         items = per.pivot_table(index="dataset", columns="series", values="items") if "items" in per else pd.DataFrame()
         efs = [ef for ef in _ef_columns(per) if ef in wide.columns]
-        if NPU in wide.columns and efs:
-            gains = [stats.combination_interval(_diff_terms(wide, items, [ef], NPU)[0]) for ef in efs]
+        if npu in wide.columns and efs:
+            gains = [stats.combination_interval(_diff_terms(wide, items, [ef], npu)[0]) for ef in efs]
             gains = [g for g in gains if math.isfinite(g[0])]
             if gains:
                 v, lo, hi = max(gains, key=lambda g: g[0])
                 out.append({**cond, "metric": "accuracy_gain_max", "min": 100 * v, "max": 100 * v, "value": 100 * v,
-                            "lo": 100 * lo, "hi": 100 * hi, "reference": float(wide[NPU].mean())})
+                            "lo": 100 * lo, "hi": 100 * hi, "reference": float(wide[npu].mean())})
     return out
 
 
@@ -379,7 +376,7 @@ def llmnpu_statements(t: Tidy) -> list[dict]:
 def _colors(order: list[str]) -> dict[str, tuple]:
     import matplotlib
 
-    base = {DISPLAY[s]: selection.system_color(s) for s in BASELINES}
+    base = {_label(s): lineup.color(s) for s in lineup.peers()}
     efs = [s for s in order if s.startswith(EF)]
     blues = matplotlib.colormaps["Blues"]
     ef = {s: blues(0.45 + 0.5 * i / max(1, len(efs) - 1)) for i, s in enumerate(efs)}
@@ -491,7 +488,8 @@ def _ratio_panel(ax, cond, ours: pd.DataFrame, paper: pd.DataFrame | None, t, ex
     bits = sorted(set(ours["bits"]) | set(pr["bits"].dropna()))
     blues = matplotlib.colormaps["Blues"]
     width = 0.84 / max(1, 2 * len(bits))
-    for i, base in enumerate(BASELINES):
+    peers = lineup.peers()
+    for i, base in enumerate(peers):
         k = 0
         for b in bits:
             color = blues(0.45 + 0.5 * bits.index(b) / max(1, len(bits) - 1))
@@ -511,7 +509,7 @@ def _ratio_panel(ax, cond, ours: pd.DataFrame, paper: pd.DataFrame | None, t, ex
                     top = hi
                 ax.text(x, top, f"{v:.2f}", ha="center", va="bottom", fontsize=5.5, rotation=90)
         if ours[ours["system"] == base].empty:
-            series = DISPLAY[base]
+            series = _label(base)
             measured = set(_select(t.ttft, cond)["series"])
             if series in t.different_work:
                 reason = t.different_work[series]
@@ -524,8 +522,8 @@ def _ratio_panel(ax, cond, ours: pd.DataFrame, paper: pd.DataFrame | None, t, ex
             ax.text(i, 0.97, "\n".join(textwrap.wrap("ours: " + reason, 24)[:3]), ha="center", va="top",
                     fontsize=6, color="#b00000", transform=ax.get_xaxis_transform())
     ax.axhline(1, color="black", linewidth=0.6, linestyle=":")
-    ax.set_xticks(range(len(BASELINES)))
-    ax.set_xticklabels([DISPLAY[b] for b in BASELINES], fontsize=8)
+    ax.set_xticks(range(len(peers)))
+    ax.set_xticklabels([_label(b) for b in peers], fontsize=8)
     ax.set_ylabel("TTFT ratio: baseline / EdgeFlow (×)")
     from matplotlib.patches import Patch
 
@@ -624,8 +622,8 @@ def ratio_lines(paper: pd.DataFrame | None, ours: pd.DataFrame, t: Tidy, caps: _
     for p in _paper_metric(paper, "ttft_ratio").itertuples():
         hit = ours[(ours["system"] == p.system) & (ours["bits"] == p.bits)]
         if hit.empty:
-            why = _unrun_reason(t.unrun, "", "", DISPLAY[p.system])
-            lines.append({"condition": "–", "baseline": DISPLAY[p.system], f"{EF} bits": f"{p.bits:g}",
+            why = _unrun_reason(t.unrun, "", "", _label(p.system))
+            lines.append({"condition": "–", "baseline": _label(p.system), f"{EF} bits": f"{p.bits:g}",
                           "ours [95%]": why, "paper": f"{p.value:.2f}", "datasets × prompts": "–", "interval": "–",
                           "verdict": rules.NOT_RUN, "before the cap": rules.NOT_RUN, "_caps": [why]})
         for h in hit.itertuples():
@@ -634,7 +632,7 @@ def ratio_lines(paper: pd.DataFrame | None, ours: pd.DataFrame, t: Tidy, caps: _
             shape = f"{h.datasets} × {'?' if prompts is None else prompts}"
             args = dict(interval=(h.lo, h.hi), datasets=h.datasets, prompts=prompts)
             capped = caps(cond, t.ttft_rows, True)
-            lines.append({"condition": _where(cond), "baseline": DISPLAY[p.system], f"{EF} bits": f"{p.bits:g}",
+            lines.append({"condition": _where(cond), "baseline": _label(p.system), f"{EF} bits": f"{p.bits:g}",
                           "_caps": capped, "ours [95%]": output.interval_text(h.ratio, h.lo, h.hi),
                           "paper": f"{p.value:.2f}", "datasets × prompts": shape,
                           "interval": h.method, "verdict": rules.ratio_verdict(h.ratio, p.value, caps=capped, **args),
@@ -705,8 +703,10 @@ def llmnpu_lines(paper: pd.DataFrame | None, t: Tidy, acc_rows: pd.DataFrame, ca
         if metric not in stated or any(line["statement"].startswith(what) for line in lines):
             continue
         # its rows may be drawn, but a ratio of different work would say nothing
-        why = (f"not run: {t.different_work[NPU]}" if NPU in t.different_work
-               else _unrun_reason(t.unrun, "", "", NPU))
+        npu = _peer_series()
+        why = ("not run: no system here plays the paper's llm.npu+" if npu is None
+               else f"not run: {t.different_work[npu]}" if npu in t.different_work
+               else _unrun_reason(t.unrun, "", "", npu))
         said = f"{stated[metric]:.2f}" + (f"–{stated[upper]:.2f}" if upper in stated else "") + unit
         lines.append({"condition": "", "statement": what, "ours": why, "paper": said,
                       "verdict": rules.NOT_RUN, "before the cap": rules.NOT_RUN, "_caps": [why]})
@@ -746,9 +746,10 @@ def _measurement_tables(t: Tidy, series_rows: pd.DataFrame) -> list[str]:
     tables = (
         (work_table, "**The same work** for every system (spawn to first token, cold, the same prompt text and "
                      "context):"),
-        (mnn_startup_table, "MNN's TTFT includes its Python interpreter's start and `import MNN` (its wheel is the "
-                            "only MNN engine reachable here); its ratio without the import, each run minus its own "
-                            "(the interpreter's start, before the driver's first line, is not measured and stays in):"),
+        (startup_table, "A start-up the harness adds to a system's TTFT (MNN: its Python interpreter's start and "
+                        "`import MNN`; its wheel is the only MNN engine reachable here), and its ratio without it, "
+                        "each run minus its own (the interpreter's start, before the driver's first line, is not "
+                        "measured and stays in):"),
         (quality_table, "**Quality against the FP16 model** on held-out text (not calibration text): mean KL(FP16 || ·) "
                         "in nats/token and the share of positions with the same top-1 token, [95% interval over "
                         "windows]. \"by the engine\": the engine's own forward pass over the weights its TTFT loads; "

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments import fig10, output, rules, selection, stats, table4
+from experiments import fig10, lineup, output, rules, selection, stats, table4
 from experiments.base import SweepArtifact, register_artifact
 from experiments.output import Section, md_table
 from harness.runner.kinds import ITEM_ACCURACY
@@ -218,7 +218,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     ok = selection.ok_rows(current, "accuracy")
     # Figure 10's baseline accuracy points share the folder (e.g. shadow outliers at INT8 for llm.npu+): keep the
     # quantizer sweep's rows only.
-    ok = ok[ok["quantizer"].isin([*table4.SERIES, *table4.FP16_NAMES]) & ~ok["system"].isin(fig10.BASELINES)
+    ok = ok[ok["quantizer"].isin([*table4.SERIES, *table4.FP16_NAMES]) & ~ok["system"].isin(lineup.peers())
             & (ok["bits"].isin(table4.BITS) | ok["quantizer"].isin(table4.FP16_NAMES))]
     if ok.empty:
         return output.not_run_section(NAME, TITLE, "no accuracy rows of these quantizers in the store")

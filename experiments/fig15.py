@@ -17,15 +17,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments import output, rules, selection
+from experiments import lineup, output, rules, selection
 from experiments.base import SweepArtifact, register_artifact
 from experiments.output import Section, fmt, md_table
 
 NAME = "fig15"
 TITLE = "Figure 15 - completion latency: cold start, graph switch and decode (512 in, 512 out)"
 EXPERIMENTS = ("completion",)
-SYSTEMS = ("llamacpp", "mnn", "llmnpu", "edgeflow")
-DISPLAY = selection.system_labels()
 EDGEFLOW_BITS = (5,)  # the paper's default bit-width
 PAPER_MODELS = {"mistral-7b", "qwen1.5-1.8b"}
 # (metric, column prefix, label)
@@ -34,12 +32,14 @@ COLORS = {"cold start": "#4c72b0", "graph switch": "#dd8452", "decode": "#55a868
 # EdgeFlow "enters decoding seamlessly": reproduced when its prefill-end -> first-decode-step gap is under this share
 # of its completion latency.
 SWITCH_SHARE = 0.01
+PAPER_PEER = "llmnpu"  # the paper's series its decode speedup and graph switch are stated against (fig15.csv)
 
 
-def sweep(models=("smollm2-135m",), systems=SYSTEMS, bits=EDGEFLOW_BITS, device="local",
+def sweep(models=("smollm2-135m",), systems: tuple[str, ...] | None = None, bits=EDGEFLOW_BITS, device="local",
           flash_mbps: float | None = None, prompt_tokens: int = 512, gen_tokens: int = 512,
           rounds: int = 3) -> list[list[str]]:
-    """One point per round x model x system (x bits for EdgeFlow): one cold process of `prompt_tokens` prompt tokens
+    """One point per round x model x system (every system by default, lineup.py; x bits for the proposed system,
+    EdgeFlow): one cold process of `prompt_tokens` prompt tokens
     that generates `gen_tokens` tokens (the first included)."""
     if gen_tokens < 2:
         raise ValueError(f"fig15: gen_tokens must be >= 2 (a decode phase), got {gen_tokens}")
@@ -54,22 +54,20 @@ def interleaved(experiment: str, models, systems, bits, device, flash_mbps, roun
     warm-up only in the first): on a shared host the load drifts over minutes, and interleaving lets every system
     meet it alike instead of one system's repetitions all landing in a busy spell. A round is its own configuration
     (experiment.notes), so a sweep resumes round by round."""
-    unknown = sorted(set(systems) - set(SYSTEMS))
-    if unknown:
-        raise ValueError(f"{experiment}: unknown system(s) {unknown}; allowed: {list(SYSTEMS)}")
+    systems = lineup.systems() if systems is None else tuple(systems)
+    lineup.check(systems, experiment)
     if not 1 <= int(rounds) <= 100:
         raise ValueError(f"{experiment}: rounds must be within [1, 100], got {rounds}")
     points = []
     for r in range(int(rounds)):
         for model in models:
             for system in systems:
-                for b in (bits if system == "edgeflow" else (None,)):
+                for b in lineup.budgets(system, bits):
                     p = [f"experiment={experiment}", f"model={model}", f"system={system}", f"device={device}", *extra,
                          f"experiment.notes=round-{r + 1}-of-{rounds}", "protocol.repetitions=1"]
                     if r:
                         p.append("protocol.warmup_runs=0")
-                    if b is not None:
-                        p += ["quantizer=edgeflow", f"quantizer.budget_bits={float(b)}", "packing=weightlet"]
+                    p += lineup.budget_overrides(system, b)
                     if flash_mbps:
                         p.append(f"device.flash_read_mbps={float(flash_mbps)}")
                     points.append(p)
@@ -78,20 +76,14 @@ def interleaved(experiment: str, models, systems, bits, device, flash_mbps, roun
 
 # --- our rows -----------------------------------------------------------------------------------------------------------
 
-def series_name(system: str, bits) -> str:
-    name = DISPLAY.get(system, system)
-    return f"{name} {bits:g}b" if system == "edgeflow" and bits is not None and not pd.isna(bits) else name
-
-
 def _own(rows: pd.DataFrame) -> pd.DataFrame:
-    """Rows with a `series` column; EdgeFlow's only with its own quantizer (other quantizers are other artifacts)."""
+    """Rows with a `series` column; the proposed system's only of its own artifact (lineup.own_rows: other
+    quantizers are other artifacts)."""
     if rows.empty:
         return rows.assign(series=pd.Series(dtype=str))
-    ef = rows["system"] == "edgeflow"
-    keep = ~ef | rows.get("quantizer", pd.Series(index=rows.index, dtype=object)).isin(["edgeflow", None, float("nan")])
-    rows = rows[keep].copy()
+    rows = rows[lineup.own_rows(rows)].copy()
     bits = rows["bits"] if "bits" in rows.columns else pd.Series(index=rows.index, dtype=float)
-    rows["series"] = [series_name(s, b if s == "edgeflow" else None) for s, b in zip(rows["system"], bits)]
+    rows["series"] = [lineup.series_name(s, b) for s, b in zip(rows["system"], bits)]
     return rows
 
 
@@ -134,12 +126,13 @@ def decode_speedups(bd: pd.DataFrame, unpaired: dict[str, str] | None = None) ->
     """EdgeFlow's decode speedup over each other system measured on the same model: their decode_s / EdgeFlow's;
     none over the systems in `unpaired` (selection.unpaired_systems: they did other work)."""
     out = []
+    ours = lineup.proposed()
     for model, g in bd.groupby("model"):
-        for ef in g[g["system"] == "edgeflow"].itertuples():
-            for other in g[~g["system"].isin(["edgeflow", *(unpaired or {})])].itertuples():
-                out.append({"model": model, "edgeflow": ef.series, "versus": other.series, "system": other.system,
+        for ef in g[g["system"] == ours].itertuples():
+            for other in g[~g["system"].isin([ours, *(unpaired or {})])].itertuples():
+                out.append({"model": model, "ours": ef.series, "versus": other.series, "system": other.system,
                             "speedup": other.decode_median / ef.decode_median})
-    return pd.DataFrame(out, columns=["model", "edgeflow", "versus", "system", "speedup"])
+    return pd.DataFrame(out, columns=["model", "ours", "versus", "system", "speedup"])
 
 
 def unrun(rows: pd.DataFrame) -> pd.DataFrame:
@@ -193,7 +186,7 @@ def _paper_panel(ax, paper: pd.DataFrame | None) -> None:
             sw = float(switch["value"].iloc[0]) if len(switch) else 0.0
             extra = f", incl. {sw:g} s graph switch" if sw else ", no graph switch"
             ax.text(r.value, y, f"  {r.value:g} s{extra}", va="center", fontsize=7.5)
-            labels.append(f"{model}\n{DISPLAY.get(r.system, r.system)}")
+            labels.append(f"{model}\n{lineup.label(r.system)}")
             y += 1
         sp = paper[(paper["model"] == model) & (paper["metric"] == "decode_speedup")]
         if len(sp):
@@ -238,8 +231,8 @@ def compare(bd: pd.DataFrame, paper: pd.DataFrame | None, cap_reasons: list[str]
     """Our statements beside the paper's: EdgeFlow has no graph switch; its decode speedup over llm.npu+ (not run
     when llm.npu+ did other work: `unpaired`). A verdict is capped at qualitative for the reasons given
     (rules.cap_reasons: another model, device, proxy data)."""
-    lines = []
-    for r in bd[bd["system"] == "edgeflow"].itertuples() if len(bd) else []:
+    lines, peer = [], lineup.playing(PAPER_PEER)
+    for r in bd[bd["system"] == lineup.proposed()].itertuples() if len(bd) else []:
         sw, total = r.switch_median, r.total_median
         share = sw / total if sw is not None and not pd.isna(sw) and total else None
         verdict = rules.NOT_RUN if share is None else (rules.REPRODUCED if share < SWITCH_SHARE else rules.DIFFERS)
@@ -251,14 +244,14 @@ def compare(bd: pd.DataFrame, paper: pd.DataFrame | None, cap_reasons: list[str]
         return lines
     speed, unpaired = decode_speedups(bd, unpaired), unpaired or {}
     for p in paper[paper["metric"] == "decode_speedup"].itertuples():
-        hit = speed[(speed["system"] == "llmnpu") & (speed["model"] == p.model)]
+        hit = speed[(speed["system"] == peer) & (speed["model"] == p.model)]
         ours = float(hit["speedup"].iloc[0]) if len(hit) else None
         lines.append({"model": p.model, "statement": "EdgeFlow's decode speedup over llm.npu+ (both on the CPU)",
-                      "ours": unpaired.get("llmnpu", "–") if ours is None else f"{ours:.2f}x",
+                      "ours": unpaired.get(peer, "–") if ours is None else f"{ours:.2f}x",
                       "paper": f"{p.value:.2f}x",
                       "verdict": rules.ratio_verdict(ours, p.value, caps=cap_reasons) if ours is not None
                       else rules.NOT_RUN,
-                      "_caps": list(cap_reasons) if ours is not None else [unpaired.get("llmnpu", "llm.npu+ not run")]})
+                      "_caps": list(cap_reasons) if ours is not None else [unpaired.get(peer, "llm.npu+ not run")]})
     return lines
 
 
@@ -271,7 +264,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         return output.not_run_section(NAME, TITLE, "no completion measured (every row failed)")
     figures = draw(rows, paper, figures_dir)
     unpaired = selection.unpaired_systems(rows)
-    lines = compare(bd, paper, rules.cap_reasons(rows[rows["system"] == "edgeflow"], PAPER_MODELS), unpaired)
+    lines = compare(bd, paper, rules.cap_reasons(rows[lineup.is_proposed(rows)], PAPER_MODELS), unpaired)
     verdict, count = rules.overall([line["verdict"] for line in lines])
     summary = count if verdict != rules.NOT_RUN else "no EdgeFlow completion and no llm.npu+ run to compare"
     tags = selection.labels(rows)
@@ -297,7 +290,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
             body += ["\n**EdgeFlow's decode speedup** over the systems measured here (their decode time / "
                      "EdgeFlow's; the paper's is over llm.npu+ only):\n",
                      md_table(speed.assign(speedup=[f"{v:.2f}x" for v in speed["speedup"]])
-                              [["model", "edgeflow", "versus", "speedup"]])]
+                              [["model", "ours", "versus", "speedup"]])]
     if len(bad):
         body += ["\n**Did not run:**\n", md_table(bad[["model", "series", "reason"]])]
     claims = rules.claims(NAME, lines, lambda line: f"{line['statement']} ({line['model']})")

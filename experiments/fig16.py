@@ -21,14 +21,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments import fig15, output, rules, selection
+from experiments import fig15, lineup, output, rules, selection
 from experiments.base import SweepArtifact, register_artifact
 from experiments.output import Section, fmt, md_table
 
 NAME = "fig16"
 TITLE = "Figure 16 - memory, power and energy during a 512-token cold start"
 EXPERIMENTS = ("coldstart",)
-SYSTEMS = fig15.SYSTEMS
 PAPER_MODELS = {"mistral-7b"}
 # The timelines: rows of their own (harness/systems/base.py Timeline: one row per sample, `at_s` its time), of the
 # metric a peak or a total summarizes; rows written before that said them in that metric's notes.
@@ -37,11 +36,12 @@ _OLD_TIMELINE = {"rss": re.compile(r"rss timeline \(s, MiB\): (\[\[.*?\]\])"),
                  "pss": re.compile(r"pss timeline \(s, MiB\): (\[\[.*?\]\])"),
                  "power": re.compile(r"power timeline \(s, W\): (\[\[.*?\]\])")}
 COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3")
+PAPER_PEER = fig15.PAPER_PEER  # the paper's power and energy ratios are EdgeFlow's over llm.npu+'s (fig16.csv)
 
 
-def sweep(models=("smollm2-135m",), systems=SYSTEMS, bits=fig15.EDGEFLOW_BITS, device="local",
+def sweep(models=("smollm2-135m",), systems: tuple[str, ...] | None = None, bits=fig15.EDGEFLOW_BITS, device="local",
           flash_mbps: float | None = None, prompt_tokens: int = 512, rounds: int = 3) -> list[list[str]]:
-    """One point per round x model x system (x bits for EdgeFlow): a cold start of one `prompt_tokens`-token prompt;
+    """One point per round x model x system (every system by default; x bits for EdgeFlow): a cold start of one `prompt_tokens`-token prompt;
     rounds interleave the systems (fig15.interleaved)."""
     return fig15.interleaved("coldstart", models, systems, bits, device, flash_mbps, rounds,
                              [f"experiment.extra.prompt_tokens={int(prompt_tokens)}"])
@@ -217,8 +217,8 @@ def _paper_panel(ax_mem, ax_pow, paper: pd.DataFrame | None) -> None:
         ax_pow.set_axis_off()
         return
     mem = paper[paper["metric"] == "memory_gb"]
-    labels = [{"ideal": "ideal (INT8 model\n+ KV cache)", "llmnpu": f"{selection.system_label('llmnpu')} (stable)"}.get(
-        s, selection.system_label(s)) for s in mem["system"]]
+    labels = ["ideal (INT8 model\n+ KV cache)" if s == "ideal" else f"{lineup.label(s)} (stable)"
+              if s == PAPER_PEER else lineup.label(s) for s in mem["system"]]
     ax_mem.bar(range(len(mem)), mem["value"], color="white", edgecolor="gray", hatch="////")
     for x, v in enumerate(mem["value"]):
         ax_mem.text(x, v, f"{v:g} GB", ha="center", va="bottom", fontsize=8)
@@ -241,14 +241,14 @@ def _paper_panel(ax_mem, ax_pow, paper: pd.DataFrame | None) -> None:
 # --- report -----------------------------------------------------------------------------------------------------------------
 
 def compare(summ: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None) -> list[dict]:
-    lines = []
-    for s in summ[summ["system"] == "edgeflow"].itertuples() if len(summ) else []:
+    lines, ours, peer = [], lineup.proposed(), lineup.playing(PAPER_PEER)
+    for s in summ[summ["system"] == ours].itertuples() if len(summ) else []:
         prompt = rows.loc[rows["model"] == s.model, "prompt_tokens"].dropna()
         ideal = ideal_mb(s.model, int(prompt.iloc[0])) if len(prompt) else None
         peak = s.peak_pss_mb or s.peak_rss_mb
         kind = "PSS" if s.peak_pss_mb else "RSS"
         ok = ideal is not None and peak is not None
-        caps = rules.cap_reasons(rows[(rows["model"] == s.model) & (rows["system"] == "edgeflow")], PAPER_MODELS)
+        caps = rules.cap_reasons(rows[(rows["model"] == s.model) & (rows["system"] == ours)], PAPER_MODELS)
         lines.append({"model": s.model, "statement": f"{s.series}'s peak {kind} close to the ideal (ratio rule)",
                       "ours": f"{peak[0]:.0f} MiB / {ideal:.0f} MiB = {peak[0] / ideal:.2f}" if ok else "–",
                       "paper": "close to 6.9 GB (Mistral-7B)",
@@ -263,13 +263,13 @@ def compare(summ: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None) 
         if p.empty:
             continue
         value = float(p["value"].iloc[0])
-        if "llmnpu" in unpaired:  # its demo's power over its own prompt is no peer of EdgeFlow's over ours
-            lines.append({"model": "–", "statement": f"EdgeFlow / llm.npu+ {what}", "ours": unpaired["llmnpu"],
-                          "paper": f"{value:.3f}x", "verdict": rules.NOT_RUN, "_caps": [unpaired["llmnpu"]]})
+        if peer in unpaired:  # its demo's power over its own prompt is no peer of EdgeFlow's over ours
+            lines.append({"model": "–", "statement": f"EdgeFlow / llm.npu+ {what}", "ours": unpaired[peer],
+                          "paper": f"{value:.3f}x", "verdict": rules.NOT_RUN, "_caps": [unpaired[peer]]})
             continue
         ours = None
         for model, g in summ.groupby("model") if len(summ) else []:
-            ef, npu = g[g["system"] == "edgeflow"], g[g["system"] == "llmnpu"]
+            ef, npu = g[g["system"] == ours], g[g["system"] == peer]
             if len(ef) and len(npu) and ef[col].iloc[0] is not None and npu[col].iloc[0] is not None:
                 ours = ef[col].iloc[0][0] / npu[col].iloc[0][0]
                 caps = rules.cap_reasons(rows[rows["model"] == model], PAPER_MODELS)

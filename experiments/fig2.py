@@ -2,12 +2,12 @@
 
 The paper's point: llm.npu needs ~4 GB of Llama3-8B prefetched into memory (25% of the phone's) to get under the ~7 s
 users accept, while EdgeFlow gets there cold. Ours: `preload` rows (conf/experiment/preload.yaml: the ttft kind at
-128 prompt tokens) for llama.cpp and EdgeFlow, each with `protocol.preload_fraction` of every model file (a prefix,
-read back into the cache after eviction, outside any flash throttle; the measured resident fraction and bytes are
-the row's `resident_before` and `preloaded_mb`). Rounds interleave the systems and fractions.
+128 prompt tokens) for every system (experiments/lineup.py), each with `protocol.preload_fraction` of every model
+file (a prefix, read back into the cache after eviction, outside any flash throttle; the measured resident fraction
+and bytes are the row's `resident_before` and `preloaded_mb`). Rounds interleave the systems and fractions.
 
-What it shows: the bytes llama.cpp must keep resident to match EdgeFlow's cold TTFT (linear interpolation between
-measured medians; "not reached" when even a fully cached model is slower). The paper's 7 s line belongs to its phone
+What it shows: the bytes each other system must keep resident to match EdgeFlow's cold TTFT (linear interpolation
+between measured medians; "not reached" when even a fully cached model is slower). The paper's 7 s line belongs to its phone
 and model; it is drawn scaled as the paper relates it to a cold start: 7 s / 9.1 s (llm.npu's cold TTFT with
 overlapping, Figure 1c) of the baseline's own cold TTFT, and labelled so.
 """
@@ -18,23 +18,23 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from experiments import fig15, output, rules, selection
+from experiments import fig15, lineup, output, rules, selection
 from experiments.base import SweepArtifact, register_artifact
 from experiments.output import Section, fmt, md_table
 
 NAME = "fig2"
 TITLE = "Figure 2 - TTFT against the bytes of the model preloaded into the page cache"
 EXPERIMENTS = ("preload",)
-SYSTEMS = ("llamacpp", "edgeflow")
 EDGEFLOW_BITS = (5,)
 FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
 PAPER_MODELS = {"llama3-8b"}
 
 
-def sweep(models=("smollm2-135m",), systems=SYSTEMS, bits=EDGEFLOW_BITS, device="local",
+def sweep(models=("smollm2-135m",), systems: tuple[str, ...] | None = None, bits=EDGEFLOW_BITS, device="local",
           flash_mbps: float | None = None, prompt_tokens: int = 128, fractions=FRACTIONS,
           rounds: int = 3) -> list[list[str]]:
-    """One point per round x fraction x model x system (x bits for EdgeFlow), rounds outermost so every fraction and
+    """One point per round x fraction x model x system (every system by default, lineup.py; x bits for EdgeFlow),
+    rounds outermost so every fraction and
     system meets the host's load drift alike."""
     bad = [f for f in fractions if not 0 <= float(f) <= 1]
     if bad:
@@ -110,14 +110,15 @@ def draw(c: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None, figure
     for ax, ((model, device, flash), g) in zip(axes[0], groups):
         for series, s in g.groupby("series"):
             s = s.sort_values("step")
-            color = selection.system_color(s["system"].iloc[0])
+            color = lineup.color(s["system"].iloc[0])
             ax.errorbar(s["preloaded_mb"], s["ttft_s"], yerr=[s["ttft_s"] - s["ttft_min"], s["ttft_max"] - s["ttft_s"]],
                         marker="o", capsize=3, label=series, color=color)
-        for e in g[(g["system"] == "edgeflow") & (g["step"] == 0)].itertuples():
-            ax.axhline(e.ttft_s, color=selection.system_color("edgeflow"), linestyle=":", linewidth=1)
+        ours = lineup.proposed()
+        for e in g[(g["system"] == ours) & (g["step"] == 0)].itertuples():
+            ax.axhline(e.ttft_s, color=lineup.color(ours), linestyle=":", linewidth=1)
             ax.text(ax.get_xlim()[1], e.ttft_s, f"{e.series} cold ", fontsize=7, ha="right", va="bottom",
-                    color=selection.system_color("edgeflow"))
-        base = g[(g["system"] != "edgeflow") & (g["step"] == 0)]
+                    color=lineup.color(ours))
+        base = g[(g["system"] != ours) & (g["step"] == 0)]
         if len(base) and paper is not None:
             said = dict(zip(paper["metric"], paper["value"].astype(float)))
             line = said["acceptable_s"] / said["cold_ttft_s"] * float(base["ttft_s"].iloc[0])
@@ -157,8 +158,8 @@ def _paper_panel(ax, paper: pd.DataFrame | None) -> None:
 # --- report -----------------------------------------------------------------------------------------------------------------
 
 def compare(c: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None) -> list[dict]:
-    """Per condition: the share of llama.cpp's model to preload to match EdgeFlow's cold TTFT, against the paper's
-    share of llm.npu's model (4 GB of ~8 GB) to reach its acceptable latency."""
+    """Per condition: the share of each other system's model to preload to match EdgeFlow's cold TTFT, against the
+    paper's share of llm.npu's model (4 GB of ~8 GB) to reach its acceptable latency."""
     paper_share = None
     if paper is not None:
         value = {m: float(v) for m, v in zip(paper["metric"], paper["value"])}
@@ -167,11 +168,11 @@ def compare(c: pd.DataFrame, rows: pd.DataFrame, paper: pd.DataFrame | None) -> 
         paper_text = (f"{value['preload_needed_gb']:g} GB, to reach {value['acceptable_s']:g} s (the share "
                       f"{paper_share:.0f}% is ours: of {value['model_gb']:g} GB at INT8)")
     paper_text = paper_text if paper is not None else "–"
-    lines = []
+    lines, ours = [], lineup.proposed()
     for (model, device, flash), g in c.groupby(["model", "device", "flash"]) if len(c) else []:
-        ef = g[(g["system"] == "edgeflow") & (g["step"] == 0)]
+        ef = g[(g["system"] == ours) & (g["step"] == 0)]
         caps = rules.cap_reasons(rows[rows["model"] == model], PAPER_MODELS)
-        for series, base in g[g["system"] != "edgeflow"].groupby("series"):
+        for series, base in g[g["system"] != ours].groupby("series"):
             for e in ef.itertuples():
                 need = preload_to_match(base, e.ttft_s)
                 ours = "not reached with the whole model cached" if need is None else \

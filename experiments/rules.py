@@ -12,7 +12,8 @@ import pandas as pd
 from harness.quant.outputs import NPU_NUMERICS
 from harness.runner.store import QUALITY_METRICS
 from harness.systems.base import CPU_THREADS
-from experiments.selection import dataset_source, is_edgeflow, on_paper_device, with_conditions
+from experiments.lineup import is_proposed
+from experiments.selection import dataset_source, on_paper_device, with_conditions
 from experiments.stats import BOOTSTRAP_MIN_PROMPTS, BOOTSTRAP_RESAMPLES, finite
 
 
@@ -152,7 +153,7 @@ def npu_caps(df: pd.DataFrame, timing: bool) -> list[str]:
     NPU: for a timing, an accelerator half that ran on CPU threads (a row's `accelerator`; rows without one were timed
     by the runtime, whose lane is CPU threads on every device) or in a simulator; for a quality number, numerics that
     are not the NPU's (a row's `numerics`)."""
-    ef = df[is_edgeflow(df)] if len(df) else df
+    ef = df[is_proposed(df)] if len(df) else df
     if ef.empty:
         return []
     if timing:

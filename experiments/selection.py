@@ -50,31 +50,6 @@ def current(df: pd.DataFrame) -> pd.DataFrame:
     return original[keep.to_numpy()]
 
 
-def system_label(system: str, short: bool = False) -> str:
-    """A system's name in tables and figures (`short`: in dense figure labels), as its class defines it
-    (harness/systems/<name>.py: display, short); an unknown name stands for itself."""
-    from harness.systems import SYSTEMS
-
-    cls = SYSTEMS.get(system)
-    if cls is None:
-        return system
-    return (short and cls.short) or cls.display or system
-
-
-def system_labels(short: bool = False) -> dict[str, str]:
-    """Every registered system's label: {name: label}."""
-    from harness.systems import SYSTEMS
-
-    return {name: system_label(name, short) for name in SYSTEMS}
-
-
-def system_color(system: str, default: str = "#bcbd22") -> str:
-    from harness.systems import SYSTEMS
-
-    cls = SYSTEMS.get(system)
-    return (cls.color if cls is not None else "") or default
-
-
 def quantizer_accepts(name: str, bits: float) -> bool:
     """Whether the registered quantizer `name` takes budget_bits=bits (e.g. AIMET: int4 / int8 weights only)."""
     from harness.quant import REGISTRY
@@ -245,13 +220,6 @@ def on_paper_device(df: pd.DataFrame) -> pd.Series:
     rate = df["flash_emulated_mbps"] if "flash_emulated_mbps" in df.columns else pd.Series(None, index=df.index)
     return pd.Series([pd.isna(r) and not d.get("loopback") and str(d.get("soc", "")).upper() in PAPER_SOCS
                       for d, r in zip(device_facts(df), rate)], index=df.index, dtype=bool)
-
-
-def is_edgeflow(df: pd.DataFrame) -> pd.Series:
-    """Per row: a number of EdgeFlow's (its system, or its quantizer's artifact scored without a system)."""
-    none = pd.Series(None, index=df.index, dtype=object)
-    system, quantizer = (df[c] if c in df.columns else none for c in ("system", "quantizer"))
-    return (system == "edgeflow") | (system.isna() & (quantizer == "edgeflow"))
 
 
 def labels(df: pd.DataFrame) -> list[str]:

@@ -35,6 +35,29 @@ class ArchToy(System):
         raise NotRun("a toy")
 '''
 
+TOY_ENGINE = '''
+from harness.systems.base import NotRun, System, register_system
+
+
+@register_system
+class ArchToyEngine(System):
+    """What the figures need of an engine, declared once (harness/systems/base.py)."""
+    name, display, color = "archtoy", "Toy engine", "#17becf"
+    stand_in = "int8"  # its INT8 weights' accuracy, beside it in Figure 10
+
+    @classmethod
+    def ttft_phases(cls, m):
+        if "archtoy_prompt_eval_s" not in m:
+            return None
+        return {"load": m["ttft_s"] - m["archtoy_prompt_eval_s"], "prefill": m["archtoy_prompt_eval_s"]}
+
+    def prepare(self, model, bits, device):
+        raise NotRun("a toy")
+
+    def run_cold(self, prepared, work, device, protocol):
+        raise NotRun("a toy")
+'''
+
 TOY_DEVICE = '''
 from harness.devices.base import register_device
 from harness.devices.local import LocalDevice
@@ -103,6 +126,57 @@ def test_a_system_is_its_module_and_its_yaml():
             system = get_system(cfg.system)
             assert system.cfg.flavour == "spicy"
             assert type(system).__module__ == "harness.systems.archtoy"  # found by its file, no list edited
+    finally:
+        SYSTEMS.pop("archtoy", None)
+
+
+def _as_toy(rows: list[dict]) -> list[dict]:
+    """llama.cpp's fixture rows again as the toy engine's (its own clocks renamed to the toy's)."""
+    return [{**r, "system": "archtoy", "config_hash": f"archtoy-{r.get('config_hash')}",
+             "metric": str(r["metric"]).replace("llamacpp_", "archtoy_")} for r in rows if r.get("system") == "llamacpp"]
+
+
+def _figure_rows() -> dict[str, list[dict]]:
+    """{figure: fixture rows with the toy engine's beside the built-in systems'} (tests/experiments' fixtures)."""
+    from tests.experiments import synthetic_rows, test_fig1, test_fig1516, test_fig2
+
+    fig1 = [r for system, m in test_fig1.ENGINE_METRICS.items() for rep in range(3)
+            for r in test_fig1._rows(system, m, rep)]
+    fig2 = [r for f, t in test_fig2.LLAMA.items() for r in test_fig2._rows(t, "llamacpp", f)]
+    fig2 += test_fig2._rows(test_fig2.EDGEFLOW_COLD, "edgeflow", 0.0)
+    fig10 = [r | {"experiment": e} for e, rows in synthetic_rows.fig10_rows().items() for r in rows]
+    figures = {"fig1": fig1, "fig2": fig2, "fig10": fig10, "fig15": test_fig1516._completion_rows(),
+               "fig16": test_fig1516._coldstart_rows()}
+    return {name: rows + _as_toy(rows) for name, rows in figures.items()}
+
+
+# what each figure says of the toy engine: compared where the figure compares, tabled where it tables
+TOY_IN = {"fig1": "| Toy engine: share of the cold start outside prefill | 40% |",
+          "fig2": "| Toy engine preloaded to match EdgeFlow 5b's cold TTFT (1.25 s) | 71% (99 MB) |",
+          "fig10": "| Toy engine | – | one pool | none reported | token ids | – |",
+          "fig15": "| smollm2-135m | EdgeFlow 5b | Toy engine | 1.19x |",
+          "fig16": "| smollm2-135m | Toy engine | 0.9 [0.8–1] | 300 [300–300] |"}
+
+
+def test_a_new_engine_reaches_every_figure_by_its_module_and_its_yaml(tmp_path):
+    """Issue 54: an engine declares its name, colour, phases and stand-in on its class; the figures read the lineup
+    (experiments/lineup.py), so the toy is swept and drawn in Figures 1, 2, 10, 15 and 16 with nothing else edited."""
+    from experiments import lineup, run
+    from harness.runner.store import ResultsStore
+    from harness.systems import SYSTEMS
+
+    files = {"harness/systems/archtoy.py": TOY_ENGINE, "conf/system/archtoy.yaml": "name: archtoy\nthreads: 2\n"}
+    try:
+        with written(files):
+            assert "archtoy" in lineup.peers() and lineup.proposed() == "edgeflow"
+            for name, rows in _figure_rows().items():
+                assert any("system=archtoy" in p for p in run.points(name)), f"{name} does not sweep the toy"
+                store = ResultsStore(tmp_path / name / "runs")
+                for experiment in {r["experiment"] for r in rows}:
+                    store.append(experiment, [r for r in rows if r["experiment"] == experiment])
+                section = run.render(name, store, tmp_path / name)
+                assert TOY_IN[name] in section.body.replace("smollm2-135m · local · device storage ", ""), name
+                assert section.figures and section.figures[0].stat().st_size > 10_000
     finally:
         SYSTEMS.pop("archtoy", None)
 

@@ -1,5 +1,7 @@
-"""`python -m harness.bench.baselines [REPS] [MBPS]`: cold TTFT of llama.cpp Q8_0 and MNN INT8 on the default
-model, a 128-token corpus prompt, 2 threads, at native read speed and at an emulated MBPS (default 200) MB/s.
+"""`python -m harness.bench.baselines [REPS] [MBPS]`: cold TTFT of every baseline that runs on this host (systems with
+their own weight format, harness/systems/base.py baselines(): llama.cpp Q8_0 and MNN INT8 here; llm.npu+ says why
+not) on the default model, a 128-token corpus prompt, 2 threads, at native read speed and at an emulated MBPS
+(default 200) MB/s.
 
 Every configuration is given the same work (harness/measure/workload.py: the prompt's ids, the request's context,
 2 threads, spawn -> first generated token, files evicted and verified). Repetitions are interleaved (rep 1 of every
@@ -20,7 +22,8 @@ from harness.data.prompts import fixed_length_prompts
 from harness.models.zoo import DEFAULT_MODEL, checkpoint_dir, load_model_spec
 from harness.bench.record import BenchRecorder
 from harness.runner.store import ResultsStore
-from harness.systems import SystemConfig, get_system
+from harness.systems import NotRun, SystemConfig, get_system
+from harness.systems.base import baselines
 
 THREADS = 2
 
@@ -30,8 +33,16 @@ def main(reps: int = 5, mbps: float = 200.0, store: ResultsStore | None = None) 
     ids = list(fixed_length_prompts(AutoTokenizer.from_pretrained(checkpoint_dir(model)), 128, 1)[0].ids)
     work = Workload.for_request(ids, THREADS)  # one workload for every system and flash speed
     devices = {"native": get_device({"name": "local"}), f"{mbps:g} MB/s": get_device({"name": "local", "flash_read_mbps": mbps})}
-    systems = {name: get_system(SystemConfig(name=name, threads=THREADS)) for name in ("llamacpp", "mnn")}
-    prepared = {name: s.prepare(model, 8, devices["native"]) for name, s in systems.items()}
+    systems, prepared = {}, {}
+    for name in baselines():
+        system = get_system(SystemConfig(name=name, threads=THREADS))
+        try:
+            prepared[name] = system.prepare(model, 8, devices["native"])
+        except NotRun as e:
+            print(f"{name}: not run here: {e}")
+            continue
+        systems[name] = system
+    reference = next(iter(systems))  # ratios against the first baseline that runs (by name: llama.cpp)
     entries = [Entry(f"{name} {flash}", system, prepared[name], device)
                for name, system in systems.items() for flash, device in devices.items()]
     try:
@@ -42,8 +53,8 @@ def main(reps: int = 5, mbps: float = 200.0, store: ResultsStore | None = None) 
     recorder = BenchRecorder("baselines", {"reps": reps, "mbps": mbps, "threads": THREADS}, store)
     for flash, device in devices.items():
         print(f"\n--- flash: {flash} ---")
-        print_comparison([e for e in entries if e.label.endswith(flash)], reference=f"llamacpp {flash}")
-        recorder.add_comparison([e for e in entries if e.label.endswith(flash)], f"llamacpp {flash}",
+        print_comparison([e for e in entries if e.label.endswith(flash)], reference=f"{reference} {flash}")
+        recorder.add_comparison([e for e in entries if e.label.endswith(flash)], f"{reference} {flash}",
                                 flash_emulated_mbps=device.flash_read_mbps, prompt_tokens=len(ids),
                                 label="emulated" if device.flash_read_mbps else "measured")
     by = {e.label: e.values("ttft_s") for e in entries}

@@ -25,7 +25,7 @@ def _bits(value) -> None:
 
 
 EVALUATORS = ("fake-quant", "runtime")  # AccuracySettings.evaluator
-SPLITS = ("edgeflow", "llmnpu")  # what of a layer the NPU runs: EdgeFlow's seven matmuls, llm.npu's coarse split
+SPLITS = {"edgeflow": "EdgeFlow: 7 matmuls", "llmnpu": "llm.npu: coarse, 2 graphs"}  # what of a layer the NPU runs
 
 
 @dataclass(frozen=True)

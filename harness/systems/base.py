@@ -124,6 +124,16 @@ class System(ABC):
     color: str = ""  # its colour in every figure (matplotlib)
     config_type: type[SystemConfig] = SystemConfig  # its conf/system/<name>.yaml keys
     decodes: bool = False  # run_cold honours work.new_tokens > 1 (greedy decode after the first token)
+    # What the paper's figures need of a system (experiments/lineup.py reads these; no figure names a system):
+    own_quantizer: str | None = None  # the conf/quantizer option it sweeps bit budgets with (EdgeFlow's: the
+    # paper's proposed system, drawn at every budget and compared against the others); None: it brings its own format
+    own_packing: str | None = None  # the conf/packing option of its own artifact (with own_quantizer)
+    own_pipeline: str | None = None  # its default pipeline policy: rows timed under another are ablations'
+    stand_in: str | None = None  # conf/quantizer option whose fake-quant model is drawn beside it as a stand-in for
+    # its weight format's accuracy (Figure 10), never under its name
+    paper_series: str | None = None  # the `system` its numbers are compared with in results/paper/*.csv
+    startup_metric: str | None = None  # a start-up the harness adds that the engine has not on a phone (MNN's
+    # Python interpreter import): Figure 10 also shows its TTFT without it
 
     def __init__(self, cfg: SystemConfig):
         self.cfg = cfg
@@ -133,6 +143,15 @@ class System(ABC):
         """The TTFT_PHASES (seconds) of one cold start from its row's metrics {metric: value} (ttft_s and this
         engine's own clocks), or None when they are missing. Phases a system cannot see are absent."""
         return None
+
+    @classmethod
+    def budget_overrides(cls, bits: float | None) -> list[str]:
+        """The Hydra overrides that give this system an artifact of `bits` average weight bits: its own quantizer
+        and packing; [] for an engine that brings its own format (bits None)."""
+        if cls.own_quantizer is None or bits is None:
+            return []
+        return [f"quantizer={cls.own_quantizer}", f"quantizer.budget_bits={float(bits)}",
+                *([f"packing={cls.own_packing}"] if cls.own_packing else [])]
 
     def configure(self, cfg) -> None:
         """Read other config groups of the job (EdgeFlow takes `quantizer` and `packing`); baselines need none."""
@@ -222,6 +241,18 @@ def thin(samples, points: int = 40) -> tuple[tuple[float, float], ...]:
 
 SYSTEMS = Registry("system", SystemConfig, package="harness.systems")  # conf/system/<name>.yaml: systems/<name>.py
 register_system = SYSTEMS.register
+
+
+def registered() -> dict[str, type[System]]:
+    """Every system of conf/system/*.yaml, {name: class}: the others by name, then the one that sweeps budgets with
+    its own quantizer (the paper's system, EdgeFlow), so the baselines come first in every figure and list."""
+    SYSTEMS.load_all("system")
+    return dict(sorted(SYSTEMS.items(), key=lambda kv: (kv[1].own_quantizer is not None, kv[0])))
+
+
+def baselines() -> list[str]:
+    """The systems that bring their own weight format (no own_quantizer): what `make baselines` prepares."""
+    return [name for name, cls in registered().items() if cls.own_quantizer is None]
 
 
 def get_system(cfg) -> System:

@@ -78,6 +78,8 @@ class PipelineConfig:
 class EdgeFlowSystem(System):
     name = "edgeflow"
     display, short, color = "EdgeFlow", "EF", "#1f77b4"
+    own_quantizer, own_packing, own_pipeline = "edgeflow", "weightlet", DEFAULT_POLICY  # the paper's system
+    paper_series = "edgeflow"
 
     @classmethod
     def ttft_phases(cls, m: dict[str, float]) -> dict[str, float] | None:

@@ -60,6 +60,7 @@ class LlamaCppConfig(SystemConfig):
 class LlamaCppSystem(System):
     name = "llamacpp"
     display, color = "llama.cpp", "#8c564b"
+    stand_in, paper_series = "int8", "llamacpp"  # Q8_0: INT8 weights
 
     @classmethod
     def ttft_phases(cls, m: dict[str, float]) -> dict[str, float] | None:

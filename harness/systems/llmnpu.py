@@ -42,6 +42,7 @@ class LlmNpuConfig(SystemConfig):
 class LlmNpuSystem(System):
     name = "llmnpu"
     display, color = "llm.npu+", "#7f7f7f"
+    stand_in, paper_series = "shadow_outlier", "llmnpu"  # per-tensor INT8 with shadow outliers
     config_type = LlmNpuConfig
 
     def prepare(self, model, bits, device) -> Prepared:

@@ -40,6 +40,8 @@ class MNNConfig(SystemConfig):
 class MNNSystem(System):
     name = "mnn"
     display, color = "MNN", "#e377c2"
+    stand_in, paper_series = "int8", "mnn"
+    startup_metric = "mnn_import_s"  # Python's start and `import MNN`: our driver's, not MNN's on a phone
 
     @classmethod
     def ttft_phases(cls, m: dict[str, float]) -> dict[str, float] | None:

@@ -67,9 +67,10 @@ def test_render_compares_with_the_papers_share(store, tmp_path):
 
 
 def test_sweep_interleaves_rounds_and_checks_fractions():
-    pts = fig2.sweep(fractions=(0.0, 0.5), rounds=2)
+    pts = fig2.sweep(systems=("llamacpp", "edgeflow"), fractions=(0.0, 0.5), rounds=2)
     assert len(pts) == 2 * 2 * 2  # rounds x fractions x (llama.cpp, EdgeFlow 5 bits)
     assert [fig2._round_of(p) for p in pts] == [1, 1, 1, 1, 2, 2, 2, 2]
     assert "protocol.preload_fraction=0.5" in pts[2] and "experiment=preload" in pts[0]
+    assert len(fig2.sweep(fractions=(0.0,), rounds=1)) == 4  # by default every system (experiments/lineup.py)
     with pytest.raises(ValueError, match="fractions must lie in"):
         fig2.sweep(fractions=(1.5,))

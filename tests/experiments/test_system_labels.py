@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments import fig1, fig10, fig15, selection
+from experiments import fig1, fig10, lineup
 from harness.systems import SYSTEMS
 from harness.systems.base import TTFT_PHASES
 
@@ -16,10 +16,49 @@ EXPERIMENTS = Path(fig10.__file__).parent
 def test_every_system_has_a_name_and_a_colour_of_its_own():
     assert {n: (c.display, c.color) for n, c in SYSTEMS.items() if not (c.display and c.color)} == {}
     assert len({c.color for c in SYSTEMS.values()}) == len(SYSTEMS)
-    assert fig15.DISPLAY["edgeflow"] == selection.system_label("edgeflow") == "EdgeFlow"
-    assert fig10.DISPLAY["edgeflow"] == fig10.EF == "EF"  # the paper's abbreviation in Figure 10, also from the system
-    assert fig10.DISPLAY["llamacpp"] == fig15.DISPLAY["llamacpp"] == "llama.cpp"
-    assert selection.system_label("unknown-engine") == "unknown-engine"
+    assert lineup.label("edgeflow") == "EdgeFlow"
+    assert lineup.label("edgeflow", short=True) == fig10.EF == "EF"  # the paper's abbreviation, from the system
+    assert lineup.label("llamacpp", short=True) == lineup.label("llamacpp") == "llama.cpp"  # no `short`: its name
+    assert lineup.label("unknown-engine") == "unknown-engine"
+
+
+def test_the_lineup_is_the_systems_own_declarations():
+    assert lineup.systems() == ("llamacpp", "llmnpu", "mnn", "edgeflow")  # peers by name, the proposed system last
+    assert lineup.proposed() == "edgeflow" and lineup.peers() == ("llamacpp", "llmnpu", "mnn")
+    assert lineup.budgets("edgeflow", (4, 5)) == (4, 5) and lineup.budgets("mnn", (4, 5)) == (None,)
+    assert lineup.budget_overrides("edgeflow", 5) == ["quantizer=edgeflow", "quantizer.budget_bits=5.0",
+                                                      "packing=weightlet"]
+    assert lineup.budget_overrides("llamacpp", None) == []
+    assert (lineup.stand_in("llamacpp"), lineup.stand_in("llmnpu")) == ("int8", "shadow_outlier")
+    assert lineup.playing("llmnpu") == "llmnpu" and lineup.playing("a paper series nobody plays") is None
+    with pytest.raises(ValueError, match=r"unknown system\(s\) \['nope'\]"):
+        lineup.check(("mnn", "nope"), "fig10")
+
+
+def test_own_rows_keep_the_proposed_systems_own_artifact_only():
+    import pandas as pd
+
+    rows = pd.DataFrame({"system": ["edgeflow", "edgeflow", "edgeflow", "edgeflow", "mnn", None],
+                         "quantizer": ["edgeflow", "cmpq", None, "edgeflow", None, "edgeflow"],
+                         "packing": ["weightlet", "weightlet", None, "mixed48", None, None],
+                         "pipeline": [None, None, None, None, None, None]})
+    assert lineup.own_rows(rows).tolist() == [True, False, True, False, True, True]
+    assert lineup.is_proposed(rows).tolist() == [True, True, True, True, False, True]
+
+
+FIGURES_A_NEW_ENGINE_REACHES = ("fig1.py", "fig2.py", "fig10.py", "fig15.py", "fig16.py")
+
+
+@pytest.mark.parametrize("path", FIGURES_A_NEW_ENGINE_REACHES)
+def test_no_figure_names_a_system(path):
+    """A system's registry name as a string constant in a figure is a list or a special case a new engine would
+    have to be added to; the one exception names the paper's series a statement is about (PAPER_PEER)."""
+    tree = ast.parse((EXPERIMENTS / path).read_text())
+    peer = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Assign)
+            and any(getattr(t, "id", "") == "PAPER_PEER" for t in n.targets)}
+    named = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in SYSTEMS
+             and id(n) not in peer]
+    assert named == []
 
 
 @pytest.mark.parametrize("path", sorted(p.name for p in EXPERIMENTS.glob("*.py") if p.name != "table4.py"))
