@@ -112,20 +112,22 @@ bench-scoring: setup
 
 # --- baselines (llama.cpp, MNN, llm.npu; devices; cold-start protocol) ---
 .PHONY: baselines ttft-baselines bench-baselines bench-decode
-TTFT_SWEEP ?= system=llamacpp,mnn dataset=lambada,hellaswag device.flash_read_mbps=null,200
+TTFT_SWEEP ?= dataset=lambada,hellaswag device.flash_read_mbps=null,200
+BASELINE_SYSTEMS = $$($(PY) -c 'from harness.systems.base import baselines; print(",".join(baselines()))')
 
-# llama.cpp tools from the llama-cpp-python sdist's source (~8 min on 2 cores, once), our FP16 checkpoint -> GGUF
-# Q8_0, and the MNN INT8 export (~1 min), all cached under ~/.cache/edgeflow-bench.
+# Every baseline's files (the systems with their own weight format): llama.cpp tools from the llama-cpp-python sdist's
+# source (~8 min on 2 cores, once), our FP16 checkpoint -> GGUF Q8_0, and the MNN INT8 export (~1 min), all cached
+# under ~/.cache/edgeflow-bench; llm.npu+ says why it cannot run here.
 baselines: setup
 	$(PY) -m harness.systems.prepare
 
-# Cold TTFT of both baselines on two datasets' prompt sets (paper Table 3 lengths), at native read speed and at an
+# Cold TTFT of every baseline on two datasets' prompt sets (paper Table 3 lengths), at native read speed and at an
 # emulated 200 MB/s flash.
 ttft-baselines: baselines
-	$(PY) -m harness --multirun experiment=ttft $(TTFT_SWEEP)
+	$(PY) -m harness --multirun experiment=ttft system=$(BASELINE_SYSTEMS) $(TTFT_SWEEP)
 
-# Cold TTFT of llama.cpp Q8_0 and MNN INT8 (128-token prompt, 2 threads) at native speed and at emulated 200 MB/s
-# flash, repetitions interleaved, with ratios against each other. Run on an idle host: it prints the load average.
+# Cold TTFT of every baseline that runs here (llama.cpp Q8_0, MNN INT8; 128-token prompt, 2 threads) at native speed
+# and at emulated 200 MB/s flash, repetitions interleaved, with ratios against each other. Run on an idle host: it prints the load average.
 bench-baselines: baselines
 	$(PY) -m harness.bench.baselines 5 200
 
@@ -170,14 +172,13 @@ fig13: setup
 # (nproc without OMP_NUM_THREADS, which it would obey: the CPUs this process may use)
 LAUNCHER ?= $(if $(filter 1,$(shell env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)),,local_parallel)
 ARTIFACTS := fig1 fig2 fig3 fig5 fig10 fig11 fig14 table3 table4 table5 fig12 fig13 fig4 fig15 fig16
-EXP_SELECT = $(if $(MODELS),--models $(MODELS)) $(if $(DATASETS),--datasets $(DATASETS)) $(if $(LAUNCHER),--launcher $(LAUNCHER))
-reproduce-fig1 reproduce-fig2 reproduce-fig10 reproduce-fig11 reproduce-fig14 reproduce-table3 reproduce-fig15 reproduce-fig16: EXP_FLASH = $(if $(FLASH_MBPS),--flash-mbps $(FLASH_MBPS))
-reproduce-fig3 reproduce-fig13 reproduce-fig4: EXP_SELECT =
-reproduce-fig1 reproduce-fig2 reproduce-fig5 reproduce-fig14 reproduce-fig15 reproduce-fig16: EXP_SELECT = $(if $(MODELS),--models $(MODELS))
+# (every artifact gets every option given; it takes those its sweep() has and says which it ignores)
+EXP_OPTIONS = $(if $(MODELS),--models $(MODELS)) $(if $(DATASETS),--datasets $(DATASETS)) \
+	$(if $(FLASH_MBPS),--flash-mbps $(FLASH_MBPS)) $(if $(LAUNCHER),--launcher $(LAUNCHER))
 .PHONY: report reproduce-all $(addprefix reproduce-,$(ARTIFACTS))
 
 $(addprefix reproduce-,$(ARTIFACTS)): reproduce-%: setup
-	$(PY) -m experiments run $* $(EXP_SELECT) $(EXP_FLASH) $(EXP_ARGS)
+	$(PY) -m experiments run $* --shared-options $(EXP_OPTIONS) $(EXP_ARGS)
 
 reproduce-all: setup $(addprefix reproduce-,$(ARTIFACTS))
 	$(PY) -m experiments report

@@ -67,6 +67,9 @@ def parser() -> argparse.ArgumentParser:
         c.add_argument("--systems", type=_list)
         c.add_argument("--quantizers", type=_list)
         c.add_argument("--bits", type=_bits)
+        c.add_argument("--shared-options", action="store_true",
+                       help="the options are shared by several artifacts (as the Makefile passes them): the artifact "
+                            "takes those its sweep has and ignores the others, saying so (default for 'all')")
         if command == "run":
             c.add_argument("--device")
             c.add_argument("--flash-mbps", dest="flash_mbps", type=float)
@@ -108,7 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     params.update(dict(getattr(args, "params", None) or []))
     names = list(ARTIFACTS) if args.name == "all" else [args.name]
     for name in names:
-        kwargs = run.accepted(name, params) if args.name == "all" else params
+        kwargs = run.accepted(name, params) if args.name == "all" or args.shared_options else params
+        if set(kwargs) != set(params):
+            print(f"[experiments] {name}: takes no {', '.join(sorted(set(params) - set(kwargs)))}; ignored",
+                  file=sys.stderr)
         try:
             if args.command == "render":
                 section = run.render(name, store, args.out, **kwargs)

@@ -1,4 +1,5 @@
 """Every artifact's sweep: well-formed Hydra overrides, and (for the groups present in conf/) composable."""
+import re
 from pathlib import Path
 
 import pytest
@@ -100,6 +101,28 @@ def test_cli_reports_a_bad_option_without_a_traceback(capsys):
 
     assert main(["run", "table4", "--flash-mbps", "200", "--dry-run"]) == 2
     assert "table4's sweep takes" in capsys.readouterr().err
+
+
+def test_shared_options_are_taken_where_the_sweep_has_them(capsys):
+    """The Makefile passes every artifact the same options (MODELS, DATASETS, FLASH_MBPS, LAUNCHER): each takes those
+    its sweep() has and names the others, instead of a Makefile line per artifact repeating its signature."""
+    from experiments.__main__ import main
+
+    assert main(["run", "table4", "--shared-options", "--flash-mbps", "200", "--models", "smollm2-135m",
+                 "--dry-run"]) == 0
+    out = capsys.readouterr()
+    assert "table4: takes no flash_mbps; ignored" in out.err and "model=smollm2-135m" in out.out
+    assert "device.flash_read_mbps" not in out.out
+
+
+def test_the_makefile_names_no_system():
+    """A sweep's systems come from the lineup (experiments/lineup.py) or base.baselines(), never a Makefile list."""
+    from harness.systems.base import registered
+
+    makefile = (Path(fig10.__file__).parents[1] / "Makefile").read_text()
+    named = sorted({m for m in re.findall(r"system=([\w,]+)", makefile) for s in m.split(",") if s in registered()})
+    assert named == []
+    assert "--shared-options $(EXP_OPTIONS)" in makefile
 
 
 def test_overrides_may_follow_the_options():
