@@ -115,14 +115,17 @@ def _with_series(df: pd.DataFrame) -> pd.DataFrame:
                 & df["quantizer"].isin(list(STAND_IN_SERIES)) & (df["bits"] == 8))
     df = df[(df["system"].isin(lineup.systems()) & own) | stand_in].copy()
     df["series"] = [series_name(s, b, q) for s, b, q in zip(df["system"], df["bits"], df["quantizer"])]
-    df["ef_bits"] = df["bits"].where(df["system"] == lineup.proposed())  # an EdgeFlow series' bits, as data (not its label)
+    df["ef_bits"] = df["bits"].where(df["system"] == lineup.proposed())  # EdgeFlow's bits as data, not its label
     return df
 
 
-def series_order(series: set[str]) -> list[str]:
+def series_order(frame: pd.DataFrame) -> list[str]:
+    """The series of `frame` (rows or a summary, with _with_series' columns) in drawing order: the peers in the
+    lineup's order, the stand-ins, EdgeFlow's by their bits (the rows' ef_bits, never read off a label), the rest."""
+    series = set(frame["series"].dropna()) if "series" in frame.columns else set()
     base = [_label(s) for s in lineup.peers() if _label(s) in series]
     stand = [s for s in STAND_IN_SERIES.values() if s in series]
-    ef = sorted((s for s in series if s.startswith(EF)), key=lambda s: float(s[len(EF) + 1:-1]) if s != EF else 0)
+    ef = list(_ef_columns(frame))
     return base + stand + ef + sorted(series - set(base) - set(stand) - set(ef))
 
 
@@ -238,7 +241,7 @@ def work_table(rows: pd.DataFrame) -> pd.DataFrame:
     if ttft.empty or "workload" not in ttft.columns:
         return pd.DataFrame()
     out = []
-    for series in series_order(set(ttft["series"])):
+    for series in series_order(ttft):
         g, mine = ttft[ttft["series"] == series], ok[ok["series"] == series]
         threads = sorted({json.loads(w)["threads"] for w in g["workload"].dropna() if str(w).startswith("{")})
         match = mine.loc[mine["metric"] == "tokens_match", "value"]
@@ -373,11 +376,12 @@ def llmnpu_statements(t: Tidy) -> list[dict]:
 
 # --- figure -----------------------------------------------------------------------------------------------------------------
 
-def _colors(order: list[str]) -> dict[str, tuple]:
+def _colors(frame: pd.DataFrame) -> dict[str, tuple]:
+    """Each series' colour: the peers' their own (lineup), EdgeFlow's shades of blue by bits, the stand-ins grey."""
     import matplotlib
 
+    order, efs = series_order(frame), list(_ef_columns(frame))
     base = {_label(s): lineup.color(s) for s in lineup.peers()}
-    efs = [s for s in order if s.startswith(EF)]
     blues = matplotlib.colormaps["Blues"]
     ef = {s: blues(0.45 + 0.5 * i / max(1, len(efs) - 1)) for i, s in enumerate(efs)}
     stand = dict(zip(STAND_IN_SERIES.values(), ("#c7c7c7", "#a5a5a5")))
@@ -558,14 +562,14 @@ def draw(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path, name
     ours = ratios(t.ttft, t.ttft_rows) if ours is None else ours
     series_rows = selection.with_conditions(_with_series(selection.current(rows)))
     conds = panels(t, series_rows)
-    colors = _colors(series_order(set(series_rows["series"])))
+    colors = _colors(series_rows)
     fig, axes = plt.subplots(len(conds), 2, figsize=(16, 4.6 * len(conds)), squeeze=False,
                              gridspec_kw={"width_ratios": [3.2, 1.3]})
     for r, cond in enumerate(conds):
         per = _select(series_rows, {k: v for k, v in cond.items() if k == "model"})
         timed = _select(per, cond) if cond.get("device") is not None else per
         expected = {"datasets": set(per["dataset"].dropna()), "series": set(per["series"])}
-        _main_panel(axes[r][0], cond, t, series_order(expected["series"]), colors, expected)
+        _main_panel(axes[r][0], cond, t, series_order(per), colors, expected)
         where = selection.condition_text(**{k: v for k, v in cond.items() if k != "source"})
         if cond.get("source") is not None:
             where += " · TTFT prompts: " + ("local corpus text" if cond["source"] == "proxy" else "the datasets'")
@@ -741,7 +745,7 @@ def _measurement_tables(t: Tidy, series_rows: pd.DataFrame) -> list[str]:
             continue
         s = s.assign(cell=[cell(r) for _, r in s.iterrows()])
         wide = s.pivot_table(index=[*keys, "dataset"], columns="series", values="cell", aggfunc="first")
-        wide = wide[[c for c in series_order(set(wide.columns))]].reset_index()
+        wide = wide[[c for c in series_order(s) if c in wide.columns]].reset_index()
         body += [f"\n**Our {metric}** ({unit}):\n", md_table(wide)]
     tables = (
         (work_table, "**The same work** for every system (spawn to first token, cold, the same prompt text and "
@@ -830,7 +834,7 @@ def quality_table(rows: pd.DataFrame) -> pd.DataFrame:
             line[column] = output.interval_text(mean, mean - half, mean + half) if values else "–"
         line["windows"] = int(g.groupby("metric").size().max())
         out.append(line)
-    order = {name: i for i, name in enumerate(series_order({line["series"] for line in out}))}
+    order = {name: i for i, name in enumerate(series_order(q))}
     return pd.DataFrame(sorted(out, key=lambda line: (line["model"], str(line["text"]), order[line["series"]])))
 
 

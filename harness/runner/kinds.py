@@ -79,25 +79,26 @@ def accuracy(job) -> Iterator[dict]:
         # HTP-computed linears take lm-eval's own HFLM, one request at a time as their graphs were compiled
         lm = None if job.cfg.get("npu") is not None else _torch_lm(job, model, tokenizer)
         yield from _accuracy_rows(job, model, tokenizer, dataset, row_dataset=requested, lm=lm, **fields)
-    elif system == "edgeflow":
-        yield from _edgeflow_accuracy(job, dataset, requested)
     else:
         yield from _engine_accuracy(job, dataset, requested)
 
 
 def _engine_accuracy(job, dataset, requested: str) -> Iterator[dict]:
-    """A baseline's accuracy from its own forward pass (System.open_scorer) over the weights its TTFT loads."""
-    from harness.eval.scorer_lm import ScoredLM
+    """An engine's accuracy from its own forward pass (System.open_scorer) over the weights its TTFT loads, EdgeFlow's
+    included (its runtime over the packed file); where the system has a reference model (EdgeFlow: the fake-quant
+    model of its artifact) the first requests are also scored by it and agreement rows say how close the two were."""
+    from harness.systems import SYSTEMS
 
+    own = SYSTEMS.lookup(job.cfg.system.name).own_quantizer
+    if own is not None and job.cfg.get("quantizer") is None:  # its budget is the quantizer's: say which
+        raise ValueError(f"{job.cfg.system.name}'s accuracy needs its quantizer group: add quantizer={own}")
     system, prepared, bits = _prepared_system(job)
-    _, tokenizer = load_model(job.model)
-    max_length = job.settings.max_length
-    with system.open_scorer(prepared, ctx=max_length) as scorer:
-        # a context shared by several requests runs once where the engine can keep it (llama.cpp, MNN)
-        lm = ScoredLM(scorer.logprobs, tokenizer, max_length, shared=getattr(scorer, "logprobs_after", None))
-        yield from _accuracy_rows(job, None, tokenizer, dataset, row_dataset=requested, lm=lm, bits=bits,
-                                  scored_by=_scored_by(system, prepared))
-    _log_sharing(lm)
+    fp, tokenizer = load_model(job.model)
+    reference = system.reference_model(prepared, fp)
+    numerics = {k: v for k, v in prepared.columns.items() if k == "numerics"}  # what computed a quality number
+    with system.open_scorer(prepared, ctx=job.settings.max_length) as scorer:
+        yield from _scored_rows(job, scorer, reference, tokenizer, dataset, requested,
+                                scored_by=_scored_by(system, prepared), bits=bits, **numerics)
 
 
 def _log_sharing(lm) -> None:
@@ -129,30 +130,6 @@ def _scored_by(system, prepared) -> str:
                       *prepared.notes])
 
 
-def _edgeflow_accuracy(job, dataset, requested: str) -> Iterator[dict]:
-    """EdgeFlow's accuracy from its runtime over the packed file its TTFT reads (the C ABI's forward pass), each
-    request also scored by the fake-quant reference: agreement rows say how close the two are."""
-    from harness.artifact import load_artifact
-    from harness.engine.capi import NativeEngine
-    from harness.quant.cache import quantized_artifact
-    from harness.quant.fakequant import build_fakequant_model
-    from harness.quant.outputs import numerics_column, numerics_text
-    from harness.systems.edgeflow import packed_file
-
-    if job.cfg.get("quantizer") is None:
-        raise ValueError("EdgeFlow's accuracy needs its quantizer group: add quantizer=edgeflow")
-    model, tokenizer = load_model(job.model)
-    art_dir = quantized_artifact(job.model, job.cfg.quantizer, tokenizer)
-    artifact = load_artifact(art_dir)
-    layout = str(job.cfg.packing.layout) if job.cfg.get("packing") is not None else "weightlet"
-    packed = packed_file(job.model.name, art_dir, layout)
-    with NativeEngine.open(packed, threads=int(job.cfg.system.threads), ctx=job.settings.max_length) as engine:
-        yield from _checked_runtime_rows(job, engine, build_fakequant_model(artifact, model), tokenizer, dataset,
-                                         requested, scored_by=f"edgeflow runtime over {packed.name}; "
-                                                              f"{numerics_text(artifact.manifest)}",
-                                         numerics=numerics_column(artifact.manifest))
-
-
 def _runtime_evaluated_accuracy(job, dataset, requested: str) -> Iterator[dict]:
     """A quantizer's accuracy (no system named) scored by our runtime's INT8 forward pass over its artifact
     (experiment.extra.evaluator=runtime), or by the fake-quant model where the runtime cannot run the method; the
@@ -173,11 +150,11 @@ def _runtime_evaluated_accuracy(job, dataset, requested: str) -> Iterator[dict]:
         return
     threads = _engine_threads(job)
     with NativeEngine.from_artifact(artifact, threads=threads, ctx=job.settings.max_length) as engine:
-        yield from _checked_runtime_rows(job, engine, reference, tokenizer, dataset, requested,
-                                         scored_by=f"our runtime's INT8 forward pass over the artifact ("
-                                                   f"{gemm_kernel()} GEMM, {threads} thread{'s' * (threads != 1)}; "
-                                                   f"{numerics_text(artifact.manifest)})",
-                                         variant=RUNTIME_EVALUATED, numerics=numerics_column(artifact.manifest))
+        yield from _scored_rows(job, engine, reference, tokenizer, dataset, requested,
+                                scored_by=f"our runtime's INT8 forward pass over the artifact ("
+                                          f"{gemm_kernel()} GEMM, {threads} thread{'s' * (threads != 1)}; "
+                                          f"{numerics_text(artifact.manifest)})",
+                                variant=RUNTIME_EVALUATED, numerics=numerics_column(artifact.manifest))
 
 
 def _engine_threads(job) -> int:
@@ -196,18 +173,23 @@ def _torch_lm(job, model, tokenizer):
     return ScoredLM(torch_logprobs(model), tokenizer, job.settings.max_length, shared=torch_logprobs_after(model))
 
 
-def _checked_runtime_rows(job, engine, reference, tokenizer, dataset, requested: str, scored_by: str,
-                          **fields) -> Iterator[dict]:
-    """Accuracy rows of our runtime (`engine`, a NativeEngine), each request of the first agreement_items items
-    also scored by the fake-quant `reference`, and rows of how close the two were."""
+def _scored_rows(job, scorer, reference, tokenizer, dataset, requested: str, scored_by: str,
+                 **fields) -> Iterator[dict]:
+    """Accuracy rows of an engine's scorer (System.open_scorer, or our runtime's NativeEngine), a context shared by
+    several requests run once where the engine can keep it; with a torch `reference`, each request of the first
+    agreement_items items also scored by it, and rows of how close the two were."""
     from harness.eval.scorer_lm import ScoredLM, torch_logprobs, torch_logprobs_after
 
-    lm = ScoredLM(engine.logprobs, tokenizer, job.settings.max_length, reference=torch_logprobs(reference),
-                  shared=engine.logprobs_after, reference_shared=torch_logprobs_after(reference),
-                  reference_groups=job.settings.agreement_items)
+    checked = {} if reference is None else dict(
+        reference=torch_logprobs(reference), reference_shared=torch_logprobs_after(reference),
+        reference_groups=job.settings.agreement_items)
+    lm = ScoredLM(scorer.logprobs, tokenizer, job.settings.max_length,
+                  shared=getattr(scorer, "logprobs_after", None), **checked)
     yield from _accuracy_rows(job, None, tokenizer, dataset, row_dataset=requested, lm=lm, scored_by=scored_by,
                               **fields)
     _log_sharing(lm)
+    if reference is None:
+        return
     for metric, value in lm.agreement().items():
         unit = "fraction" if metric == "agreement_top1" else "nats"
         yield job.row(metric, value, unit, dataset=requested, **fields,
@@ -237,7 +219,7 @@ def fidelity(job) -> Iterator[dict]:
     (harness/npu/model.py), as kl_fp16_htp / top1_agreement_htp rows labelled simulated. The FP model's pass over
     the windows is shared with the process's previous fidelity point over the same checkpoint and windows."""
     _needs_trained_weights(job, "fidelity")
-    if job.cfg.get("quantizer") is None and job.cfg.get("system") is not None and job.cfg.system.name != "edgeflow":
+    if job.cfg.get("quantizer") is None and _brings_its_own_weights(job):
         yield from _engine_fidelity(job)
         return
     from harness.artifact import load_artifact
@@ -326,6 +308,14 @@ def _htp_variant(job, artifact, model, tokenizer) -> tuple:
     what = (f"quantized linears on the HTP simulator, {where(npu)}; {widths_text(artifact.linears, npu.activation_bits)}"
             f"; {numerics_text(artifact.manifest)}; CPU ops in float32")
     return "_htp", what, build_htp_model(artifact, model, npu, calibration), "simulated", NPU_NUMERICS
+
+
+def _brings_its_own_weights(job) -> bool:
+    """The job's system quantizes with no quantizer of ours (a baseline's own format): scored by its own forward
+    pass. A system with its own quantizer (EdgeFlow) is scored through its quantizer's artifact."""
+    from harness.systems import SYSTEMS
+
+    return job.cfg.get("system") is not None and SYSTEMS.lookup(job.cfg.system.name).own_quantizer is None
 
 
 def _engine_fidelity(job) -> Iterator[dict]:

@@ -174,6 +174,12 @@ class System(ABC):
         system.threads threads. NotRun (with the reason) where the engine cannot score here."""
         raise NotRun(f"{self.name} has no scorer: its own forward pass cannot score token sequences here")
 
+    def reference_model(self, prepared: Prepared, fp_model):
+        """The torch model that computes what this engine's scorer should over `prepared` (EdgeFlow: the fake-quant
+        model of its artifact), so its accuracy runs can say how close the engine came (agreement rows); None where
+        there is none (a baseline's own format)."""
+        return None
+
     def check_workload(self, work: Workload) -> None:
         """Refuse work this system cannot do as asked (a ValueError naming the setting), before any run."""
         if work.timed_event != "first_token":

@@ -136,7 +136,7 @@ class EdgeFlowSystem(System):
         notes = [f"{self.layout} packing, {manifest['effective_bits_per_weight']:.2f} effective bits/weight "
                  f"(quantized linears), file {os.path.getsize(packed) / 1e6:.1f} MB" if device.name == "local" else
                  f"{self.layout} packing", numerics_text(manifest)]
-        files, artifacts = [str(packed)], {"binary": str(binary), "model": str(packed),
+        files, artifacts = [str(packed)], {"binary": str(binary), "model": str(packed), "artifact": str(art_dir),
                                            "checkpoint": str(checkpoint_dir(model))}
         tok, why = self._tokenizer_file(model, local_packed)
         if tok is None:
@@ -168,6 +168,13 @@ class EdgeFlowSystem(System):
         from harness.engine.capi import NativeEngine
 
         return NativeEngine.open(prepared.artifacts["model"], threads=int(self.cfg.threads), ctx=ctx)
+
+    def reference_model(self, prepared: Prepared, fp_model):
+        """The fake-quant model of the artifact the packed file was made from (harness/quant/fakequant.py)."""
+        from harness.artifact import load_artifact
+        from harness.quant.fakequant import build_fakequant_model
+
+        return build_fakequant_model(load_artifact(prepared.artifacts["artifact"]), fp_model)
 
     def command(self, prepared: Prepared, work: Workload) -> list[str]:
         # The pipeline group splits the thread budget between the CPU and accelerator lanes; --ctx is the workload's

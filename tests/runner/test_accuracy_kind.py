@@ -2,6 +2,7 @@
 model's rows carry no engine's name."""
 import pytest
 
+from harness.quant.outputs import NPU_NUMERICS
 from harness.runner.job import run_job
 from harness.runner.store import ResultsStore
 from harness.runner.sweep import compose_config
@@ -68,7 +69,9 @@ def test_edgeflow_accuracy_comes_from_its_runtime_with_agreement_rows(tmp_path):
                           "experiment.extra.agreement_items=8"])
     assert run_job(cfg, store) == "ok"
     rows = store.read("accuracy").set_index("metric")
-    assert "scored by edgeflow runtime over" in rows.loc["accuracy", "notes"] and rows.loc["accuracy", "label"] == "proxy"
+    # through the System contract as every engine: its own forward pass over the packed file its TTFT loads
+    assert "scored by edgeflow's own forward pass over efpk weightlet 5 bits" in rows.loc["accuracy", "notes"]
+    assert rows.loc["accuracy", "label"] == "proxy" and rows.loc["accuracy", "numerics"] == NPU_NUMERICS
     accuracy = rows.loc["accuracy", "value"]  # a share of the 8 items (experiment.eval_limit), counted as such
     assert abs(accuracy * 8 - round(accuracy * 8)) < 1e-9 and "n=8" in rows.loc["accuracy", "notes"]
     # The runtime and its fake-quant reference mostly agree: per token ~0.78 on held-out text under the NPU's
