@@ -1,6 +1,6 @@
 """docs/architecture.md's promise, checked: a toy quantizer, system and device are each their module plus their YAML,
-and a toy figure is one module. Each toy is written into the source tree (and removed afterwards), then used through
-the same entry points as the built-in ones, with nothing else edited."""
+and a toy figure is one module. Each toy is a file found where its kind is looked for (its package's path, a copy
+of conf/), then used through the same entry points as the built-in ones, with nothing else edited."""
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# The toys come and go in the source tree: the tests that read every source file (here and test_import_cycles.py) run
-# on the same xdist worker, never while a toy is half there (test_the_xdist_group_is_applied checks that they do).
+# The toys live in temporary folders, visible to this process only (written()); the tests that read every source file
+# (here and test_import_cycles.py) still share one xdist worker (test_the_xdist_group_is_applied checks the group).
 pytestmark = pytest.mark.xdist_group("source-tree")
 
 TOY_SYSTEM = '''
@@ -98,29 +98,45 @@ class ArchToy(SweepArtifact):
 
 
 @contextmanager
-def written(files: dict[str, str]):
-    """Write `files` (repository path -> text) and remove them afterwards, with the modules they defined."""
-    paths = [REPO / p for p in files]
-    assert not any(p.exists() for p in paths), "a toy file already exists"
-    try:
-        for p, text in zip(paths, files.values()):
-            p.write_text(text)
-        yield
-    finally:
-        for p in paths:
-            p.unlink(missing_ok=True)
-        for name in [m for m in sys.modules if m.endswith(".archtoy")]:
-            del sys.modules[name]
+def written(files: dict[str, str], root: Path):
+    """`files` (repository path -> text) made visible as if they were in the tree, for this process only: a module is
+    written under `root` and its folder added to its package's search path; a YAML goes into a copy of conf/ that
+    the registries and Hydra read. Nothing is written into the source tree, so tests running beside this one (which
+    enumerate every system of conf/system/, say) never see a toy."""
+    import importlib
+    import shutil
+
+    import harness.cli
+    import harness.registry
+    import harness.runner.sweep
+
+    conf = root / "conf"
+    shutil.copytree(REPO / "conf", conf)
+    with pytest.MonkeyPatch.context() as mp:
+        for module, value in ((harness.registry, conf), (harness.cli, str(conf)), (harness.runner.sweep, str(conf))):
+            mp.setattr(module, "CONF_DIR", value)
+        for path, text in files.items():
+            target = (conf / Path(path).relative_to("conf")) if path.startswith("conf/") else root / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+            if target.suffix == ".py":
+                package = importlib.import_module(str(Path(path).parent).replace("/", "."))
+                mp.setattr(package, "__path__", [*package.__path__, str(target.parent)])
+        try:
+            yield
+        finally:
+            for name in [m for m in sys.modules if m.endswith(".archtoy")]:
+                del sys.modules[name]
 
 
-def test_a_system_is_its_module_and_its_yaml():
+def test_a_system_is_its_module_and_its_yaml(tmp_path):
     from harness.runner.job import prepare_job
     from harness.runner.sweep import compose_config
     from harness.systems import SYSTEMS, get_system
 
     files = {"harness/systems/archtoy.py": TOY_SYSTEM, "conf/system/archtoy.yaml": "name: archtoy\nthreads: 2\n"}
     try:
-        with written(files):
+        with written(files, tmp_path):
             cfg = compose_config(["experiment=ttft", "system=archtoy", "+system.flavour=spicy"])
             prepare_job(cfg)  # every group validated, the toy's own key included
             system = get_system(cfg.system)
@@ -167,7 +183,7 @@ def test_a_new_engine_reaches_every_figure_by_its_module_and_its_yaml(tmp_path):
 
     files = {"harness/systems/archtoy.py": TOY_ENGINE, "conf/system/archtoy.yaml": "name: archtoy\nthreads: 2\n"}
     try:
-        with written(files):
+        with written(files, tmp_path):
             assert "archtoy" in lineup.peers() and lineup.proposed() == "edgeflow"
             for name, rows in _figure_rows().items():
                 assert any("system=archtoy" in p for p in run.points(name)), f"{name} does not sweep the toy"
@@ -181,26 +197,26 @@ def test_a_new_engine_reaches_every_figure_by_its_module_and_its_yaml(tmp_path):
         SYSTEMS.pop("archtoy", None)
 
 
-def test_a_device_is_its_module_and_its_yaml():
+def test_a_device_is_its_module_and_its_yaml(tmp_path):
     from harness.devices import DEVICES, get_device
 
     files = {"harness/devices/archtoy.py": TOY_DEVICE, "conf/device/archtoy.yaml": "name: archtoy\n"}
     try:
-        with written(files):
+        with written(files, tmp_path):
             device = get_device({"name": "archtoy"})
             assert device.name == "archtoy" and type(device).__module__ == "harness.devices.archtoy"
     finally:
         DEVICES.pop("archtoy", None)
 
 
-def test_a_quantizer_is_its_module_and_its_yaml():
+def test_a_quantizer_is_its_module_and_its_yaml(tmp_path):
     from harness.quant import REGISTRY, make_quantizer
     from harness.runner.sweep import compose_config
 
     files = {"harness/quant/methods/archtoy.py": TOY_QUANTIZER,
              "conf/quantizer/archtoy.yaml": "name: archtoy\nbudget_bits: 6\n"}
     try:
-        with written(files):
+        with written(files, tmp_path):
             cfg = compose_config(["experiment=perplexity", "quantizer=archtoy"])
             quantizer = make_quantizer(cfg.quantizer)
             assert quantizer.name == "archtoy" and type(quantizer).__module__ == "harness.quant.methods.archtoy"
@@ -214,7 +230,7 @@ def test_a_figure_is_one_module(tmp_path):
 
     files = {"experiments/archtoy.py": TOY_FIGURE}
     try:
-        with written(files):
+        with written(files, tmp_path):
             assert run.points("archtoy", models=("a", "b"))[1][1] == "model=b"
             store = ResultsStore(tmp_path / "runs")
             store.append("ttft", [{"experiment": "ttft", "model": "a", "metric": "ttft_s", "value": 1.0, "status": "ok",

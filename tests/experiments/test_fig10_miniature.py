@@ -31,7 +31,9 @@ def test_miniature_fig10_sweep_measures_and_draws(tmp_path, tiny_checkpoint):
     assert dict(zip(scored["system"].fillna("none"), scored["label"])) == \
         {"edgeflow": "proxy", "llamacpp": "proxy", "none": "stand-in"}
     by = {s if isinstance(s, str) else "stand-in": g for s, g in acc.groupby(acc["system"].fillna("stand-in"))}
-    assert by["edgeflow"].loc[by["edgeflow"].metric == "accuracy", "notes"].str.contains("scored by edgeflow runtime").all()
+    ef_acc = by["edgeflow"][by["edgeflow"].metric == "accuracy"]  # its runtime's, through the System contract
+    assert ef_acc["notes"].str.contains("scored by edgeflow's own forward pass over efpk weightlet").all()
+    assert set(ef_acc["numerics"]) == {"npu"} and set(by["llamacpp"]["numerics"].dropna()) == set()
     assert "agreement_top1" in set(by["edgeflow"]["metric"])
     assert by["llamacpp"].loc[by["llamacpp"].metric == "accuracy", "notes"].str.contains(
         "scored by llamacpp's own forward pass over gguf Q8_0").all()
