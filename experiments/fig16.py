@@ -35,7 +35,6 @@ TIMELINES = {"rss": ("rss_mib", "peak_rss_mb"), "pss": ("pss_mib", "peak_pss_mb"
 _OLD_TIMELINE = {"rss": re.compile(r"rss timeline \(s, MiB\): (\[\[.*?\]\])"),
                  "pss": re.compile(r"pss timeline \(s, MiB\): (\[\[.*?\]\])"),
                  "power": re.compile(r"power timeline \(s, W\): (\[\[.*?\]\])")}
-COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3")
 PAPER_PEER = fig15.PAPER_PEER  # the paper's power and energy ratios are EdgeFlow's over llm.npu+'s (fig16.csv)
 
 
@@ -148,8 +147,8 @@ def draw(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path, name
         ax_mem, ax_pow = axes[row]
         tag = "; ".join(selection.labels(rows[rows["model"] == model]))
         mine = picked[picked["model"] == model] if len(picked) else picked
-        for i, p in enumerate(mine.itertuples()):
-            color = COLORS[i % len(COLORS)]
+        for p in mine.itertuples():
+            color = lineup.color(p.system)  # the system's own (harness/systems/<name>.py)
             if p.rss:
                 t, v = zip(*p.rss)
                 ax_mem.plot(t, v, color=color, label=f"{p.series} RSS")
