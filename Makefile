@@ -131,7 +131,7 @@ ttft-baselines: baselines
 bench-baselines: baselines
 	$(PY) -m harness.bench.baselines 5 200
 
-# Greedy decode speed of EdgeFlow (5 bits) and llama.cpp Q8_0 after a 512-token prompt (128 new tokens, 2 threads,
+# Greedy decode speed of EdgeFlow (5 bits) and llama.cpp Q8_0 after 128-, 512- and 1024-token prompts (128 new tokens, 2 threads,
 # rounds interleaved) beside the host's memory-bandwidth limit, measured in the same run.
 bench-decode: baselines runtime
 	$(PY) -m harness.bench.decode --reps 3

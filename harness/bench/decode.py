@@ -1,18 +1,20 @@
-"""`make bench-decode`: greedy decode speed of EdgeFlow against llama.cpp Q8_0, and the host's memory-bandwidth limit.
+"""`make bench-decode`: greedy decode speed of EdgeFlow against llama.cpp Q8_0 by context length, and the host's
+memory-bandwidth limit.
 
-    python -m harness.bench.decode [--reps 3] [--prompt-tokens 512] [--new-tokens 128] [--threads 2] [--bits 5]
-                                   [--model smollm2-135m | shape-qwen1.5-1.8b | ...]
+    python -m harness.bench.decode [--reps 3] [--prompt-tokens 128,512,1024] [--new-tokens 128] [--threads 2]
+                                   [--bits 5] [--model smollm2-135m | shape-qwen1.5-1.8b | ...]
 
-Both engines get the same work (harness/measure/workload.py): the same corpus prompt ids, the same context (prompt +
-new tokens), the same threads, one cold process each that prefills and then decodes new_tokens - 1 greedy steps;
-repetitions interleaved (harness/measure/compare.py). Decode speed is each engine's own clock over its decode steps
-(edgeflow-run's decode_s, llama.cpp's `eval time`), the `decode_tokens_per_s` of the ttft rows.
+Both engines get the same work at each context length (harness/measure/workload.py): the same corpus prompt ids, the
+same context (prompt + new tokens), the same threads, one cold process each that prefills and then decodes
+new_tokens - 1 greedy steps; repetitions interleaved over engines and context lengths (harness/measure/compare.py).
+Decode speed is each engine's own clock over its decode steps (edgeflow-run's decode_s, llama.cpp's `eval time`),
+the `decode_tokens_per_s` of the ttft rows.
 
-Decode is memory-bound: each token reads every weight of the linears and the LM head once. The limit printed beside
-the engines is the host's streaming-read bandwidth at the same thread count (edgeflow-bench-stream over a buffer the
-size of those weights, measured in this run, between the rounds) divided by the bytes one token reads at INT8. The
-KV cache's reads are left out, so the limit is optimistic with a long context: our float32 cache adds about 18% to
-the default model's bytes per token at 512 tokens (24 MB against 134.5 MB).
+Decode is memory-bound: each token reads every weight of the linears and the LM head once, and the keys and values
+of every position before it. The limits printed beside the engines are the host's streaming-read bandwidth at the
+same thread count (edgeflow-bench-stream over a buffer the size of those weights, measured in this run, between the
+rounds) divided by the bytes one token reads: the INT8 weights alone, and the weights plus each engine's KV cache
+at the mean position of its decode steps (ours float32, llama.cpp's default f16), which grows with the context.
 """
 from __future__ import annotations
 
@@ -49,10 +51,24 @@ def stream_read_gbps(threads: int, megabytes: float) -> float:
     return json.loads(out.stdout)["read_gbps"]
 
 
+KV_BYTES = {"edgeflow": 4, "llamacpp": 2}  # bytes per cached key or value: ours float32, llama.cpp's default f16
+
+
+def kv_bytes_per_token(arch: dict, position: float, value_bytes: int) -> float:
+    """Bytes of keys and values one decode step reads at `position`: every layer's K and V of the positions before."""
+    head_dim = arch["hidden_size"] // arch["num_attention_heads"]
+    kv_dim = arch.get("num_key_value_heads", arch["num_attention_heads"]) * head_dim
+    return arch["num_hidden_layers"] * 2 * kv_dim * position * value_bytes
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(","))
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--prompt-tokens", type=int, default=512)
+    p.add_argument("--prompt-tokens", type=_ints, default=(128, 512, 1024), help="context lengths (comma-separated)")
     p.add_argument("--new-tokens", type=int, default=128)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--bits", type=int, default=5, help="EdgeFlow's bit budget (decode runs on INT8 either way)")
@@ -61,48 +77,61 @@ def main(argv=None) -> None:
     a = p.parse_args(argv)
 
     spec = load_model_spec(a.model)
-    ids = prompt_ids(spec, a.prompt_tokens)
-    work = Workload.for_request(ids, a.threads, new_tokens=a.new_tokens)
     device = get_device({"name": "local"})
     systems = {"edgeflow": (get_system(SystemConfig(name="edgeflow", threads=a.threads)), a.bits),
                "llamacpp": (get_system(SystemConfig(name="llamacpp", threads=a.threads)), 8)}
-    entries = [Entry(f"{name} {'Q8_0' if name == 'llamacpp' else f'{bits}-bit'}", s, s.prepare(spec, bits, device),
-                     device) for name, (s, bits) in systems.items()]
+    prepared = {name: s.prepare(spec, bits, device) for name, (s, bits) in systems.items()}
+    works = {n: Workload.for_request(prompt_ids(spec, n), a.threads, new_tokens=a.new_tokens) for n in a.prompt_tokens}
+    entries = {n: [Entry(f"{name} {'Q8_0' if name == 'llamacpp' else f'{bits}-bit'}", s, prepared[name], device)
+                   for name, (s, bits) in systems.items()] for n in works}
     per_token = bytes_per_token(spec.architecture)
     bandwidth = []
     try:
-        for _ in range(a.reps):  # one interleaved round at a time, the bandwidth measured between rounds
-            run_interleaved(entries, work, 1, ProtocolConfig(busy_policy="flag"), warmup_rounds=0)
+        for r in range(a.reps):  # one interleaved round at a time over every context, the bandwidth between rounds
+            for n, work in works.items():
+                print(f"[bench-decode] round {r + 1}/{a.reps}: {n} prompt tokens", flush=True)
+                run_interleaved(entries[n], work, 1, ProtocolConfig(busy_policy="flag"), warmup_rounds=0)
             bandwidth.append(stream_read_gbps(a.threads, per_token / 1e6))
     finally:
         device.close()
+    report(a, spec, works, entries, bandwidth, per_token)
 
+
+def report(a, spec, works: dict, entries: dict, bandwidth: list[float], per_token: int) -> None:
+    """Per context length: each engine's decode speed against llama.cpp's (paired by round) and the limits."""
     limit = [g * 1e9 / per_token for g in bandwidth]
-    print(f"model: {spec.name}; workload: {work.n_prompt} prompt tokens, {a.new_tokens} generated ({a.new_tokens - 1} decode steps), "
-          f"ctx {work.ctx}, {a.threads} threads, {a.reps} interleaved rounds")
-    print(f"bandwidth limit: streaming read {spread(bandwidth, '{:.2f}')} GB/s over {per_token / 1e6:.1f} MB "
-          f"(INT8 linears + LM head) = {spread(limit, '{:.1f}')} tokens/s")
-    ref = next(e for e in entries if e.system.name == "llamacpp")
-    config = {"reps": a.reps, "prompt_tokens": a.prompt_tokens, "new_tokens": a.new_tokens, "threads": a.threads,
-              "bits": a.bits, "model": a.model}
+    print(f"model: {spec.name}; {a.new_tokens} generated tokens ({a.new_tokens - 1} decode steps) after each prompt, "
+          f"{a.threads} threads, {a.reps} interleaved rounds")
+    print(f"bandwidth: streaming read {spread(bandwidth, '{:.2f}')} GB/s; weights alone (INT8 linears + LM head, "
+          f"{per_token / 1e6:.1f} MB) = {spread(limit, '{:.1f}')} tokens/s")
+    config = {"reps": a.reps, "prompt_tokens": list(a.prompt_tokens), "new_tokens": a.new_tokens,
+              "threads": a.threads, "bits": a.bits, "model": a.model}
     recorder = BenchRecorder("decode", config, ResultsStore(a.results))
-    for e in entries:
-        tps = e.values("decode_tokens_per_s")
-        isa = e.measurements[0].engine.get("isa", "not reported")
-        line = f"  {e.label}: decode {spread(tps, '{:.1f}')} tokens/s ({isa})"
-        line += f", {statistics.median(tps) / statistics.median(limit):.0%} of the bandwidth limit"
-        if e is not ref:
-            line += f"; ratio to {ref.label}: {spread(paired_ratios(tps, ref.values('decode_tokens_per_s')), '{:.2f}')}x"
-        print(line)
-        for rep, v in enumerate(tps):
-            recorder.add("decode_tokens_per_s", v, "tokens/s", repetition=rep, system=e.system.name, variant=e.label,
-                         prompt_tokens=work.n_prompt, notes=f"{isa}; {a.new_tokens - 1} decode steps")
-    for rep, v in enumerate(limit):
-        # a bound computed from a measured bandwidth, not a decode anyone timed: labelled simulated
-        recorder.add("decode_tokens_per_s", v, "tokens/s", repetition=rep, variant="bandwidth limit",
-                     prompt_tokens=work.n_prompt, label="simulated",
-                     notes=f"computed bound: streaming read {bandwidth[rep]:.2f} GB/s (measured) over "
-                           f"{per_token / 1e6:.1f} MB per token")
+    for n, work in works.items():
+        position = n + a.new_tokens / 2  # the mean position of the decode steps
+        print(f"\n--- {n} prompt tokens (ctx {work.ctx}) ---")
+        ref = next(e for e in entries[n] if e.system.name == "llamacpp")
+        for e in entries[n]:
+            tps, isa = e.values("decode_tokens_per_s"), e.measurements[0].engine.get("isa", "not reported")
+            kv = kv_bytes_per_token(spec.architecture, position, KV_BYTES[e.system.name])
+            bound = statistics.median(bandwidth) * 1e9 / (per_token + kv)
+            line = (f"  {e.label}: decode {spread(tps, '{:.1f}')} tokens/s ({isa}); with its KV cache "
+                    f"({kv / 1e6:.1f} MB at position {position:g}) the limit is {bound:.1f}: "
+                    f"{statistics.median(tps) / bound:.0%} of it")
+            if e is not ref:
+                ratio = paired_ratios(tps, ref.values("decode_tokens_per_s"))
+                line += f"; ratio to {ref.label}: {spread(ratio, '{:.2f}')}x"
+            print(line)
+            for rep, v in enumerate(tps):
+                recorder.add("decode_tokens_per_s", v, "tokens/s", repetition=rep, system=e.system.name,
+                             variant=e.label, prompt_tokens=work.n_prompt,
+                             notes=f"{isa}; {a.new_tokens - 1} decode steps")
+        for rep, v in enumerate(limit):
+            # a bound computed from a measured bandwidth, not a decode anyone timed: labelled simulated
+            recorder.add("decode_tokens_per_s", v, "tokens/s", repetition=rep, variant="bandwidth limit",
+                         prompt_tokens=work.n_prompt, label="simulated",
+                         notes=f"computed bound: streaming read {bandwidth[rep]:.2f} GB/s (measured) over "
+                               f"{per_token / 1e6:.1f} MB per token (weights alone)")
     recorder.save()
 
 

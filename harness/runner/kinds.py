@@ -530,8 +530,8 @@ def _accuracy_rows(job, model, tokenizer, dataset, row_dataset: str | None = Non
         same = dict(label=label or ("proxy" if proxy else "measured"), dataset=row_dataset or dataset.name,
                     data_source="proxy" if proxy else "builtin", **fields)
         yield job.row("accuracy" if r.metric == "acc" else r.metric, r.value, "fraction",
-                      notes=f"{r.protocol}; lm-eval task {r.task} metric {r.metric}, n={r.n}, shots={r.shots}, "
-                            f"stderr={r.stderr}; scored by {scored_by}", items=r.n, **same)
+                      notes=f"{r.protocol}; lm-eval task {r.task} metric {r.metric}, n={r.n}, shots={r.shots}; "
+                            f"scored by {scored_by}", items=r.n, stderr=r.stderr, **same)
         if r.metric == "acc" and r.per_item:  # what pairs two methods item by item (experiments/fig12.py)
             for doc_id, value in sorted(r.per_item.items()):
                 yield job.row(ITEM_ACCURACY, value, "fraction", prompt_index=doc_id, **same)

@@ -34,6 +34,8 @@ COLUMNS: dict[str, pa.DataType] = {
     # interval), which prompt of the set a timing row timed (prompts pair across engines) and where it came from
     # (harness/data/prompts.py: the paper's dataset, or text cut from the local corpus)
     "items": pa.int64(), "prompt_index": pa.int64(), "prompt_source": pa.string(),
+    # lm-eval's standard error of an accuracy (its bootstrap or analytic one; null where lm-eval gives none)
+    "stderr": pa.float64(),
     # where a quality number's data came from, whatever computed it: "proxy" (a local stand-in for the paper's dataset
     # or text, harness/data/) or "builtin" (the paper's); null on rows without data (sizes, timings: prompt_source)
     "data_source": pa.string(),
@@ -98,6 +100,7 @@ _OLD_ITEMS = r"\bn=(\d+)"
 _OLD_PROMPT = r"\bprompt (\d+) \(((?:[^()]|\([^()]*\))*)\)"
 # ... and benchmark rows said their load average in the notes: "...; load average 0.42"
 _OLD_LOAD = r"\bload average ([\d.]+)"
+_OLD_STDERR = r"\bstderr=([-+.\deE]+|None)"  # accuracy rows: lm-eval's standard error in the notes
 # how the NPU experiments' rows named SoC, split, layer and stage in `variant` before they had columns
 _OLD_NPU_VARIANT = (r"^(?P<soc>\S+)(?P<llmnpu> llm\.npu)? "
                     r"(?:layer (?P<layer>\d+)(?: (?P<stage>\S+))?|(?P<scope>all layers|one graph))$")
@@ -121,6 +124,10 @@ def migrate(df: pd.DataFrame) -> pd.DataFrame:
     old = df["items"].isna() & (df["metric"] == "accuracy")
     if old.any():
         df.loc[old, "items"] = pd.to_numeric(notes[old].str.extract(_OLD_ITEMS)[0]).to_numpy(float)
+    unerred = df["stderr"].isna() & notes.str.contains("stderr=", regex=False)
+    if unerred.any():  # accuracy rows said lm-eval's stderr in their notes before it had a column
+        df.loc[unerred, "stderr"] = pd.to_numeric(notes[unerred].str.extract(_OLD_STDERR)[0],
+                                                  errors="coerce").to_numpy(float)
     unloaded = df["load_avg_1m"].isna() & notes.str.contains("load average ", regex=False)
     if unloaded.any():
         df.loc[unloaded, "load_avg_1m"] = pd.to_numeric(notes[unloaded].str.extract(_OLD_LOAD)[0]).to_numpy(float)

@@ -144,3 +144,15 @@ def test_the_report_header_says_simulated_not_flash_emulated():
     tags = selection.labels(sim)
     assert any(t.startswith("simulated: the pipeline simulator") for t in tags)
     assert not any("flash emulated" in t for t in tags), tags
+
+
+def test_older_accuracy_rows_get_their_stderr_from_the_notes(tmp_path):
+    """Before lm-eval's standard error was a column, an accuracy row's notes said it ("..., stderr=0.0321; ...")."""
+    store = ResultsStore(tmp_path)
+    common = {"experiment": "accuracy", "metric": "accuracy", "value": 0.5, "status": OK, "label": "proxy"}
+    store.append("accuracy", [{**common, "config_hash": "a", "notes": "lm-eval task t metric acc, n=100, shots=0, "
+                                                                        "stderr=0.0321; scored by x"},
+                              {**common, "config_hash": "b", "notes": "n=100, shots=0, stderr=None; scored by x"},
+                              {**common, "config_hash": "c", "stderr": 0.05, "notes": "n=100; scored by x"}])
+    got = store.read("accuracy").set_index("config_hash")["stderr"]
+    assert got["a"] == pytest.approx(0.0321) and pd.isna(got["b"]) and got["c"] == pytest.approx(0.05)
