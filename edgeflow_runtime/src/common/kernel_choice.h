@@ -1,5 +1,5 @@
-// The one rule every kernel list follows (GEMM, GEMM16, attention, LM head): a list of the kernels this CPU can run,
-// ordered from the reference to the best, and the best taken unless an environment variable names another.
+// The one rule every kernel list follows (GEMM, GEMM16, attention, LM head, unpack): a list of the kernels this CPU
+// can run, ordered from the reference to the best, and the best taken unless an environment variable names another.
 #pragma once
 #include <cstdlib>
 #include <cstring>

@@ -3,8 +3,10 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "cpu_features.h"
+#include "kernel_choice.h"
 #include "layout.h"
 
 namespace edgeflow {
@@ -98,69 +100,64 @@ const char* path_name(UnpackPath p) {
   return "?";
 }
 
-bool path_supported(UnpackPath p) {
-  switch (p) {
-    case UnpackPath::Auto:
-    case UnpackPath::Scalar: return true;
-#if defined(__x86_64__)
-    case UnpackPath::SSE: return true;
-    case UnpackPath::AVX2: return cpu_features().avx2;
-#elif defined(__aarch64__)
-    case UnpackPath::Neon: return true;
-#endif
-    default: return false;
-  }
-}
-
 namespace {
 
 using Kernel = void (*)(const uint8_t*, uint32_t, uint32_t, int8_t*);
 
-UnpackPath best_path() {
-  for (UnpackPath p : {UnpackPath::AVX2, UnpackPath::Neon, UnpackPath::SSE})
-    if (path_supported(p)) return p;
-  return UnpackPath::Scalar;
+struct UnpackKernel {
+  const char* name;  // path_name(path): what EDGEFLOW_UNPACK names
+  UnpackPath path;
+  Kernel fn;         // the weightlet kernel (the other layouts have their reference only)
+};
+
+// The weightlet kernels this CPU can run, the reference first and the best last (kernel_choice.h's order).
+std::vector<UnpackKernel> unpack_kernels() {
+  std::vector<UnpackKernel> ks{{"scalar", UnpackPath::Scalar, unpack_weightlet_ref}};
+#if defined(__x86_64__)
+  ks.push_back({"sse", UnpackPath::SSE, unpack_weightlet_sse});
+  if (cpu_features().avx2) ks.push_back({"avx2", UnpackPath::AVX2, unpack_weightlet_avx2});
+#elif defined(__aarch64__)
+  ks.push_back({"neon", UnpackPath::Neon, unpack_weightlet_neon});
+#endif
+  return ks;
 }
 
-UnpackPath parse_path(const char* s) {
-  for (UnpackPath p : {UnpackPath::Auto, UnpackPath::Scalar, UnpackPath::SSE, UnpackPath::AVX2, UnpackPath::Neon})
-    if (std::strcmp(s, path_name(p)) == 0) return p;
-  throw std::invalid_argument(std::string("EDGEFLOW_UNPACK=") + s + ": expected auto, scalar, sse, avx2 or neon");
+const UnpackKernel* find(UnpackPath p) {
+  static const std::vector<UnpackKernel> ks = unpack_kernels();
+  if (p == UnpackPath::Auto) return &ks.back();
+  for (const auto& k : ks)
+    if (k.path == p) return &k;
+  return nullptr;
 }
 
-UnpackPath resolve(UnpackPath p) {
-  if (p == UnpackPath::Auto) return best_path();
-  if (!path_supported(p)) throw std::invalid_argument(std::string("unpack path ") + path_name(p) + " is not supported on this CPU");
-  return p;
+const UnpackKernel& resolve(UnpackPath p) {
+  const UnpackKernel* k = find(p);
+  if (!k) throw std::invalid_argument(std::string("unpack path ") + path_name(p) + " is not supported on this CPU");
+  return *k;
 }
 
+// The best kernel, or the one EDGEFLOW_UNPACK names ("auto": the best), chosen once.
 UnpackPath& current() {
   static UnpackPath p = [] {
     const char* env = std::getenv("EDGEFLOW_UNPACK");
-    return resolve(env && *env ? parse_path(env) : UnpackPath::Auto);
+    if (env && std::strcmp(env, "auto") == 0) return resolve(UnpackPath::Auto).path;
+    return choose_kernel(unpack_kernels(), "EDGEFLOW_UNPACK").path;
   }();
   return p;
 }
 
-Kernel weightlet_kernel(UnpackPath p) {
-  switch (p) {
-    case UnpackPath::SSE: return unpack_weightlet_sse;
-    case UnpackPath::AVX2: return unpack_weightlet_avx2;
-    case UnpackPath::Neon: return unpack_weightlet_neon;
-    default: return unpack_weightlet_ref;
-  }
-}
-
 }  // namespace
 
-void set_unpack_path(UnpackPath p) { current() = resolve(p); }
+bool path_supported(UnpackPath p) { return find(p) != nullptr; }
+
+void set_unpack_path(UnpackPath p) { current() = resolve(p).path; }
 UnpackPath active_unpack_path() { return current(); }
 
 void unpack(const QuantTensor& t, uint32_t c0, uint32_t c1, int8_t* out) {
   if (c0 > c1 || c1 > t.channels) throw std::out_of_range("channel range outside the tensor");
   Kernel k = unpack_weightlet_ref;
   switch (t.dtype) {
-    case DType::QWeightlet: k = weightlet_kernel(current()); break;
+    case DType::QWeightlet: k = resolve(current()).fn; break;
     case DType::QMixed48: k = unpack_mixed48_ref; break;
     case DType::QKQuant: k = unpack_kquant_ref; break;
     case DType::QInt8:
