@@ -1,6 +1,6 @@
 """Each INT8 GEMM kernel this CPU can run is dispatched and checked bit-exact against the scalar reference here
-(test_gemm runs every kernel `available_gemm_kernels` lists), and the best of them is the one the engine runs and
-reports. The expected list comes from /proc/cpuinfo, independently of the runtime's own CPUID checks, so a kernel
+(test_gemm runs every kernel `available_gemm_kernels` lists), and the best of every kernel list (GEMM, A16 GEMM,
+unpack, attention, decode attention, LM head) is the one the engine runs and reports. The expected list comes from /proc/cpuinfo, independently of the runtime's own CPUID checks, so a kernel
 the CPU has but the dispatch misses (as AVX-VNNI could be, on a compiler that does not know the flag) fails here."""
 import json
 import platform
@@ -11,6 +11,8 @@ import pytest
 
 from harness.engine.build import engine_binary
 from harness.host import cpu_flags
+from harness.pack import pack_artifact
+from tests.runtime.conftest import make_artifact, tiny_llama
 
 pytestmark = pytest.mark.native
 
@@ -31,13 +33,35 @@ def expected_kernels(flags: set[str], machine: str) -> list[str]:
     return kernels
 
 
-def test_expected_kernels_follow_the_cpu_flags():
-    sapphire_rapids = {"avx2", "avx_vnni", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "amx_tile", "amx_int8"}
-    assert expected_kernels(sapphire_rapids, "x86_64") == ["ref", "avx2", "avx-vnni", "avx512-vnni", "amx"]
-    assert expected_kernels(sapphire_rapids - {"amx_tile"}, "x86_64")[-1] == "avx512-vnni"  # a kernel hiding AMX
-    assert expected_kernels({"avx2", "avx_vnni"}, "x86_64") == ["ref", "avx2", "avx-vnni"]  # Alder Lake
-    assert expected_kernels({"avx2", "avx512f", "avx512bw", "avx512vl", "avx512_vnni"}, "x86_64")[-1] == "avx512-vnni"
-    assert expected_kernels({"asimd", "asimddp"}, "aarch64") == ["ref", "neon", "neon-sdot"]
+def expected_choices(flags: set[str], machine: str) -> dict[str, str]:
+    """The kernel each of the engine's lists picks on a CPU with `flags`, under the keys of edgeflow-run's report."""
+    if machine == "aarch64":
+        return {"gemm_kernel": expected_kernels(flags, machine)[-1], "gemm16_kernel": "neon", "unpack_path": "neon",
+                "attention_kernel": "vec128", "decode_attention_kernel": "vec128", "lm_head_kernel": "portable"}
+    avx2, avx512 = "avx2" in flags, {"avx512f", "avx512bw", "avx512vl"} <= flags  # every AVX-512 kernel needs the 3
+    widest = "avx512" if avx512 else "avx2" if avx2 else None
+    return {"gemm_kernel": expected_kernels(flags, machine)[-1], "gemm16_kernel": "avx2" if avx2 else "ref",
+            "unpack_path": "avx2" if avx2 else "sse", "attention_kernel": widest or "vec128",
+            "decode_attention_kernel": "avx512-decode" if avx512 else widest or "vec128",
+            "lm_head_kernel": widest or "portable"}
+
+
+@pytest.fixture(scope="module")
+def tiny_packed(tmp_path_factory):
+    return pack_artifact(make_artifact(tiny_llama(seed=5, tie=False), seed=6),
+                         tmp_path_factory.mktemp("packed") / "tiny.efpk", layout="weightlet")
+
+
+def test_the_engine_runs_the_best_kernel_of_every_list_this_cpu_has(tiny_packed):
+    """What edgeflow-run reports it ran, list by list (GEMM, A16 GEMM, unpack, attention, decode attention, LM head),
+    is what /proc/cpuinfo says this CPU runs best: a list that misses a kernel, or offers one on a CPU without the
+    features it needs (AVX-512 F alone, say), fails here on the host that shows it."""
+    run = subprocess.run([str(engine_binary("host")), str(tiny_packed), "--tokens", "3,17,99", "--new-tokens", "2",
+                          "--json"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = json.loads(run.stdout)
+    want = expected_choices(cpu_flags(), platform.machine())
+    assert {k: report[k] for k in want} == want
 
 
 def test_every_kernel_this_cpu_runs_is_tested_bit_exact_and_the_best_is_chosen(capsys):
