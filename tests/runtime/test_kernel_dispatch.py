@@ -40,7 +40,8 @@ def expected_choices(flags: set[str], machine: str) -> dict[str, str]:
                 "attention_kernel": "vec128", "decode_attention_kernel": "vec128", "lm_head_kernel": "portable"}
     avx2, avx512 = "avx2" in flags, {"avx512f", "avx512bw", "avx512vl"} <= flags  # every AVX-512 kernel needs the 3
     widest = "avx512" if avx512 else "avx2" if avx2 else None
-    return {"gemm_kernel": expected_kernels(flags, machine)[-1], "gemm16_kernel": "avx2" if avx2 else "ref",
+    gemm16 = "avx512-vnni" if avx512 and "avx512_vnni" in flags else "avx2" if avx2 else "ref"
+    return {"gemm_kernel": expected_kernels(flags, machine)[-1], "gemm16_kernel": gemm16,
             "unpack_path": "avx2" if avx2 else "sse", "attention_kernel": widest or "vec128",
             "decode_attention_kernel": "avx512-decode" if avx512 else widest or "vec128",
             "lm_head_kernel": widest or "portable"}

@@ -20,7 +20,7 @@ using Gemm16Fn = void (*)(int T, int C, int K, const int16_t* a, int lda, const 
                           int ldy);
 
 struct Gemm16Kernel {
-    const char* name;  // "ref", "avx2", "neon"
+    const char* name;  // "ref", "avx2", "avx512-vnni", "neon"
     Gemm16Fn fn;
 };
 

@@ -8,6 +8,7 @@ namespace edgeflow {
 
 #if defined(__x86_64__)
 void gemm_s16_avx2(int, int, int, const int16_t*, int, const int8_t*, int, int64_t*, int);
+void gemm_s16_avx512vnni(int, int, int, const int16_t*, int, const int8_t*, int, int64_t*, int);
 void gemm_s8_avx2(int, int, int, const int8_t*, int, const int8_t*, int, int32_t*, int);
 void gemm_s8_avxvnni(int, int, int, const int8_t*, int, const int8_t*, int, int32_t*, int);
 void gemm_s8_avx512vnni(int, int, int, const int8_t*, int, const int8_t*, int, int32_t*, int);
@@ -40,11 +41,13 @@ const GemmKernel& best_gemm_kernel() {
     return chosen;
 }
 
-// A16: AVX2 on every x86-64 host that has it (an AVX-512 kernel is not written yet), Neon on aarch64.
+// A16: AVX2, then AVX-512 VNNI (vpdpwssd, twice the width) where present; Neon on aarch64. AVX-VNNI's 256-bit
+// vpdpwssd has no kernel: it would only fuse AVX2's pmaddwd + paddd at the same width.
 std::vector<Gemm16Kernel> available_gemm16_kernels() {
     std::vector<Gemm16Kernel> ks{{"ref", gemm_s16_ref}};
 #if defined(__x86_64__)
     if (cpu_features().avx2) ks.push_back({"avx2", gemm_s16_avx2});
+    if (cpu_features().avx512_vnni) ks.push_back({"avx512-vnni", gemm_s16_avx512vnni});
 #elif defined(__aarch64__)
     if (cpu_features().neon) ks.push_back({"neon", gemm_s16_neon});
 #endif

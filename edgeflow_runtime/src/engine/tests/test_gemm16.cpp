@@ -1,5 +1,5 @@
 // Every A16 x INT8 kernel this CPU runs must equal the scalar reference bit for bit (gemm16.h): on row and channel
-// tails of the 2 x 4 tiles, K tails of the vector steps (8, 16) and K past kA16KBlock (the int32 blocks), tight and
+// tails of the 2 x 4 tiles, K tails of the vector steps (8, 16, 32) and K past kA16KBlock (the int32 blocks), tight and
 // padded strides (y's padding must stay untouched), the extremes +-32767 x -128 / 127 whose sums pass int32 at the
 // model's K, and from several threads at once. The reference itself is checked against sums computed by hand.
 // The requantization epilogue (ops.h requantize_rows) is checked here too: half to even, clamped to the width.
@@ -115,7 +115,7 @@ int main() {
     std::mt19937 rng(4321);
     const int Ts[] = {1, 2, 3, 4, 5, 8, 17};
     const int Cs[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 33};
-    const int Ks[] = {1, 7, 8, 9, 15, 16, 17, 33, 100};
+    const int Ks[] = {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 65, 100};
     for (int T : Ts)
         for (int C : Cs)
             for (int K : Ks) compare_all(make_case(rng, T, C, K, (T + C + K) % 2 == 1, Fill::Random), "random");
@@ -130,6 +130,8 @@ int main() {
                                                    "extreme");
     }
     compare_threads(rng, 16, 96, 1536, 4);
-    std::printf("test_gemm16: %zu kernels, %d failures\n", available_gemm16_kernels().size(), g_failures);
+    std::printf("test_gemm16: kernels:");
+    for (const auto& k : available_gemm16_kernels()) std::printf(" %s", k.name);
+    std::printf("; %d failures\n", g_failures);
     return g_failures == 0 ? 0 : 1;
 }
