@@ -2,11 +2,18 @@
 // three).
 //
 // vpdpwssd multiplies 32 int16 pairs and adds each adjacent pair of products into one of 16 int32 lanes of the
-// accumulator in one instruction (AVX2's pmaddwd + paddd, at twice the width). The weights are widened to int16 as
-// they are loaded (vpmovsxbw, 32 int8 -> 32 int16). The tile is the AVX2 kernel's, 2 activation rows x 4 channels:
-// per 32 inputs, 2 + 4 loads and 8 vpdpwssd for 256 multiply-adds. A lane takes 2 products per step, so a block of
-// kA16KBlock inputs puts kA16KBlock / 16 products of at most 2^22 in a lane (< 2^28, gemm16.h); vpdpwssd does not
-// saturate (vpdpwssds would), and no sum can reach the int32 limit anyway.
+// accumulator in one instruction (AVX2's pmaddwd + paddd, at twice the width); it does not saturate (vpdpwssds
+// would), so each block below is sized to keep every lane under 2^31. Products are at most 32767 * 128 < 2^22.
+// Two paths, as the INT8 kernel's (gemm_avx512vnni.cpp):
+//  - packed (T >= kPackedMinRows, the prefill): the call's weight rows are widened and repacked, 48 channels at a
+//    time, so that one zmm holds 16 channels x 2 consecutive k as int16 (gemm_pack16.h pack_pairs16). Two int16
+//    activations of row t, broadcast to all 16 lanes, times that vector add 2 products to each of 16 outputs: an
+//    8-row x 3-group micro-tile keeps 24 accumulators live and needs no horizontal sum. A lane holds every product
+//    of its channel, so the int32 sums are widened into the int64 outputs every kPackedKBlock inputs (2^8 products:
+//    < 2^30).
+//  - blocked (small T, e.g. decode): the AVX2 kernel's 2 rows x 4 channels tiles (gemm16_blocked.h) with the weights
+//    widened as they are loaded (vpmovsxbw, 32 int8 -> 32 int16): a lane takes 2 products per step, so a block of
+//    kA16KBlock inputs puts kA16KBlock / 16 products in a lane (< 2^28).
 // GCC 12's AVX-512 headers pass an uninitialized "undefined" vector as the unused merge source of unmasked
 // intrinsics, which -Wall reports at every inlined use (a false positive; gemm_avx512vnni.cpp says the same).
 #pragma GCC diagnostic push
@@ -15,11 +22,144 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
+#include <cstring>
+
 #include "gemm16.h"
 #include "gemm16_blocked.h"
+#include "gemm_pack16.h"
 
 namespace edgeflow {
 namespace {
+
+constexpr int kPackedMinRows = 8;    // below this many rows the repack costs more than it saves
+constexpr int kTileRows = 8;         // packed micro-tile: 8 rows x 3 groups = 24 accumulators + 3 weights + 1
+constexpr int kTileGroups = 3;       //   broadcast of the 32 zmm registers
+constexpr int kPackedKBlock = 256;   // inputs summed in int32 before widening (a lane: 256 products < 2^30)
+constexpr int kBlockSteps = kPackedKBlock / 2;
+
+// acc += the pairwise int16 dot products of u and s per int32 lane. Inline assembly for the reason
+// gemm_avx512vnni.cpp gives for its dpbusd: GCC 12 spills many tied accumulators around the intrinsic.
+static inline __attribute__((always_inline)) void dpwssd(__m512i& acc, __m512i u, __m512i s) {
+    __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+}
+
+// y[0..8) (int64) += or = the 16 int32 lanes of acc, widened; only the lanes in `keep`.
+template <bool kFirst>
+inline void widen_into(int64_t* y, __m512i acc, __mmask16 keep) {
+    const __m512i lo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(acc));
+    const __m512i hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(acc, 1));
+    const __mmask8 klo = __mmask8(keep), khi = __mmask8(keep >> 8);
+    if constexpr (kFirst) {
+        _mm512_mask_storeu_epi64(y, klo, lo);
+        _mm512_mask_storeu_epi64(y + 8, khi, hi);
+    } else {
+        _mm512_mask_storeu_epi64(y, klo, _mm512_add_epi64(_mm512_maskz_loadu_epi64(klo, y), lo));
+        _mm512_mask_storeu_epi64(y + 8, khi, _mm512_add_epi64(_mm512_maskz_loadu_epi64(khi, y + 8), hi));
+    }
+}
+
+// ---- packed path ----------------------------------------------------------------------------------------------
+
+// One R x N micro-tile over steps [s0, s1) (at most kBlockSteps): rows a[0..R) against groups pw + n * gstride
+// (n < N), into y[r, 16n + j] for j < 16 (the last group only the lanes in `last`). Every row holds 2 * s1 readable
+// int16 (gemm_packed pads the activations when K is odd), so the step loop has no tail.
+template <int R, int N, bool kFirst>
+void packed_tile(int s0, int s1, const int16_t* a, int lda, const int16_t* pw, size_t gstride, int64_t* y, int ldy,
+                 __mmask16 last) {
+    __m512i acc[R][N];
+#pragma GCC unroll 32
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 32
+        for (int n = 0; n < N; ++n) acc[r][n] = _mm512_setzero_si512();
+    for (int s = s0; s < s1; ++s) {
+        __m512i w[N];
+#pragma GCC unroll 32
+        for (int n = 0; n < N; ++n) w[n] = _mm512_load_si512(pw + n * gstride + size_t(s) * 32);
+#pragma GCC unroll 32
+        for (int r = 0; r < R; ++r) {
+            int32_t x2;
+            std::memcpy(&x2, a + r * lda + 2 * s, 4);
+            const __m512i xb = _mm512_set1_epi32(x2);  // a vpbroadcastd from memory
+#pragma GCC unroll 32
+            for (int n = 0; n < N; ++n) dpwssd(acc[r][n], w[n], xb);
+        }
+    }
+#pragma GCC unroll 32
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 32
+        for (int n = 0; n < N; ++n)
+            widen_into<kFirst>(y + r * ldy + n * kGroup, acc[r][n], n + 1 == N ? last : __mmask16(0xFFFF));
+}
+
+// R rows against N groups over all steps, block after block.
+template <int R, int N>
+void packed_block_loop(int steps, const int16_t* a, int lda, const int16_t* pw, size_t gstride, int64_t* y,
+                       int ldy, __mmask16 last) {
+    const int s1 = steps < kBlockSteps ? steps : kBlockSteps;
+    packed_tile<R, N, true>(0, s1, a, lda, pw, gstride, y, ldy, last);
+    for (int s0 = s1; s0 < steps; s0 += kBlockSteps)
+        packed_tile<R, N, false>(s0, steps - s0 < kBlockSteps ? steps : s0 + kBlockSteps, a, lda, pw, gstride, y,
+                                 ldy, last);
+}
+
+// Rows [0, T) against the N groups at pw: full tiles of kTileRows, then one smaller tile for the remainder.
+template <int N, int R = kTileRows - 1>
+void packed_row_tail(int rem, int steps, const int16_t* a, int lda, const int16_t* pw, size_t gstride, int64_t* y,
+                     int ldy, __mmask16 last) {
+    if (rem == R) return packed_block_loop<R, N>(steps, a, lda, pw, gstride, y, ldy, last);
+    if constexpr (R > 1) packed_row_tail<N, R - 1>(rem, steps, a, lda, pw, gstride, y, ldy, last);
+}
+
+template <int N>
+void packed_rows(int T, int steps, const int16_t* a, int lda, const int16_t* pw, size_t gstride, int64_t* y, int ldy,
+                 __mmask16 last) {
+    int t = 0;
+    for (; t + kTileRows <= T; t += kTileRows)
+        packed_block_loop<kTileRows, N>(steps, a + size_t(t) * lda, lda, pw, gstride, y + size_t(t) * ldy, ldy, last);
+    if (t < T) packed_row_tail<N>(T - t, steps, a + size_t(t) * lda, lda, pw, gstride, y + size_t(t) * ldy, ldy, last);
+}
+
+// The last groups (fewer than kTileGroups) as one tile of `rem` groups.
+template <int N = kTileGroups - 1>
+void packed_group_tail(int rem, int T, int steps, const int16_t* a, int lda, const int16_t* pw, size_t gstride,
+                       int64_t* y, int ldy, __mmask16 last) {
+    if (rem == N) return packed_rows<N>(T, steps, a, lda, pw, gstride, y, ldy, last);
+    if constexpr (N > 1) packed_group_tail<N - 1>(rem, T, steps, a, lda, pw, gstride, y, ldy, last);
+}
+
+void gemm_packed(int T, int C, int K, const int16_t* a, int lda, const int8_t* b, int ldb, int64_t* y, int ldy) {
+    static thread_local Scratch scratch;
+    const int steps = (K + 1) / 2, groups = (C + kGroup - 1) / kGroup;
+    const size_t gstride = size_t(steps) * 32;  // int16 per packed group
+    const size_t wbytes = kTileGroups * gstride * sizeof(int16_t);  // one group tile at a time: 96 * K bytes
+    const bool pad = K % 2 != 0;  // rows copied to 2 * steps int16, zero padded, so no broadcast reads past a row
+    const size_t abytes = pad ? (size_t(T) * steps * 4 + 63) / 64 * 64 : 0;
+    auto* pw = static_cast<int16_t*>(scratch.get(wbytes + abytes));
+    if (pad) {
+        int16_t* ap = pw + wbytes / sizeof(int16_t);
+        for (int t = 0; t < T; ++t) {
+            std::memcpy(ap + size_t(t) * steps * 2, a + size_t(t) * lda, size_t(K) * sizeof(int16_t));
+            ap[size_t(t) * steps * 2 + K] = 0;
+        }
+        a = ap;
+        lda = steps * 2;
+    }
+    const int rem = C % kGroup;
+    const __mmask16 partial = rem ? __mmask16((1u << rem) - 1) : __mmask16(0xFFFF);
+    // Groups in tiles of kTileGroups, each packed just before use and streamed past every row tile (rows inner).
+    for (int g = 0; g < groups; g += kTileGroups) {
+        const int ng = groups - g < kTileGroups ? groups - g : kTileGroups;
+        const int c0 = g * kGroup, nc = C - c0 < ng * kGroup ? C - c0 : ng * kGroup;
+        pack_pairs16(nc, K, b + size_t(c0) * ldb, ldb, pw, steps);
+        const __mmask16 last = g + ng == groups ? partial : __mmask16(0xFFFF);
+        if (ng == kTileGroups)
+            packed_rows<kTileGroups>(T, steps, a, lda, pw, gstride, y + c0, ldy, last);
+        else
+            packed_group_tail(ng, T, steps, a, lda, pw, gstride, y + c0, ldy, last);
+    }
+}
+
+// ---- blocked path ---------------------------------------------------------------------------------------------
 
 struct Avx512VnniKernel {
     static constexpr int kStep = 32;
@@ -52,7 +192,10 @@ struct Avx512VnniKernel {
 
 void gemm_s16_avx512vnni(int T, int C, int K, const int16_t* a, int lda, const int8_t* b, int ldb, int64_t* y,
                          int ldy) {
-    gemm16::gemm<Avx512VnniKernel>(T, C, K, a, lda, b, ldb, y, ldy);
+    if (T >= kPackedMinRows && C > 0 && K > 0)
+        gemm_packed(T, C, K, a, lda, b, ldb, y, ldy);
+    else
+        gemm16::gemm<Avx512VnniKernel>(T, C, K, a, lda, b, ldb, y, ldy);
 }
 
 }  // namespace edgeflow

@@ -1,6 +1,7 @@
-// What the packed x86 INT8 GEMM kernels share (gemm_avx512vnni.cpp, gemm_amx.cpp): weight rows regrouped as 16
-// channels x 4 consecutive k per 64 bytes, the operand layout of both vpdpbusd against a broadcast activation dword
-// and AMX's B tile, and the per-thread scratch they are packed into. Include only from a kernel's source file compiled
+// What the packed x86 GEMM kernels share (gemm_avx512vnni.cpp, gemm_amx.cpp, gemm16_avx512vnni.cpp): weight rows
+// regrouped as 16 channels x 4 consecutive k per 64 bytes, the operand layout of both vpdpbusd against a broadcast
+// activation dword and AMX's B tile; the A16 kernel's 16 channels x 2 consecutive k widened to int16 (vpdpwssd's);
+// and the per-thread scratch they are packed into. Include only from a kernel's source file compiled
 // with AVX-512 (F, BW); everything here is internal to that file (an unnamed namespace), so each kernel file
 // keeps its own copy, compiled for its own instruction set.
 #pragma once
@@ -35,6 +36,26 @@ struct Scratch {
     }
 };
 
+// 16 pieces of 16 bytes (piece[j]: channel j's, as 4 dwords) -> 4 vectors of 64 bytes at o, o + 64, ...: dword j of
+// vector d is dword d of piece[j] (a 16 x 4 transpose of dwords), xor flip.
+inline void transpose16x4_dwords(const __m128i* piece, uint8_t* o, __m512i flip) {
+    // z[m] holds pieces m, m + 4, m + 8, m + 12 in its 128-bit lanes, so after a 4 x 4 transpose of dwords within each
+    // lane, lane l of vector d holds pieces 4l + 0..3: dword 4l + m is piece 4l + m's dword d.
+    __m512i z[4];
+    for (int m = 0; m < 4; ++m) {
+        __m512i v = _mm512_castsi128_si512(piece[m]);
+        v = _mm512_inserti32x4(v, piece[m + 4], 1);
+        v = _mm512_inserti32x4(v, piece[m + 8], 2);
+        z[m] = _mm512_inserti32x4(v, piece[m + 12], 3);
+    }
+    const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+    _mm512_store_si512(o + 0, _mm512_xor_si512(_mm512_unpacklo_epi64(t0, t2), flip));
+    _mm512_store_si512(o + 64, _mm512_xor_si512(_mm512_unpackhi_epi64(t0, t2), flip));
+    _mm512_store_si512(o + 128, _mm512_xor_si512(_mm512_unpacklo_epi64(t1, t3), flip));
+    _mm512_store_si512(o + 192, _mm512_xor_si512(_mm512_unpackhi_epi64(t1, t3), flip));
+}
+
 // Weight rows b[C, ldb] -> out: group g (channels 16g..16g+15), step s (k = 4s..4s+3) is the 64 bytes at
 // out + (g * steps + s) * 64, byte 4j + i = w[16g + j][4s + i] (xor 0x80 when kOffset: w + 128 as u8, for vpdpbusd's
 // unsigned side), and 0 past C or past K (a zero weight byte adds nothing whatever activation byte it meets).
@@ -50,28 +71,13 @@ void pack_groups16(int C, int K, const int8_t* b, int ldb, uint8_t* out, int ste
         const int8_t* bg = b + size_t(g) * kGroup * ldb;
         const int nc = C - g * kGroup < kGroup ? C - g * kGroup : kGroup;
         int k0 = 0;
-        if (nc == kGroup) {
-            // 16 rows x 16 bytes -> 4 steps. z[m] holds rows m, m + 4, m + 8, m + 12 in its 128-bit lanes, so after
-            // a 4 x 4 transpose of dwords within each lane, lane l of step vector d holds rows 4l + 0..3: dword
-            // 4l + m is row 4l + m, step d - every channel lands at its own lane position.
-            for (; k0 < k16; k0 += 16) {
-                __m512i z[4];
-                for (int m = 0; m < 4; ++m) {
-                    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bg + m * ldb + k0)));
-                    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(bg + (m + 4) * ldb + k0)), 1);
-                    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(bg + (m + 8) * ldb + k0)), 2);
-                    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(bg + (m + 12) * ldb + k0)), 3);
-                    z[m] = v;
-                }
-                const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
-                const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
-                uint8_t* o = og + size_t(k0 / 4) * 64;
-                _mm512_store_si512(o + 0, _mm512_xor_si512(_mm512_unpacklo_epi64(t0, t2), flip));
-                _mm512_store_si512(o + 64, _mm512_xor_si512(_mm512_unpackhi_epi64(t0, t2), flip));
-                _mm512_store_si512(o + 128, _mm512_xor_si512(_mm512_unpacklo_epi64(t1, t3), flip));
-                _mm512_store_si512(o + 192, _mm512_xor_si512(_mm512_unpackhi_epi64(t1, t3), flip));
+        if (nc == kGroup)
+            for (; k0 < k16; k0 += 16) {  // 16 rows x 16 bytes -> 4 steps
+                __m128i piece[kGroup];
+                for (int j = 0; j < kGroup; ++j)
+                    piece[j] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bg + j * ldb + k0));
+                transpose16x4_dwords(piece, og + size_t(k0 / 4) * 64, flip);
             }
-        }
         // The rest (K % 16 tail, steps past K, or a group with fewer than 16 channels): byte by byte, zero padded.
         for (int s = k0 / 4; s < steps; ++s)
             for (int j = 0; j < kGroup; ++j)
@@ -79,6 +85,34 @@ void pack_groups16(int C, int K, const int8_t* b, int ldb, uint8_t* out, int ste
                     const int k = 4 * s + i;
                     og[size_t(s) * 64 + 4 * j + i] =
                         (j < nc && k < K) ? uint8_t(uint8_t(bg[size_t(j) * ldb + k]) ^ flip_byte) : uint8_t(0);
+                }
+    }
+}
+
+// The A16 layout (vpdpwssd against a broadcast pair of int16 activations): weight rows b[C, ldb] -> out, group g,
+// step s (k = 2s, 2s + 1) is the 64 bytes at out + (g * steps + s) * 64, int16 2j + i = w[16g + j][2s + i] widened,
+// and 0 past C or past K. steps >= ceil(K / 2).
+inline void pack_pairs16(int C, int K, const int8_t* b, int ldb, int16_t* out, int steps) {
+    const int groups = (C + kGroup - 1) / kGroup;
+    const int k8 = K / 8 * 8;  // k covered by the vector transpose (8 weights widen to a 16-byte piece)
+    const __m512i none = _mm512_setzero_si512();
+    for (int g = 0; g < groups; ++g) {
+        int16_t* og = out + size_t(g) * steps * 32;
+        const int8_t* bg = b + size_t(g) * kGroup * ldb;
+        const int nc = C - g * kGroup < kGroup ? C - g * kGroup : kGroup;
+        int k0 = 0;
+        if (nc == kGroup)
+            for (; k0 < k8; k0 += 8) {  // 16 rows x 8 weights -> 4 steps
+                __m128i piece[kGroup];
+                for (int j = 0; j < kGroup; ++j)
+                    piece[j] = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bg + j * ldb + k0)));
+                transpose16x4_dwords(piece, reinterpret_cast<uint8_t*>(og + size_t(k0 / 2) * 32), none);
+            }
+        for (int s = k0 / 2; s < steps; ++s)
+            for (int j = 0; j < kGroup; ++j)
+                for (int i = 0; i < 2; ++i) {
+                    const int k = 2 * s + i;
+                    og[size_t(s) * 32 + 2 * j + i] = (j < nc && k < K) ? int16_t(bg[size_t(j) * ldb + k]) : int16_t(0);
                 }
     }
 }

@@ -119,9 +119,10 @@ int main() {
     for (int T : Ts)
         for (int C : Cs)
             for (int K : Ks) compare_all(make_case(rng, T, C, K, (T + C + K) % 2 == 1, Fill::Random), "random");
-    // K across the int32 blocks (1024) and the default model's shapes
+    // K across the int32 blocks (1024; 256 in the packed AVX-512 path) and the default model's shapes
     const int big[][3] = {{3, 5, 1023}, {3, 5, 1024}, {3, 5, 1025}, {2, 4, 2049}, {128, 48, 576}, {9, 36, 1536},
-                          {1, 64, 1536}, {5, 9, 1537}};
+                          {1, 64, 1536}, {5, 9, 1537},
+                          {8, 17, 1537}, {17, 50, 300}};  // (T >= 8: the AVX-512 kernel's packed path)
     for (const auto& s : big) {
         compare_all(make_case(rng, s[0], s[1], s[2], false, Fill::Random), "random, wide K");
         compare_all(make_case(rng, s[0], s[1], s[2], true, Fill::Random), "random, wide K, padded");
