@@ -23,7 +23,7 @@ import pandas as pd
 from experiments import output, rules, selection, stats
 from experiments.base import SweepArtifact, register_artifact
 from experiments.output import Section, md_table
-from harness.registry import CONF_DIR
+from harness.registry import conf_group
 
 NAME = "compare-quantizers"
 TITLE = "Compare quantizers - quality, size and cold TTFT per method and budget"
@@ -32,7 +32,6 @@ BITS = (4, 5, 6, 7)
 DATASETS = ("lambada-local", "hellaswag-local")
 PACKING = "weightlet"
 FP16_NAMES = ("fp", "fp16", "none")
-CONF = CONF_DIR / "quantizer"
 # Rendering selects rows by model only: the FP16 reference has no quantizer and the fidelity/TTFT rows no task, and
 # every quantizer measured so far belongs in the comparison.
 FILTERS = {"model": "models"}
@@ -46,7 +45,7 @@ def options() -> dict[str, str]:
     from harness.quant import REGISTRY
 
     out: dict[str, str] = {}
-    for path in sorted(CONF.glob("*.yaml")):
+    for path in sorted(conf_group("quantizer").glob("*.yaml")):
         name = (yaml.safe_load(path.read_text()) or {}).get("name")
         if name in REGISTRY and (name not in out or path.stem == name):
             out[name] = path.stem

@@ -20,7 +20,6 @@ import subprocess
 import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from pathlib import Path
 
 import yaml
 from tqdm import tqdm
@@ -69,9 +68,9 @@ def _kinds(point: list[str]) -> set[str]:
 
 @functools.lru_cache(maxsize=None)
 def _experiment_kind(name: str) -> str:
-    from harness.cli import CONF_DIR
+    from harness.registry import conf_group
 
-    path = Path(CONF_DIR) / "experiment" / f"{name}.yaml"
+    path = conf_group("experiment") / f"{name}.yaml"
     return str(yaml.safe_load(path.read_text())["kind"]) if path.is_file() else name
 
 

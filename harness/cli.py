@@ -14,17 +14,17 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from harness import registry
 from harness.config import ConfigError
 from harness.overrides import prepare
 
-CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
+CONF_DIR = str(registry.CONF_DIR)  # hydra.main takes it once, at import
 _FORK_HOOK = False
 
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from harness import registry
 from harness.config import ConfigError
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 _ABSENT = object()
 
 
-def prepare(args: list[str], conf_dir: Path = CONF_DIR) -> list[str]:
+def prepare(args: list[str], conf_dir: Path | None = None) -> list[str]:
     """`args` (sys.argv[1:]) with every key of a swept group made a per-point sweep; ConfigError on a key that some
     option of its group does not have. Arguments this does not understand are left to Hydra."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -35,6 +35,7 @@ def prepare(args: list[str], conf_dir: Path = CONF_DIR) -> list[str]:
             parsed.append(None if a.startswith("-") else parser.parse_override(a))
         except Exception:  # Hydra reports its own syntax errors
             parsed.append(None)
+    conf_dir = conf_dir or registry.CONF_DIR
     groups = {p.name for p in conf_dir.iterdir() if p.is_dir() and p.name != "hydra"}
     chosen: dict[str, list[str]] = {}  # group -> the options it is set or swept to on this command line
     swept: set[str] = set()

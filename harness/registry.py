@@ -20,7 +20,12 @@ import importlib.util
 from pathlib import Path
 
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"  # the one place the config tree's location is written
+
+
+def conf_group(group: str) -> Path:
+    """conf/<group>/, looked up when called (so a test's copy of conf/ is seen everywhere)."""
+    return CONF_DIR / group
 
 
 class RegistryError(ValueError):

@@ -106,15 +106,12 @@ def written(files: dict[str, str], root: Path):
     import importlib
     import shutil
 
-    import harness.cli
     import harness.registry
-    import harness.runner.sweep
 
     conf = root / "conf"
     shutil.copytree(REPO / "conf", conf)
     with pytest.MonkeyPatch.context() as mp:
-        for module, value in ((harness.registry, conf), (harness.cli, str(conf)), (harness.runner.sweep, str(conf))):
-            mp.setattr(module, "CONF_DIR", value)
+        mp.setattr(harness.registry, "CONF_DIR", conf)  # every reader of conf/ asks the registry (conf_group)
         for path, text in files.items():
             target = (conf / Path(path).relative_to("conf")) if path.startswith("conf/") else root / path
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -232,6 +229,26 @@ def test_a_quantizer_is_its_module_and_its_yaml(tmp_path):
         REGISTRY.pop("archtoy", None)
 
 
+def test_a_soc_is_its_yaml(tmp_path):
+    """A new Snapdragon is conf/npu/<name>.yaml alone: `npu=<name>` composes and validates with every other group,
+    the npu kinds read it (npu_of), and a wrong value in it is an error naming its key before any work starts."""
+    from harness.config import ConfigError
+    from harness.npu.config import load_npu_config, npu_of
+    from harness.runner.job import prepare_job
+    from harness.runner.sweep import compose_config
+
+    toy = "name: archtoy\nsoc_model: 60\nhtp_arch: v73\nchipset: Toy Dragon\nactivation_bits: 16\n"
+    with written({"conf/npu/archtoy.yaml": toy}, tmp_path):
+        cfg = compose_config(["experiment=npu_oracle", "quantizer=edgeflow", "npu=archtoy"])
+        prepare_job(cfg)
+        npu = npu_of(cfg)
+        assert (npu.soc_model, npu.htp_arch, npu.chipset, npu.activation_bits) == (60, "v73", "Toy Dragon", 16)
+        assert load_npu_config("archtoy") == npu
+    with written({"conf/npu/archtoy.yaml": toy.replace("v73", "73")}, tmp_path / "bad"):
+        with pytest.raises(ConfigError, match="npu.htp_arch"):
+            load_npu_config("archtoy")
+
+
 def test_a_figure_is_one_module(tmp_path):
     from experiments import ARTIFACTS, run
     from harness.runner.store import ResultsStore
@@ -247,6 +264,14 @@ def test_a_figure_is_one_module(tmp_path):
     finally:
         ARTIFACTS.pop("archtoy", None)
     assert len(files) == 1
+
+
+def test_the_config_tree_is_located_in_one_place():
+    """harness.registry.CONF_DIR is where conf/ is; every other module asks conf_group() (a second spelling of the
+    path is a reader the architecture tests' copy of conf/ would not reach)."""
+    spelled = sorted(str(p.relative_to(REPO)) for folder in ("harness", "experiments")
+                     for p in (REPO / folder).rglob("*.py") if '/ "conf"' in p.read_text())
+    assert spelled == ["harness/registry.py"], spelled
 
 
 def test_the_doc_names_every_plugin_registry():

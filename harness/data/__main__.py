@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from harness.data.config import CONF_DIR, load_dataset_config
+from harness.data.config import load_dataset_config
+from harness.registry import conf_group
 from harness.data.corpus import corpus_dir, load_corpus
 from harness.data.tasks import write_local_tasks
 
@@ -17,7 +18,7 @@ def main(argv: list[str] | None = None) -> None:
                "splits": {name: {"works": len(works), "words": sum(len(w.text.split()) for w in works)}
                           for name in corpus.splits for works in [corpus.split(name)]},
                "local_tasks": {}}
-    for path in sorted(CONF_DIR.glob("*.yaml")):
+    for path in sorted(conf_group("dataset").glob("*.yaml")):
         cfg = load_dataset_config(path.stem)
         if cfg.local_task:
             summary["local_tasks"][cfg.name] = str(write_local_tasks(corpus, cfg.seed, cfg.local_items))

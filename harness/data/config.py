@@ -7,12 +7,10 @@ in [prompt_tokens_min, prompt_tokens_max] (paper Table 3), drawn with `seed`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from harness.config import build, require
 from harness.data.tasks import LOCAL_TASKS
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf" / "dataset"
 BUILTIN_TASKS = ("lambada_openai", "winogrande", "openbookqa", "mmlu", "hellaswag")
 
 
@@ -54,8 +52,10 @@ def load_dataset_config(name: str) -> DatasetConfig:
     """conf/dataset/<name>.yaml as a validated DatasetConfig (as the Hydra app builds `dataset=<name>`)."""
     from omegaconf import OmegaConf
 
-    path = CONF_DIR / f"{name}.yaml"
+    from harness.registry import conf_group
+
+    path = conf_group("dataset") / f"{name}.yaml"
     if not path.is_file():
-        choices = sorted(p.stem for p in CONF_DIR.glob("*.yaml"))
+        choices = sorted(p.stem for p in conf_group("dataset").glob("*.yaml"))
         raise ValueError(f"no dataset config {name!r}; choose one of {choices}")
     return build(DatasetConfig, OmegaConf.load(path), "dataset")

@@ -21,7 +21,6 @@ from harness.cache import atomic_directory, atomic_file, cache_dir, exclusive, p
 from harness.models import arch
 
 DEFAULT_MODEL = "smollm2-135m"  # the embedded default (conf/config.yaml)
-MODEL_CONF_DIR = Path(__file__).resolve().parents[2] / "conf" / "model"
 COMPLETE = ".complete"  # written last: a directory without it is an interrupted conversion and is redone
 
 
@@ -57,7 +56,9 @@ class ModelSpec:
 
 
 def known_models() -> list[str]:
-    return sorted(p.stem for p in MODEL_CONF_DIR.glob("*.yaml"))
+    from harness.registry import conf_group
+
+    return sorted(p.stem for p in conf_group("model").glob("*.yaml"))
 
 
 def load_model_spec(name: str) -> ModelSpec:
@@ -66,7 +67,9 @@ def load_model_spec(name: str) -> ModelSpec:
 
     from harness.config import ConfigError, build
 
-    path = MODEL_CONF_DIR / f"{name}.yaml"
+    from harness.registry import conf_group
+
+    path = conf_group("model") / f"{name}.yaml"
     if not path.is_file():
         raise ConfigError(f"unknown model {name!r}: no {path}; known models: {', '.join(known_models())}")
     return build(ModelSpec, OmegaConf.load(path), "model")

@@ -13,11 +13,9 @@ runtime all use.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from harness.config import build, require
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf" / "npu"
 DEFAULT = "sm8750"
 
 
@@ -34,8 +32,8 @@ class NpuConfig:
     def __post_init__(self):
         require(isinstance(self.soc_model, int) and self.soc_model > 0, "npu.soc_model",
                 f"must be QNN's positive SoC id (69 = SM8750), got {self.soc_model!r}")
-        require(self.htp_arch.startswith("v") and self.htp_arch[1:].isdigit(), "npu.htp_arch",
-                f"must look like 'v79', got {self.htp_arch!r}")
+        require(isinstance(self.htp_arch, str) and self.htp_arch.startswith("v") and self.htp_arch[1:].isdigit(),
+                "npu.htp_arch", f"must look like 'v79', got {self.htp_arch!r}")
         require(self.activation_bits in (8, 16), "npu.activation_bits",
                 f"must be 8 or 16 (HTP's uint8/uint16 activations), got {self.activation_bits!r}")
         require(isinstance(self.chunk_tokens, int) and 1 <= self.chunk_tokens <= 4096, "npu.chunk_tokens",
@@ -48,9 +46,12 @@ def load_npu_config(name: str = DEFAULT) -> NpuConfig:
     """conf/npu/<name>.yaml as a validated NpuConfig (what `npu=<name>` selects)."""
     from omegaconf import OmegaConf
 
-    path = CONF_DIR / f"{name}.yaml"
+    from harness.registry import conf_group
+
+    folder = conf_group("npu")
+    path = folder / f"{name}.yaml"
     if not path.is_file():
-        raise ValueError(f"no npu config {name!r}; choose one of {sorted(p.stem for p in CONF_DIR.glob('*.yaml'))}")
+        raise ValueError(f"no npu config {name!r}; choose one of {sorted(p.stem for p in folder.glob('*.yaml'))}")
     return build(NpuConfig, OmegaConf.load(path), "npu")
 
 

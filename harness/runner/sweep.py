@@ -11,14 +11,14 @@ import sys
 from hydra import compose, initialize_config_dir
 from tqdm import tqdm
 
-from harness.cli import CONF_DIR
+from harness import registry
 from harness.config import ConfigError
 from harness.runner.job import prepare_job, run_job
 from harness.runner.store import ResultsStore
 
 
 def compose_config(overrides: list[str]):
-    with initialize_config_dir(config_dir=CONF_DIR, version_base=None):
+    with initialize_config_dir(config_dir=str(registry.CONF_DIR), version_base=None):
         return compose(config_name="config", overrides=list(overrides))
 
 

@@ -8,7 +8,7 @@ import sys
 
 from omegaconf import OmegaConf
 
-from harness.cli import CONF_DIR
+from harness.registry import conf_group
 from harness.devices import get_device
 from harness.models.zoo import DEFAULT_MODEL, load_model_spec
 from harness.systems import NotRun, get_system
@@ -20,7 +20,7 @@ def main(model_name: str = DEFAULT_MODEL) -> None:
     device = get_device({"name": "local"})
     for name in baselines():
         try:
-            prepared = get_system(OmegaConf.load(f"{CONF_DIR}/system/{name}.yaml")).prepare(model, 8, device)
+            prepared = get_system(OmegaConf.load(conf_group("system") / f"{name}.yaml")).prepare(model, 8, device)
         except NotRun as e:
             print(f"{name}: not run here: {e}")
             continue

@@ -1,14 +1,15 @@
 import pytest
 
 from harness.config import ConfigError, build
-from harness.data.config import CONF_DIR, DatasetConfig, load_dataset_config
+from harness.data.config import DatasetConfig, load_dataset_config
+from harness.registry import conf_group
 
 TABLE3 = {"lambada": (0, 59, 97), "winogrande": (3, 131, 144), "openbookqa": (4, 190, 230), "mmlu": (5, 243, 699),
           "hellaswag": (6, 883, 1086)}
 
 
 def test_every_dataset_yaml_validates():
-    names = sorted(p.stem for p in CONF_DIR.glob("*.yaml"))
+    names = sorted(p.stem for p in conf_group("dataset").glob("*.yaml"))
     assert set(TABLE3) | {"lambada-local", "hellaswag-local"} <= set(names)
     for name in names:
         assert load_dataset_config(name).name == name

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from experiments import fig1, fig10, fig12, fig14, multirun, table4
-from harness.cli import CONF_DIR
+from harness.registry import CONF_DIR
 from harness.runner.store import ResultsStore
 
 
@@ -147,7 +147,7 @@ def test_make_sweeps_in_a_pool_where_there_is_more_than_one_cpu():
 def _launcher(name: str):
     from hydra import compose, initialize_config_dir
 
-    with initialize_config_dir(config_dir=CONF_DIR, version_base=None):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
         return compose(config_name="config", overrides=[f"hydra/launcher={name}"], return_hydra_config=True).hydra.launcher
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from experiments import ARTIFACTS, fig10, run
 from experiments.base import SweepArtifact
-from harness.cli import CONF_DIR
+from harness.registry import CONF_DIR
 
 SWEEPS = [name for name, a in ARTIFACTS.items() if isinstance(a, SweepArtifact)]
 

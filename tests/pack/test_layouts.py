@@ -112,12 +112,12 @@ def test_bytes_on_disk_order_at_5_bits():
 def test_packing_config_group_is_validated():
     from omegaconf import OmegaConf
 
-    from harness.cli import CONF_DIR
+    from harness.registry import conf_group
     from harness.config import ConfigError
     from harness.runner.schemas import validate_groups
 
     for name in LAYOUTS:
-        node = OmegaConf.create({"packing": OmegaConf.load(f"{CONF_DIR}/packing/{name}.yaml")})
+        node = OmegaConf.create({"packing": OmegaConf.load(conf_group("packing") / f"{name}.yaml")})
         assert validate_groups(node)["packing"].layout == name
     with pytest.raises(ConfigError, match="packing: packing.layout must be one of"):
         validate_groups(OmegaConf.create({"packing": {"layout": "gguf"}}))
