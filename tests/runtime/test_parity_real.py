@@ -2,6 +2,8 @@
 runtime and by the fake-quant reference (harness.quant.fakequant)."""
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -29,7 +31,18 @@ TEXTS = ["The capital of France is Paris, and the capital of Germany is",
 # lose it at 1-3 different positions of 50). So: the same top-1 token at every position before a flip (error within
 # TIGHT), at least MIN_TOP1 of all positions, the runtime's choice always among the reference's TOP_K best, every
 # error bounded. A real defect (a wrong scale, layout or operator) moves every position by far more than MAX_REL_ERR.
+# The reference's own float order is one of several legitimate ones, and it flips too: on an AVX-512 EPYC, torch's
+# float32 reference put position 1 of the third text on the other side of a tie, where the same reference in float64
+# agreed with the runtime to 1e-6 for six more positions. So each position is compared with the nearer of the two
+# references (float32, float64): both compute the artifact's numerics, and a defect is far from both.
 TIGHT, MAX_REL_ERR, MIN_TOP1, TOP_K = 1e-4, 0.3, 0.9, 5
+
+
+def nearer(got: torch.Tensor, references: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per position, (relative logit error, reference logits) of the reference nearer to `got` [T, vocab]."""
+    errs = torch.stack([(got - want).abs().amax(-1) / want.abs().amax(-1) for want in references])  # [R, T]
+    best = errs.argmin(0)
+    return errs.gather(0, best[None])[0], torch.stack(references)[best, torch.arange(len(best))]
 
 
 def test_runtime_matches_fakequant_on_smollm2(default_model_spec):
@@ -38,15 +51,16 @@ def test_runtime_matches_fakequant_on_smollm2(default_model_spec):
     quantizer = make_quantizer({"name": "edgeflow", "budget_bits": 5, "alpha_grid": [0.5]})
     quantizer.calibrate(model, [calib[i * 32:(i + 1) * 32] for i in range(4)])
     artifact = quantizer.quantize(model, "smollm2-135m")
-    reference = build_fakequant_model(artifact, model)
+    references = [build_fakequant_model(artifact, model)]
+    references.append(copy.deepcopy(references[0]).double())
     errs, agree = [], []
     with NativeEngine.from_artifact(artifact, threads=2, chunk=16) as engine:
         for text in TEXTS:
             ids = torch.tensor(tok(text)["input_ids"])
             with torch.no_grad():
-                want = reference(ids[None]).logits[0].float()
+                wants = [reference(ids[None]).logits[0].float() for reference in references]
             got = engine.logits(ids)
-            err = (got - want).abs().amax(-1) / want.abs().amax(-1)
+            err, want = nearer(got, wants)
             print(f"{len(ids)} tokens: relative logit error per position {[f'{e:.0e}' for e in err.tolist()]}")
             same = got.argmax(-1) == want.argmax(-1)
             assert bool(same[err < TIGHT].all()), f"top-1 differs before any rounding flip in {text!r}"
