@@ -181,9 +181,16 @@ def main() -> None:
     fmt = lambda d: ", ".join(f"{k} {v:.1f}" for k, v in d.items())  # noqa: E731
     print(f"INT8 instructions alone (GOPS): {fmt(peak['instruction_gops'])}  -> INT8 peak {peak['int8_peak_gops']:.1f}")
     print(f"exact s8 x s8 -> s32 steps (GOPS): {fmt(peak['step_gops'])}  (sign + multiply [+ widen + add])")
+    print(f"A16 multiply instructions alone (GOPS): {fmt(peak['a16_instruction_gops'])}")
     print(f"our GEMM alone ({peak['gemm_kernel']}, one layer's matmuls, T=128): {peak['gemm_gops']:.1f} GOPS")
     print(f"our A16 x INT8 GEMM alone ({peak['gemm16_kernel']}, the same matmuls): {peak['gemm16_gops']:.1f} GOPS = "
           f"{peak['a16_of_int8']:.2f}x the INT8 kernel's (HTP runs A16 at about half A8's rate)")
+    print("every kernel, one layer's matmuls (T=128)    GOPS  of its instruction  (per core)")
+    for family, kernels in (("INT8", peak["gemm_kernels"]), ("A16", peak["gemm16_kernels"])):
+        for name, k in kernels.items():
+            share = (f"{k['of_instruction']:6.1%} of {k['instruction']:<13} ({k['core_of_instruction']:.1%})"
+                     if k.get("instruction") else "(its instruction is not measured)")
+            print(f"  {family:4} {name:<12} {k['layer_gops']:27.1f}  {share}")
     ref_peak = peak["int8_peak_gops"]
     recorder.add("int8_peak_gops", ref_peak, "GOPS", variant="instruction peak")
     recorder.add("gemm_gops", peak["gemm_gops"], "GOPS", system="edgeflow", variant=peak["gemm_kernel"])

@@ -80,7 +80,8 @@ def test_every_kernel_this_cpu_runs_is_tested_bit_exact_and_the_best_is_chosen(c
 
 def test_the_int8_benchmark_runs_every_kernel_and_its_instruction():
     """edgeflow-bench-int8 (make bench-runtime's INT8 peak) on every kernel this CPU runs, briefly: each kernel's
-    ceiling instruction is measured (AMX's tdpbssd too, whose tile setup once faulted), the peak is the best of them."""
+    ceiling instruction is measured (AMX's tdpbssd too, whose tile setup once faulted), the peak is the best of them;
+    the A16 kernels likewise, against theirs."""
     run = subprocess.run([str(engine_binary("host", "edgeflow-bench-int8")), "1", "0.01"], capture_output=True,
                          text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
@@ -91,3 +92,9 @@ def test_the_int8_benchmark_runs_every_kernel_and_its_instruction():
         assert k["layer_gops"] > 0, name
         assert k["instruction"] in report["instruction_gops"] or (name, platform.machine()) == ("neon", "aarch64")
     assert report["int8_peak_gops"] == pytest.approx(max(report["instruction_gops"].values()), abs=0.01)
+    # the A16 kernels beside them, each against its own instruction (pmaddwd, vpdpwssd), never the INT8 peak's
+    want16 = expected_choices(cpu_flags(), platform.machine())["gemm16_kernel"]
+    assert want16 in report["gemm16_kernels"] and report["gemm16_kernel"] == want16
+    for name, k in report["gemm16_kernels"].items():
+        assert k["layer_gops"] > 0, name
+        assert k["instruction"] in report["a16_instruction_gops"] or platform.machine() == "aarch64", name

@@ -17,6 +17,10 @@
 //     instruction it is built on ("of_instruction"); "layer_gops_7bit", "_6bit", "_5bit": the layer again with
 //     weight codes of 7, 6, 5 bits (|w| <= 64, 32, 16), and core_layer_gops_5bit per core. Random codes elsewhere
 //     (8 bits).
+//   a16_instruction_gops: the A16 kernels' multiply instructions the same way, pmaddwd (ymm: 16 int16 multiply-adds)
+//     and AVX-512 VNNI vpdpwssd_zmm (32); gemm16_kernels: each A16 kernel on the same layer with int16 activations, as
+//     a fraction of its instruction ("of_instruction"), and a16_of_int8: the best A16 kernel over the best INT8 one
+//     (at most 0.5 on AVX-512 VNNI, where vpdpwssd does half of vpdpbusd's multiply-adds).
 //   per core, robust to other processes on a shared machine: core_instruction_gops (each peak instruction on one
 //     thread) and per kernel core_layer_gops / core_of_instruction (the layer's channel blocks one after another on
 //     one thread), all per thread CPU second, best of several runs. Output: one JSON object.
@@ -51,19 +55,28 @@ namespace {
 constexpr int kChains = 12;  // independent accumulators: more than latency x throughput of the longest step
 
 #if defined(__x86_64__)
-enum class Op { Maddubs, Vpdpbusd, VpdpbusdZmm, Tdpbssd, Avx2Step };
+enum class Op { Maddubs, Vpdpbusd, VpdpbusdZmm, Tdpbssd, Avx2Step, Pmaddwd, VpdpwssdZmm };
 
 #define EF_REPEAT8(x) x x x x x x x x
+// 12 independent accumulators zmm16-27 of one instruction on zmm30, zmm31
+#define EF_ZMM12(op)                                                                                            \
+    op " %%zmm30, %%zmm31, %%zmm16\n " op " %%zmm30, %%zmm31, %%zmm17\n " op " %%zmm30, %%zmm31, %%zmm18\n "      \
+    op " %%zmm30, %%zmm31, %%zmm19\n " op " %%zmm30, %%zmm31, %%zmm20\n " op " %%zmm30, %%zmm31, %%zmm21\n "      \
+    op " %%zmm30, %%zmm31, %%zmm22\n " op " %%zmm30, %%zmm31, %%zmm23\n " op " %%zmm30, %%zmm31, %%zmm24\n "      \
+    op " %%zmm30, %%zmm31, %%zmm25\n " op " %%zmm30, %%zmm31, %%zmm26\n " op " %%zmm30, %%zmm31, %%zmm27\n"
 
-// 12 independent chains of vpdpbusd zmm, 8 times per iteration (a separate function: it needs AVX-512 registers).
-__attribute__((target("avx512f,avx512vnni"))) double chain_zmm(long iters) {
+// 12 independent chains of vpdpbusd zmm (64 multiply-adds each) or, for the A16 kernel, vpdpwssd zmm (32), 8 times
+// per iteration (a separate function: it needs AVX-512 registers).
+__attribute__((target("avx512f,avx512vnni"))) double chain_zmm(long iters, bool words) {
+    if (words) {
+        for (long it = 0; it < iters; ++it)
+            __asm__ volatile(EF_REPEAT8(EF_ZMM12("vpdpwssd"))
+                             ::: "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24",
+                                 "xmm25", "xmm26", "xmm27");
+        return double(iters) * 96 * 32 * 2;
+    }
     for (long it = 0; it < iters; ++it)
-        __asm__ volatile(EF_REPEAT8("vpdpbusd %%zmm30, %%zmm31, %%zmm16\n vpdpbusd %%zmm30, %%zmm31, %%zmm17\n"
-                                    "vpdpbusd %%zmm30, %%zmm31, %%zmm18\n vpdpbusd %%zmm30, %%zmm31, %%zmm19\n"
-                                    "vpdpbusd %%zmm30, %%zmm31, %%zmm20\n vpdpbusd %%zmm30, %%zmm31, %%zmm21\n"
-                                    "vpdpbusd %%zmm30, %%zmm31, %%zmm22\n vpdpbusd %%zmm30, %%zmm31, %%zmm23\n"
-                                    "vpdpbusd %%zmm30, %%zmm31, %%zmm24\n vpdpbusd %%zmm30, %%zmm31, %%zmm25\n"
-                                    "vpdpbusd %%zmm30, %%zmm31, %%zmm26\n vpdpbusd %%zmm30, %%zmm31, %%zmm27\n")
+        __asm__ volatile(EF_REPEAT8(EF_ZMM12("vpdpbusd"))
                          ::: "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24",
                              "xmm25", "xmm26", "xmm27");
     return double(iters) * 96 * 64 * 2;
@@ -90,13 +103,19 @@ __attribute__((target("avx2,avxvnni"))) double chain_ops(long iters, Op op) {
     __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2);
     const __m256i ones = _mm256_set1_epi16(1);
     for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_epi32(i);
-    if (op == Op::VpdpbusdZmm) return chain_zmm(iters);
+    if (op == Op::VpdpbusdZmm || op == Op::VpdpwssdZmm) return chain_zmm(iters, op == Op::VpdpwssdZmm);
     if (op == Op::Tdpbssd) return chain_tiles(iters);
     if (op == Op::Maddubs) {
         for (long it = 0; it < iters; ++it)
             __asm__ volatile(EF_REPEAT8("vpmaddubsw %%ymm14, %%ymm15, %%ymm0\n vpmaddubsw %%ymm14, %%ymm15, %%ymm1\n")
                              ::: "xmm0", "xmm1");
         return double(iters) * 16 * 32 * 2;
+    }
+    if (op == Op::Pmaddwd) {  // the AVX2 A16 kernel's multiply: 16 int16 products summed in pairs
+        for (long it = 0; it < iters; ++it)
+            __asm__ volatile(EF_REPEAT8("vpmaddwd %%ymm14, %%ymm15, %%ymm0\n vpmaddwd %%ymm14, %%ymm15, %%ymm1\n")
+                             ::: "xmm0", "xmm1");
+        return double(iters) * 16 * 16 * 2;
     }
     if (op == Op::Vpdpbusd) {
         for (long it = 0; it < iters; ++it)
@@ -278,6 +297,13 @@ const char* kernel_instruction(const std::string& kernel) {
     return "";
 }
 
+// The instruction an A16 kernel is built on, as named in a16_instruction_gops ("" for Neon's smlal: not measured).
+const char* kernel16_instruction(const std::string& kernel) {
+    if (kernel == "avx2") return "pmaddwd";
+    if (kernel == "avx512-vnni") return "vpdpwssd_zmm";
+    return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -287,14 +313,16 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "usage: edgeflow-bench-int8 [threads >= 1] [seconds > 0]\n");
         return 2;
     }
-    std::string instrs, steps, core_instrs;
+    std::string instrs, steps, core_instrs, instrs16;
     std::vector<std::pair<std::string, double>> instr_gops, core_gops;
     double peak = 0;
-    auto measure = [&](std::string& out, const char* name, Op op, bool is_peak) {
+    // is_peak: an INT8 instruction (the INT8 peak is the best of them); ceiling: a kernel's instruction, also
+    // measured per core (every INT8 one, and the A16 kernels' pmaddwd and vpdpwssd)
+    auto measure = [&](std::string& out, const char* name, Op op, bool is_peak, bool ceiling) {
         const double g = measure_chains(threads, seconds, op);
         out += std::string(out.empty() ? "" : ", ") + "\"" + name + "\": " + std::to_string(g);
-        if (is_peak) {
-            peak = std::max(peak, g);
+        if (is_peak) peak = std::max(peak, g);
+        if (ceiling) {
             instr_gops.emplace_back(name, g);
             const double c = core_chains(seconds, op);
             core_instrs += std::string(core_instrs.empty() ? "" : ", ") + "\"" + name + "\": " + std::to_string(c);
@@ -306,18 +334,21 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "edgeflow-bench-int8: this CPU has no AVX2; no INT8 peak to measure\n");
         return 3;
     }
-    measure(instrs, "pmaddubsw", Op::Maddubs, true);
-    measure(steps, "avx2", Op::Avx2Step, false);
-    if (cpu_features().avx_vnni) measure(instrs, "vpdpbusd", Op::Vpdpbusd, true);
-    if (cpu_features().avx512_vnni)
-        measure(instrs, "vpdpbusd_zmm", Op::VpdpbusdZmm, true);
-    if (offers_kernel("amx")) measure(instrs, "tdpbssd", Op::Tdpbssd, true);
+    measure(instrs, "pmaddubsw", Op::Maddubs, true, true);
+    measure(steps, "avx2", Op::Avx2Step, false, false);
+    measure(instrs16, "pmaddwd", Op::Pmaddwd, false, true);
+    if (cpu_features().avx_vnni) measure(instrs, "vpdpbusd", Op::Vpdpbusd, true, true);
+    if (cpu_features().avx512_vnni) {
+        measure(instrs, "vpdpbusd_zmm", Op::VpdpbusdZmm, true, true);
+        measure(instrs16, "vpdpwssd_zmm", Op::VpdpwssdZmm, false, true);
+    }
+    if (offers_kernel("amx")) measure(instrs, "tdpbssd", Op::Tdpbssd, true, true);
 #else
     if (!offers_kernel("neon-sdot")) {
         std::fprintf(stderr, "edgeflow-bench-int8: this CPU has no sdot; no INT8 peak to measure\n");
         return 3;
     }
-    measure(instrs, "sdot", Op::Sdot, true);
+    measure(instrs, "sdot", Op::Sdot, true, true);
 #endif
     ThreadPool pool(threads);
     std::string kernels;
@@ -357,16 +388,22 @@ int main(int argc, char** argv) {
         const GemmRates r = measure_gemm<int16_t, int64_t>(&pool, threads, seconds, k.fn, 8, false);
         const GemmRates core = measure_gemm<int16_t, int64_t>(nullptr, threads, seconds, k.fn, 8, false);
         if (std::string(k.name) == best_gemm16_kernel().name) best16 = r.layer;
-        char buf[256];
-        std::snprintf(buf, sizeof buf, "%s\"%s\": {\"layer_gops\": %.2f, \"core_layer_gops\": %.2f}",
-                      kernels16.empty() ? "" : ", ", k.name, r.layer, core.layer);
+        const double ipeak = lookup(instr_gops, kernel16_instruction(k.name));
+        const double cpeak = lookup(core_gops, kernel16_instruction(k.name));
+        char buf[512];
+        std::snprintf(buf, sizeof buf,
+                      "%s\"%s\": {\"layer_gops\": %.2f, \"core_layer_gops\": %.2f, \"instruction\": \"%s\", "
+                      "\"of_instruction\": %.3f, \"core_of_instruction\": %.3f}",
+                      kernels16.empty() ? "" : ", ", k.name, r.layer, core.layer, kernel16_instruction(k.name),
+                      ipeak > 0 ? r.layer / ipeak : 0.0, cpeak > 0 ? core.layer / cpeak : 0.0);
         kernels16 += buf;
     }
-    std::printf("{\"threads\": %d, \"instruction_gops\": {%s}, \"step_gops\": {%s}, \"int8_peak_gops\": %.2f, "
+    std::printf("{\"threads\": %d, \"instruction_gops\": {%s}, \"a16_instruction_gops\": {%s}, "
+                "\"step_gops\": {%s}, \"int8_peak_gops\": %.2f, "
                 "\"core_instruction_gops\": {%s}, \"gemm_kernel\": \"%s\", \"gemm_gops\": %.2f, "
                 "\"gemm_efficiency\": %.3f, \"gemm_kernels\": {%s}, \"gemm16_kernel\": \"%s\", "
                 "\"gemm16_gops\": %.2f, \"a16_of_int8\": %.3f, \"gemm16_kernels\": {%s}}\n",
-                threads, instrs.c_str(), steps.c_str(), peak, core_instrs.c_str(), best_gemm_kernel().name, best,
+                threads, instrs.c_str(), instrs16.c_str(), steps.c_str(), peak, core_instrs.c_str(), best_gemm_kernel().name, best,
                 best / peak, kernels.c_str(), best_gemm16_kernel().name, best16, best > 0 ? best16 / best : 0.0,
                 kernels16.c_str());
     return 0;
