@@ -201,9 +201,10 @@ def test_static_aarch64_binary_gives_the_same_tokens(packed, binary):
 @pytest.mark.parametrize("env, key, name", [("EDGEFLOW_LM_HEAD", "lm_head_kernel", "portable"),
                                             ("EDGEFLOW_ATTENTION", "attention_kernel", "vec128"),
                                             ("EDGEFLOW_DECODE_ATTENTION", "decode_attention_kernel", "vec128"),
-                                            ("EDGEFLOW_UNPACK", "unpack_path", "scalar")])
+                                            ("EDGEFLOW_UNPACK", "unpack_path", "scalar"),
+                                            ("EDGEFLOW_CRC32", "crc32_kernel", "table")])
 def test_every_kernel_choice_is_named_in_the_report_and_nameable(packed, binary, env, key, name):
-    """GEMM, attention (prefill and decode), the LM head and unpack follow one rule (kernel_choice.h): the best this CPU runs
+    """GEMM, attention (prefill and decode), the LM head, unpack and the CRC-32 follow one rule (kernel_choice.h): the best this CPU runs
     unless an environment variable names another; the report says which ran, and a name the CPU cannot run exits
     with a message listing the ones it can."""
     _, _, path = packed

@@ -1,7 +1,8 @@
 """Each INT8 GEMM kernel this CPU can run is dispatched and checked bit-exact against the scalar reference here
 (test_gemm runs every kernel `available_gemm_kernels` lists), and the best of every kernel list (GEMM, A16 GEMM,
-unpack, attention, decode attention, LM head) is the one the engine runs and reports. The expected list comes from /proc/cpuinfo, independently of the runtime's own CPUID checks, so a kernel
-the CPU has but the dispatch misses (as AVX-VNNI could be, on a compiler that does not know the flag) fails here."""
+unpack, attention, decode attention, LM head, CRC-32) is the one the engine runs and reports. The expected list comes
+from /proc/cpuinfo, independently of the runtime's own CPUID checks, so a kernel the CPU has but the dispatch misses
+(as AVX-VNNI could be, on a compiler that does not know the flag) fails here."""
 import json
 import platform
 import re
@@ -37,14 +38,16 @@ def expected_choices(flags: set[str], machine: str) -> dict[str, str]:
     """The kernel each of the engine's lists picks on a CPU with `flags`, under the keys of edgeflow-run's report."""
     if machine == "aarch64":
         return {"gemm_kernel": expected_kernels(flags, machine)[-1], "gemm16_kernel": "neon", "unpack_path": "neon",
-                "attention_kernel": "vec128", "decode_attention_kernel": "vec128", "lm_head_kernel": "portable"}
+                "attention_kernel": "vec128", "decode_attention_kernel": "vec128", "lm_head_kernel": "portable",
+                "crc32_kernel": "armv8-crc" if "crc32" in flags else "table"}
     avx2, avx512 = "avx2" in flags, {"avx512f", "avx512bw", "avx512vl"} <= flags  # every AVX-512 kernel needs the 3
     widest = "avx512" if avx512 else "avx2" if avx2 else None
     gemm16 = "avx512-vnni" if avx512 and "avx512_vnni" in flags else "avx2" if avx2 else "ref"
     return {"gemm_kernel": expected_kernels(flags, machine)[-1], "gemm16_kernel": gemm16,
             "unpack_path": "avx2" if avx2 else "sse", "attention_kernel": widest or "vec128",
             "decode_attention_kernel": "avx512-decode" if avx512 else widest or "vec128",
-            "lm_head_kernel": widest or "portable"}
+            "lm_head_kernel": widest or "portable",
+            "crc32_kernel": "pclmul" if {"pclmulqdq", "sse4_1"} <= flags else "table"}
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +57,8 @@ def tiny_packed(tmp_path_factory):
 
 
 def test_the_engine_runs_the_best_kernel_of_every_list_this_cpu_has(tiny_packed):
-    """What edgeflow-run reports it ran, list by list (GEMM, A16 GEMM, unpack, attention, decode attention, LM head),
+    """What edgeflow-run reports it ran, list by list (GEMM, A16 GEMM, unpack, attention, decode attention, LM head,
+    CRC-32),
     is what /proc/cpuinfo says this CPU runs best: a list that misses a kernel, or offers one on a CPU without the
     features it needs (AVX-512 F alone, say), fails here on the host that shows it."""
     run = subprocess.run([str(engine_binary("host")), str(tiny_packed), "--tokens", "3,17,99", "--new-tokens", "2",

@@ -128,6 +128,16 @@ class PackedFile {
 
 uint32_t crc32(const void* data, size_t n, uint32_t crc = 0);  // zlib's CRC-32; chainable like zlib.crc32
 
+// The CRC-32 kernels this CPU can run, the portable one ("table") first; crc32() uses the last, or the one the
+// environment variable EDGEFLOW_CRC32 names ("table", "pclmul" on x86-64, "armv8-crc" on aarch64).
+struct Crc32Kernel {
+  const char* name;
+  uint32_t (*update)(uint32_t state, const uint8_t* p, size_t n);  // on the running (inverted) state
+};
+std::vector<Crc32Kernel> crc32_kernels();
+const Crc32Kernel& crc32_kernel();
+uint32_t crc32_with(const Crc32Kernel& kernel, const void* data, size_t n, uint32_t crc = 0);
+
 // crc(A || B) from crc(A) and crc(B) for a fixed |B| = n bytes: Crc32Shift(n)(crc(A)) ^ crc(B) (zlib's
 // crc32_combine with the length's operator built once). Lets a table's CRC be checked against its rows' CRCs.
 class Crc32Shift {

@@ -9,6 +9,9 @@
 #ifndef HWCAP_ASIMDDP
 #define HWCAP_ASIMDDP (1 << 20)
 #endif
+#ifndef HWCAP_CRC32
+#define HWCAP_CRC32 (1 << 7)
+#endif
 #endif
 
 namespace edgeflow {
@@ -40,9 +43,11 @@ static CpuFeatures probe() {
                __builtin_cpu_supports("avx512vl");
     f.avx512_vnni = f.avx512 && __builtin_cpu_supports("avx512vnni");
     f.amx = f.avx512_vnni && amx_usable();
+    f.pclmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
 #elif defined(__aarch64__)
     f.neon = true;
     f.sdot = getauxval(AT_HWCAP) & HWCAP_ASIMDDP;
+    f.crc32 = getauxval(AT_HWCAP) & HWCAP_CRC32;
 #endif
     return f;
 }

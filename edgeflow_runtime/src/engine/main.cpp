@@ -359,8 +359,9 @@ int run(const Args& a) {
     const TtftBreakdown b = breakdown(cold, p0, p1);
     const double ttft = t_first - t_start;
     std::printf("  \"model\": \"%s\",\n", a.model.c_str());
-    std::printf("  \"gemm_kernel\": \"%s\", \"gemm16_kernel\": \"%s\", \"unpack_path\": \"%s\",\n",
-                engine.gemm_kernel(), best_gemm16_kernel().name, path_name(active_unpack_path()));
+    std::printf("  \"gemm_kernel\": \"%s\", \"gemm16_kernel\": \"%s\", \"unpack_path\": \"%s\", "
+                "\"crc32_kernel\": \"%s\",\n",
+                engine.gemm_kernel(), best_gemm16_kernel().name, path_name(active_unpack_path()), crc32_kernel().name);
     std::printf("  \"attention_kernel\": \"%s\", \"decode_attention_kernel\": \"%s\", \"lm_head_kernel\": \"%s\",\n",
                 best_attention_kernel().name, decode_attention_kernel().name, lm_head_kernel().name);
     std::printf("  \"numerics\": \"%s\", \"a16_linears\": %d,\n", engine.numerics(), engine.a16_linears());
