@@ -32,8 +32,6 @@ namespace edgeflow {
 namespace {
 
 constexpr int kPackedMinRows = 8;    // below this many rows the repack costs more than it saves
-constexpr int kTileRows = 8;         // packed micro-tile: 8 rows x 3 groups = 24 accumulators + 3 weights + 1
-constexpr int kTileGroups = 3;       //   broadcast of the 32 zmm registers
 constexpr int kPackedKBlock = 256;   // inputs summed in int32 before widening (a lane: 256 products < 2^30)
 constexpr int kBlockSteps = kPackedKBlock / 2;
 
@@ -91,72 +89,43 @@ void packed_tile(int s0, int s1, const int16_t* a, int lda, const int16_t* pw, s
             widen_into<kFirst>(y + r * ldy + n * kGroup, acc[r][n], n + 1 == N ? last : __mmask16(0xFFFF));
 }
 
-// R rows against N groups over all steps, block after block.
-template <int R, int N>
-void packed_block_loop(int steps, const int16_t* a, int lda, const int16_t* pw, size_t gstride, int64_t* y,
-                       int ldy, __mmask16 last) {
-    const int s1 = steps < kBlockSteps ? steps : kBlockSteps;
-    packed_tile<R, N, true>(0, s1, a, lda, pw, gstride, y, ldy, last);
-    for (int s0 = s1; s0 < steps; s0 += kBlockSteps)
-        packed_tile<R, N, false>(s0, steps - s0 < kBlockSteps ? steps : s0 + kBlockSteps, a, lda, pw, gstride, y,
-                                 ldy, last);
-}
+// The micro-tiles of one group tile (gemm_pack16.h tile_all): rows t.. against the N groups at pw, over all steps,
+// block after block.
+struct PackedTile {
+    int steps;
+    const int16_t* a;
+    int lda;
+    const int16_t* pw;
+    size_t gstride;
+    int64_t* y;
+    int ldy;
+    __mmask16 last;
 
-// Rows [0, T) against the N groups at pw: full tiles of kTileRows, then one smaller tile for the remainder.
-template <int N, int R = kTileRows - 1>
-void packed_row_tail(int rem, int steps, const int16_t* a, int lda, const int16_t* pw, size_t gstride, int64_t* y,
-                     int ldy, __mmask16 last) {
-    if (rem == R) return packed_block_loop<R, N>(steps, a, lda, pw, gstride, y, ldy, last);
-    if constexpr (R > 1) packed_row_tail<N, R - 1>(rem, steps, a, lda, pw, gstride, y, ldy, last);
-}
-
-template <int N>
-void packed_rows(int T, int steps, const int16_t* a, int lda, const int16_t* pw, size_t gstride, int64_t* y, int ldy,
-                 __mmask16 last) {
-    int t = 0;
-    for (; t + kTileRows <= T; t += kTileRows)
-        packed_block_loop<kTileRows, N>(steps, a + size_t(t) * lda, lda, pw, gstride, y + size_t(t) * ldy, ldy, last);
-    if (t < T) packed_row_tail<N>(T - t, steps, a + size_t(t) * lda, lda, pw, gstride, y + size_t(t) * ldy, ldy, last);
-}
-
-// The last groups (fewer than kTileGroups) as one tile of `rem` groups.
-template <int N = kTileGroups - 1>
-void packed_group_tail(int rem, int T, int steps, const int16_t* a, int lda, const int16_t* pw, size_t gstride,
-                       int64_t* y, int ldy, __mmask16 last) {
-    if (rem == N) return packed_rows<N>(T, steps, a, lda, pw, gstride, y, ldy, last);
-    if constexpr (N > 1) packed_group_tail<N - 1>(rem, T, steps, a, lda, pw, gstride, y, ldy, last);
-}
+    template <int R, int N>
+    void run(int t) const {
+        const int16_t* at = a + size_t(t) * lda;
+        int64_t* yt = y + size_t(t) * ldy;
+        const int s1 = steps < kBlockSteps ? steps : kBlockSteps;
+        packed_tile<R, N, true>(0, s1, at, lda, pw, gstride, yt, ldy, last);
+        for (int s0 = s1; s0 < steps; s0 += kBlockSteps)
+            packed_tile<R, N, false>(s0, steps - s0 < kBlockSteps ? steps : s0 + kBlockSteps, at, lda, pw, gstride, yt,
+                                     ldy, last);
+    }
+};
 
 void gemm_packed(int T, int C, int K, const int16_t* a, int lda, const int8_t* b, int ldb, int64_t* y, int ldy) {
     static thread_local Scratch scratch;
-    const int steps = (K + 1) / 2, groups = (C + kGroup - 1) / kGroup;
+    const int steps = (K + 1) / 2;
     const size_t gstride = size_t(steps) * 32;  // int16 per packed group
     const size_t wbytes = kTileGroups * gstride * sizeof(int16_t);  // one group tile at a time: 96 * K bytes
-    const bool pad = K % 2 != 0;  // rows copied to 2 * steps int16, zero padded, so no broadcast reads past a row
+    const bool pad = K % 2 != 0;  // rows copied to 2 * steps int16
     const size_t abytes = pad ? (size_t(T) * steps * 4 + 63) / 64 * 64 : 0;
     auto* pw = static_cast<int16_t*>(scratch.get(wbytes + abytes));
-    if (pad) {
-        int16_t* ap = pw + wbytes / sizeof(int16_t);
-        for (int t = 0; t < T; ++t) {
-            std::memcpy(ap + size_t(t) * steps * 2, a + size_t(t) * lda, size_t(K) * sizeof(int16_t));
-            ap[size_t(t) * steps * 2 + K] = 0;
-        }
-        a = ap;
-        lda = steps * 2;
-    }
-    const int rem = C % kGroup;
-    const __mmask16 partial = rem ? __mmask16((1u << rem) - 1) : __mmask16(0xFFFF);
-    // Groups in tiles of kTileGroups, each packed just before use and streamed past every row tile (rows inner).
-    for (int g = 0; g < groups; g += kTileGroups) {
-        const int ng = groups - g < kTileGroups ? groups - g : kTileGroups;
-        const int c0 = g * kGroup, nc = C - c0 < ng * kGroup ? C - c0 : ng * kGroup;
+    if (pad) a = padded_rows(T, K, a, lda, steps * 2, pw + wbytes / sizeof(int16_t)), lda = steps * 2;
+    for_group_tiles(C, [&](int c0, int nc, int ng, __mmask16 last) {
         pack_pairs16(nc, K, b + size_t(c0) * ldb, ldb, pw, steps);
-        const __mmask16 last = g + ng == groups ? partial : __mmask16(0xFFFF);
-        if (ng == kTileGroups)
-            packed_rows<kTileGroups>(T, steps, a, lda, pw, gstride, y + c0, ldy, last);
-        else
-            packed_group_tail(ng, T, steps, a, lda, pw, gstride, y + c0, ldy, last);
-    }
+        tile_all(ng, T, PackedTile{steps, a, lda, pw, gstride, y + c0, ldy, last});
+    });
 }
 
 // ---- blocked path ---------------------------------------------------------------------------------------------

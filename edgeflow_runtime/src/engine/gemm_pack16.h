@@ -9,12 +9,64 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 namespace edgeflow {
 namespace {
 
 constexpr int kGroup = 16;  // channels per packed group: the int32 lanes of one zmm, the columns of an AMX C tile
+// The vpdpbusd / vpdpwssd micro-tile: 8 rows x 3 groups = 24 accumulators + 3 weights + 1 broadcast of the 32 zmm
+// registers.
+constexpr int kTileRows = 8;
+constexpr int kTileGroups = 3;
+
+// Every micro-tile of T rows x ng groups (ng <= kTileGroups) of the vpdpbusd / vpdpwssd kernels: rows in tiles of
+// kTileRows, then one tile of the rest, all ng groups at once. A tile is tile.template run<R, N>(t) (rows t .. t + R
+// - 1, groups 0 .. N - 1): R and N are compile-time, so the kernel keeps its R x N accumulators in registers.
+template <int N, int R = kTileRows - 1, class Tile>
+void tile_row_tail(int rem, int t, const Tile& tile) {
+    if (rem == R) return tile.template run<R, N>(t);
+    if constexpr (R > 1) tile_row_tail<N, R - 1>(rem, t, tile);
+}
+
+template <int N, class Tile>
+void tile_rows(int T, const Tile& tile) {
+    int t = 0;
+    for (; t + kTileRows <= T; t += kTileRows) tile.template run<kTileRows, N>(t);
+    if (t < T) tile_row_tail<N>(T - t, t, tile);
+}
+
+template <int N = kTileGroups, class Tile>
+void tile_all(int ng, int T, const Tile& tile) {
+    if (ng == N) return tile_rows<N>(T, tile);
+    if constexpr (N > 1) tile_all<N - 1>(ng, T, tile);
+}
+
+// C channels as tiles of up to kTileGroups groups: f(c0, nc, ng, last) for the tile of channels c0 .. c0 + nc - 1
+// (ng groups; `last`: the lanes of its last group that hold channels). Each tile's weights are packed just before use
+// and stream past every row tile, whose activations (8 rows x K) stay in L1.
+template <class F>
+void for_group_tiles(int C, F&& f) {
+    const int groups = (C + kGroup - 1) / kGroup, rem = C % kGroup;
+    const __mmask16 partial = rem ? __mmask16((1u << rem) - 1) : __mmask16(0xFFFF);
+    for (int g = 0; g < groups; g += kTileGroups) {
+        const int ng = groups - g < kTileGroups ? groups - g : kTileGroups;
+        const int c0 = g * kGroup, nc = C - c0 < ng * kGroup ? C - c0 : ng * kGroup;
+        f(c0, nc, ng, g + ng == groups ? partial : __mmask16(0xFFFF));
+    }
+}
+
+// Rows a[T, lda] of K values copied to rows of `width` >= K values at out, zero padded (so that the micro-kernels'
+// broadcasts of whole steps never read past a row). Returns out; its row stride is `width`.
+template <class Act>
+const Act* padded_rows(int T, int K, const Act* a, int lda, int width, Act* out) {
+    for (int t = 0; t < T; ++t) {
+        std::memcpy(out + size_t(t) * width, a + size_t(t) * lda, size_t(K) * sizeof(Act));
+        std::memset(out + size_t(t) * width + K, 0, size_t(width - K) * sizeof(Act));
+    }
+    return out;
+}
 
 // A 64-byte aligned buffer that only grows; one per thread, so concurrent calls (Forward::matmul splits the
 // channels over a thread pool) never share it.
