@@ -90,7 +90,8 @@ def main(argv=None) -> None:
         for r in range(a.reps):  # one interleaved round at a time over every context, the bandwidth between rounds
             for n, work in works.items():
                 print(f"[bench-decode] round {r + 1}/{a.reps}: {n} prompt tokens", flush=True)
-                run_interleaved(entries[n], work, 1, ProtocolConfig(busy_policy="flag"), warmup_rounds=0)
+                run_interleaved(entries[n], work, 1, ProtocolConfig(busy_policy="flag"), warmup_rounds=0,
+                                first_round=r)
             bandwidth.append(stream_read_gbps(a.threads, per_token / 1e6))
     finally:
         device.close()

@@ -6,6 +6,11 @@ the `ttft` experiment runs the same `System.run_cold(prepared, workload, ...)` o
 `run_interleaved` runs repetition 1 of every entry, then repetition 2, ... (so a change in the shared host's load
 touches every entry alike), each repetition one cold run under the shared protocol (harness/measure/cold.py), after
 one discarded warm-up round (binaries and libraries into the page cache; model files are evicted before every run).
+The order within a round changes from round to round (a Williams design: over n rounds every entry runs right after
+every other equally often: once, or twice over 2n rounds for an odd n), because a run pays for the one before it: on an AVX-512 EPYC the same
+EdgeFlow file took 1.11 s right after llama.cpp's 960-token run and 0.91 s after another EdgeFlow run (median of 5
+rounds, paired difference +0.08..+0.30 s), so a fixed order gave the entry after llama.cpp a penalty none of the
+others paid.
 Before anything runs, and again on what each system says it ran, the entries' workloads must be identical
 (harness.measure.workload.check_same). `print_comparison` prints, per entry, the exact command line, the ISA the
 engine reported, the context and threads it ran with, TTFT median (min..max), and the ratio to the reference entry
@@ -35,14 +40,32 @@ class Entry:
         return [v for m in self.measurements for v in m.values(metric)]
 
 
+def balanced_order(n: int, round_: int) -> list[int]:
+    """The order of n entries in round `round_`: row round_ of a Williams design, in which over n rounds every entry
+    comes right after every other exactly once (for an odd n: twice over 2n rounds). Row 0 is 0, 1, n-1, 2, n-2, ...; row i adds i
+    (mod n); an odd n adds the rows reversed."""
+    first, lo, hi = [0], 1, n - 1
+    while len(first) < n:
+        first.append(lo)
+        lo += 1
+        if len(first) < n:
+            first.append(hi)
+            hi -= 1
+    rows = [[(x + i) % n for x in first] for i in range(n)]
+    rows += [row[::-1] for row in rows] if n % 2 else []
+    return rows[round_ % len(rows)]
+
+
 def run_interleaved(entries: list[Entry], work: Workload, reps: int, protocol: ProtocolConfig | None = None,
-                    warmup_rounds: int = 1) -> list[Entry]:
-    """Every entry, `reps` interleaved cold repetitions of `work` (plus discarded warm-up rounds)."""
+                    warmup_rounds: int = 1, first_round: int = 0) -> list[Entry]:
+    """Every entry, `reps` interleaved cold repetitions of `work` (plus discarded warm-up rounds), each round in its
+    balanced_order (`first_round`: the design's row of the first round, for a caller running one round per call)."""
     protocol = replace(protocol or ProtocolConfig(busy_policy="flag"), repetitions=1, warmup_runs=0)
     for e in entries:
         e.system.check_workload(work)  # refuse before the first run, not after a minute of the others
     for round_ in range(warmup_rounds + reps):
-        for e in entries:
+        for i in balanced_order(len(entries), first_round + round_):
+            e = entries[i]
             m = e.system.run_cold(e.prepared, work, e.device, protocol)
             if round_ >= warmup_rounds:
                 e.measurements.append(m)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from harness.measure.compare import Entry, paired_ratios, print_comparison, run_interleaved
+from harness.measure.compare import Entry, balanced_order, paired_ratios, print_comparison, run_interleaved
 from harness.measure.workload import Workload, WorkloadMismatch, check_same, request_ctx
 from harness.systems.base import Measurement, Metric, Prepared, System, SystemConfig
 
@@ -125,3 +125,30 @@ def test_figure_rows_of_one_comparison_must_record_the_same_work():
         check_rows(rows.assign(workload=[None, a, b]))
     # a system that states it runs its own prompt (llm.npu's demo) is left out; its rows say so
     check_rows(rows.assign(workload=["not the given workload: the engine runs its own prompt", a, b]))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
+def test_each_entry_follows_each_other_once_over_the_balanced_rounds(n):
+    """A run pays for the one before it (compare.py), so over the design's rounds every ordered pair of neighbours
+    occurs equally often (once; twice over the 2n rounds of an odd n), and every round runs every entry once."""
+    rounds = n if n % 2 == 0 else 2 * n
+    orders = [balanced_order(n, r) for r in range(rounds)]
+    assert all(sorted(o) == list(range(n)) for o in orders)
+    pairs = [(o[k], o[k + 1]) for o in orders for k in range(n - 1)]
+    each = sorted((a, b) for a in range(n) for b in range(n) if a != b)
+    assert sorted(pairs) == sorted(each * (1 if n % 2 == 0 else 2))
+
+
+def test_interleaved_rounds_run_in_the_balanced_orders():
+    ran = []
+
+    class Recording(FakeSystem):
+        def run_cold(self, prepared, work, device, protocol):
+            ran.append(self.tag)
+            return super().run_cold(prepared, work, device, protocol)
+
+    systems = [Recording() for _ in range(3)]
+    for i, s in enumerate(systems):
+        s.tag = i
+    run_interleaved(entries(*systems), Workload(IDS, 256, 2), reps=2, warmup_rounds=1, first_round=4)
+    assert ran == balanced_order(3, 4) + balanced_order(3, 5) + balanced_order(3, 6)
