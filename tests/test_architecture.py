@@ -225,6 +225,11 @@ def test_a_quantizer_is_its_module_and_its_yaml(tmp_path):
             cfg = compose_config(["experiment=perplexity", "quantizer=archtoy"])
             quantizer = make_quantizer(cfg.quantizer)
             assert quantizer.name == "archtoy" and type(quantizer).__module__ == "harness.quant.methods.archtoy"
+            # and it is in the quantizers' table (make compare-quantizers) with nothing else edited
+            from experiments import compare_quantizers
+
+            assert compare_quantizers.options()["archtoy"] == "archtoy"
+            assert any("quantizer=archtoy" in point for point in compare_quantizers.sweep())
     finally:
         REGISTRY.pop("archtoy", None)
 
