@@ -18,6 +18,7 @@ namespace edgeflow {
 
 #if defined(__x86_64__)
 void attention_decode_avx512(const AttentionArgs& a, const AttentionItem& it);
+bool attention_decode_avx512_splits(const AttentionArgs& a);
 void attention_item_avx512(const AttentionArgs& a, const AttentionItem& it);
 void attention_item_avx2(const AttentionArgs& a, const AttentionItem& it);
 #endif
@@ -82,11 +83,24 @@ void attention_ref_all(const AttentionArgs& a) {
 // leaves fewer than 2 per thread, except at T = 1 (decode), where a KV head's query heads stay one item: their few
 // stacked rows fill a vector kernel's lanes (decode_attention_kernel), one head alone would go to attention_ref.
 // Sorted by work, largest first: rows x keys of the last row.
-std::vector<AttentionItem> attention_plan(const AttentionArgs& a, int n_threads) {
+std::vector<AttentionItem> attention_plan(const AttentionArgs& a, int n_threads, bool split_keys) {
     if (a.T <= 0 || a.d <= 0 || a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads)
         throw EngineError("attention: bad shape (T " + std::to_string(a.T) + ", head_dim " + std::to_string(a.d) +
                           ", heads " + std::to_string(a.n_heads) + "/" + std::to_string(a.n_kv_heads) + ")");
     const int group = a.n_heads / a.n_kv_heads;
+    if (split_keys && a.T == 1) {
+        // parts per KV head: enough for 2 items per thread, none shorter than kMinKeysPerPart keys
+        const int n = a.pos0 + 1;
+        const int parts = std::min((2 * n_threads + a.n_kv_heads - 1) / a.n_kv_heads, n / kMinKeysPerPart);
+        if (parts >= 2) {
+            std::vector<AttentionItem> items;
+            for (int g = 0; g < a.n_kv_heads; ++g)
+                for (int p = 0; p < parts; ++p)
+                    items.push_back({g, g * group, (g + 1) * group, 0, 1, int(int64_t(n) * p / parts),
+                                     int(int64_t(n) * (p + 1) / parts), g * parts + p});
+            return items;
+        }
+    }
     int bq = std::max(1, 64 / group);
     if (bq >= 8) bq = bq / 8 * 8;
     const auto n_blocks = [&](int b) { return (a.T + b - 1) / b; };
@@ -107,6 +121,37 @@ std::vector<AttentionItem> attention_plan(const AttentionArgs& a, int n_threads)
     return items;
 }
 
+size_t attention_parts_size(const AttentionArgs& a, const std::vector<AttentionItem>& items) {
+    int n = 0;
+    for (const auto& it : items) n = std::max(n, it.part + 1);
+    return size_t(n) * (a.n_heads / a.n_kv_heads) * (a.d + 2);
+}
+
+void attention_merge_parts(const AttentionArgs& a, const std::vector<AttentionItem>& items) {
+    const int group = a.n_heads / a.n_kv_heads, w = a.d + 2;
+    for (int g = 0; g < a.n_kv_heads; ++g) {
+        std::vector<const float*> parts;  // this KV head's parts, [group][d + 2] each
+        for (const auto& it : items)
+            if (it.kv_head == g && it.part >= 0) parts.push_back(a.parts + size_t(it.part) * group * w);
+        if (parts.empty()) continue;
+        for (int h = 0; h < group; ++h) {
+            float mx = -INFINITY;
+            for (const float* p : parts) mx = std::max(mx, p[h * w + a.d]);
+            float* out = a.out + size_t(g * group + h) * a.d;  // T = 1: row 0
+            std::fill(out, out + a.d, 0.f);
+            float sum = 0.f;
+            for (const float* p : parts) {
+                const float scale = exp_approx(p[h * w + a.d] - mx);
+                sum += scale * p[h * w + a.d + 1];
+                for (int i = 0; i < a.d; ++i) out[i] += scale * p[h * w + i];
+            }
+            const float inv = 1.f / sum;
+            for (int i = 0; i < a.d; ++i) out[i] *= inv;
+        }
+        attention_quantize_item(a, {g, g * group, (g + 1) * group, 0, 1});
+    }
+}
+
 std::vector<AttentionKernel> attention_kernels() {
     std::vector<AttentionKernel> ks{{"vec128", attention_item_vec128}};
 #if defined(__x86_64__)
@@ -125,7 +170,7 @@ std::vector<AttentionKernel> decode_attention_kernels() {
     std::vector<AttentionKernel> ks{{"vec128", attention_item_vec128}};
 #if defined(__x86_64__)
     if (cpu_features().avx2) ks.push_back({"avx2", attention_item_avx2});
-    if (cpu_features().avx512) ks.push_back({"avx512-decode", attention_decode_avx512});
+    if (cpu_features().avx512) ks.push_back({"avx512-decode", attention_decode_avx512, attention_decode_avx512_splits});
 #endif
     return ks;
 }
@@ -141,7 +186,13 @@ const AttentionKernel& decode_attention_kernel() {
 }
 
 void attention_tiled_all(const AttentionKernel& kernel, const AttentionArgs& a, int plan_threads) {
-    for (const auto& it : attention_plan(a, plan_threads)) kernel.fn(a, it);
+    const bool split = kernel.splits && kernel.splits(a);
+    const auto items = attention_plan(a, plan_threads, split);
+    std::vector<float> parts(attention_parts_size(a, items));
+    AttentionArgs args = a;
+    args.parts = parts.data();
+    for (const auto& it : items) kernel.fn(args, it);
+    attention_merge_parts(args, items);
 }
 
 }  // namespace edgeflow

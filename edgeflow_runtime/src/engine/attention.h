@@ -16,6 +16,7 @@
 // any size gets enough similar-sized pieces: attention_plan orders them longest first (later query blocks attend to
 // more keys) and a pool handing items out in order then balances the causal triangle.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -39,11 +40,17 @@ struct AttentionArgs {
     int8_t* out_q = nullptr;
     const float* out_m = nullptr;
     int out_q_stride = 0;
+    // Decode items that cover part of the keys (attention_plan with split_keys) leave their partial results here,
+    // attention_parts_size() floats: per part and query head of its group, d unnormalized output sums, then the
+    // part's score maximum and its sum of exp(score - maximum); attention_merge_parts combines them.
+    float* parts = nullptr;
 };
 
-// Query heads [h0, h1) (all reading KV head kv_head) for query rows [t0, t1) of the chunk.
+// Query heads [h0, h1) (all reading KV head kv_head) for query rows [t0, t1) of the chunk; with part >= 0 (decode
+// split across threads, flash-decoding) only the keys at positions [j0, j1), its result left in AttentionArgs::parts.
 struct AttentionItem {
     int kv_head, h0, h1, t0, t1;
+    int j0 = 0, j1 = 0, part = -1;
 };
 
 // Scalar reference for one query head: T query rows at positions pos0.. against keys/values at positions
@@ -58,14 +65,26 @@ void attention_quantize_item(const AttentionArgs& a, const AttentionItem& it);
 // All heads of AttentionArgs with attention_ref, one head after another (single thread).
 void attention_ref_all(const AttentionArgs& a);
 
-// Work items covering every (query head, query row) of a exactly once, longest first, sized for n_threads.
-std::vector<AttentionItem> attention_plan(const AttentionArgs& a, int n_threads);
+// Work items covering every (query head, query row) of a exactly once, longest first, sized for n_threads. With
+// split_keys (decode, a kernel whose `splits` accepts a), each KV head's keys are cut into parts of at least
+// kMinKeysPerPart so that a few KV heads still give every thread the same work (SmolLM2-135M: 3 KV heads on 2
+// threads were 2 rounds of one item, now 3 items per thread).
+inline constexpr int kMinKeysPerPart = 256;
+std::vector<AttentionItem> attention_plan(const AttentionArgs& a, int n_threads, bool split_keys = false);
+
+// Floats the parts of `items` need in AttentionArgs::parts (0 when none is split).
+size_t attention_parts_size(const AttentionArgs& a, const std::vector<AttentionItem>& items);
+
+// Each split KV head's parts combined into its heads' outputs (rescaled to the largest part maximum), then quantized
+// for o_proj like an unsplit item. Runs after every item of the plan.
+void attention_merge_parts(const AttentionArgs& a, const std::vector<AttentionItem>& items);
 
 using AttentionFn = void (*)(const AttentionArgs& a, const AttentionItem& item);
 
 struct AttentionKernel {
     const char* name;  // "vec128", "avx2", "avx512" (prefill); "avx512-decode" (decode)
     AttentionFn fn;
+    bool (*splits)(const AttentionArgs&) = nullptr;  // whether fn runs items of part of the keys for these args
 };
 
 // The tiled kernels this CPU can run, narrowest first (always "vec128"; kernel_choice.h's order).
@@ -85,7 +104,8 @@ std::vector<AttentionKernel> decode_attention_kernels();
 // set, the prefill's choice (one name for both).
 const AttentionKernel& decode_attention_kernel();
 
-// Runs every item of attention_plan(a, plan_threads) with kernel on the calling thread (tests, benchmarks).
+// Runs every item of attention_plan(a, plan_threads, the kernel splits a) with kernel on the calling thread, then
+// merges any parts (tests, benchmarks).
 void attention_tiled_all(const AttentionKernel& kernel, const AttentionArgs& a, int plan_threads = 1);
 
 }  // namespace edgeflow

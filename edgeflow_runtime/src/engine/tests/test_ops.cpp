@@ -241,6 +241,8 @@ static void test_attention_tiled() {
         {1, 0, 64, 3, 3},    {1, 200, 64, 3, 3},  {37, 0, 64, 3, 3},   {128, 64, 64, 3, 3}, {61, 130, 64, 3, 3},
         {33, 7, 32, 2, 4},   {70, 65, 80, 2, 1},  {19, 40, 128, 1, 4}, {23, 9, 40, 2, 3},   {5, 3, 24, 4, 1},
         {130, 0, 64, 1, 1},  {3, 64, 64, 3, 3},   {1, 77, 128, 1, 4},  {1, 5, 64, 2, 1},   {1, 300, 40, 2, 3},
+        // decode long enough for a kernel that splits keys to cut each KV head into parts (attention_plan)
+        {1, 1087, 64, 3, 3}, {1, 700, 128, 1, 4}, {1, 511, 64, 3, 3}, {1, 2000, 40, 2, 3},
     };
     std::mt19937 rng(11);
     std::normal_distribution<float> nd(0.f, 1.f);
@@ -281,8 +283,11 @@ static void test_attention_tiled() {
             attention_tiled_all(kernel, a, 2);
             a.out = got_pool.data();
             ThreadPool pool(2);
-            const auto items = attention_plan(a, 2);
+            const auto items = attention_plan(a, 2, kernel.splits && kernel.splits(a));
+            std::vector<float> parts(attention_parts_size(a, items));
+            a.parts = parts.data();
             pool.parallel_for(int(items.size()), [&](int i) { kernel.fn(a, items[i]); });
+            attention_merge_parts(a, items);
             double err = 0;
             for (int t = 0; t < c.T; ++t)
                 for (int i = 0; i < qd; ++i) {
@@ -347,6 +352,36 @@ static void test_attention_plan() {
                 // at T = 1 (decode) one item per KV head, its query heads stacked as the kernel's rows.
                 if (T == 1) ok &= int(items.size()) == a.n_kv_heads && items[0].h1 - items[0].h0 == group;
                 else ok &= int(items.size()) >= std::min(2 * threads, a.n_heads * ((T + 7) / 8));
+                CHECK(ok);
+            }
+    // Split decode plans: each KV head's keys cut into contiguous parts that cover [0, pos0 + 1) once, none shorter
+    // than kMinKeysPerPart, enough items for 2 per thread where the keys allow; short contexts stay unsplit.
+    for (int threads : {1, 2, 4, 8})
+        for (int pos0 : {0, 100, 511, 1087, 4095})
+            for (int kv : {1, 3, 8}) {
+                AttentionArgs a;
+                a.T = 1;
+                a.pos0 = pos0;
+                a.d = 64;
+                a.n_kv_heads = kv;
+                a.n_heads = 3 * kv;
+                const auto items = attention_plan(a, threads, true);
+                const int n = pos0 + 1;
+                bool ok = true;
+                std::vector<int> covered(size_t(kv) * n, 0);
+                for (const auto& it : items) {
+                    const int j0 = it.part < 0 ? 0 : it.j0, j1 = it.part < 0 ? n : it.j1;
+                    ok &= it.h0 == it.kv_head * 3 && it.h1 == it.h0 + 3 && it.t0 == 0 && it.t1 == 1;
+                    ok &= it.part < 0 || j1 - j0 >= kMinKeysPerPart;
+                    for (int j = j0; j < j1; ++j) covered[size_t(it.kv_head) * n + j] += 1;
+                }
+                for (int x : covered) ok &= x == 1;
+                const int parts = int(items.size()) / kv;
+                ok &= parts == 1 ? items[0].part < 0 : items[0].part == 0;
+                ok &= int(items.size()) >= std::min(2 * threads, kv * std::max(1, n / kMinKeysPerPart));
+                ok &= attention_parts_size(a, items) == (parts > 1 ? size_t(kv) * parts * 3 * 66 : 0);
+                if (!ok) std::fprintf(stderr, "split plan: threads %d pos0 %d kv %d -> %zu items\n", threads, pos0, kv,
+                                      items.size());
                 CHECK(ok);
             }
     AttentionArgs bad;
