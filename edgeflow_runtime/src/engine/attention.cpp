@@ -166,10 +166,14 @@ const AttentionKernel& best_attention_kernel() {
     return chosen;
 }
 
+// The tiled kernels run a decode item's part of the keys when it has 2 or more query heads (one head alone goes to
+// attention_ref, which does not split).
+static bool tiled_decode_splits(const AttentionArgs& a) { return a.T == 1 && a.n_heads / a.n_kv_heads >= 2; }
+
 std::vector<AttentionKernel> decode_attention_kernels() {
-    std::vector<AttentionKernel> ks{{"vec128", attention_item_vec128}};
+    std::vector<AttentionKernel> ks{{"vec128", attention_item_vec128, tiled_decode_splits}};
 #if defined(__x86_64__)
-    if (cpu_features().avx2) ks.push_back({"avx2", attention_item_avx2});
+    if (cpu_features().avx2) ks.push_back({"avx2", attention_item_avx2, tiled_decode_splits});
     if (cpu_features().avx512) ks.push_back({"avx512-decode", attention_decode_avx512, attention_decode_avx512_splits});
 #endif
     return ks;

@@ -20,6 +20,9 @@
 // element-wise vector operations (no horizontal reductions). A head_dim that is not a multiple of W copies each value
 // tile into a zero-padded buffer first.
 //
+// A decode item that is a part of the keys (attention_plan with split_keys) runs its key range only and leaves O, m
+// and l for attention_merge_parts.
+//
 // Causal mask: key j is visible to row r iff j <= qpos[r]. Key tiles run to the item's last position; only tiles
 // reaching past its first position (the diagonal ones) are masked, with the finite value kMasked (so that a row whose
 // tile is fully masked keeps a finite max and exp(kMasked - m) underflows to exactly 0, never NaN).
@@ -158,7 +161,7 @@ void run_item(const AttentionArgs& a, const AttentionItem& it) {
     // A single row would leave all but one vector lane idle: there the reference, which vectorizes over head_dim
     // instead, is faster. From 2-3 rows on (a decode token's GQA group) the tiled kernel wins (bench_attention at
     // T = 1, 640 cached keys, 2 threads: avx2 0.04 ms, avx512 0.06 ms, reference per head 0.12 ms for 9 heads).
-    if (rows == 1 && a.out_stride == a.q_stride) {
+    if (rows == 1 && a.out_stride == a.q_stride && it.part < 0) {
         float* scratch = item_scratch(size_t(a.pos0) + it.t1);
         for (int h = it.h0; h < it.h1; ++h)
             attention_ref(nt, a.pos0 + it.t0, d, a.q + size_t(it.t0) * a.q_stride + size_t(h) * d, a.q_stride,
@@ -168,7 +171,9 @@ void run_item(const AttentionArgs& a, const AttentionItem& it) {
         return;
     }
     const int rows_p = round_up(rows, W), nrv = rows_p / W;
-    const int first_pos = a.pos0 + it.t0, n_keys = a.pos0 + it.t1;  // keys [0, n_keys): the last row's context
+    // keys [k_begin, k_end): the last row's context, or a decode part's share of it (it.part >= 0)
+    const int first_pos = a.pos0 + it.t0;
+    const int k_begin = it.part < 0 ? 0 : it.j0, k_end = it.part < 0 ? a.pos0 + it.t1 : it.j1;
     const bool pad_v = dp != d;
 
     float* qt = item_scratch(size_t(d) * rows_p + size_t(BK) * rows_p + 4 * size_t(rows_p) + size_t(rows) * dp +
@@ -198,8 +203,8 @@ void run_item(const AttentionArgs& a, const AttentionItem& it) {
     const float scale = 1.f / std::sqrt(float(d));
     const float* kg = a.k + size_t(it.kv_head) * d;
     const float* vg = a.v + size_t(it.kv_head) * d;
-    for (int kj0 = 0; kj0 < n_keys; kj0 += BK) {
-        const int nk = std::min(BK, n_keys - kj0);
+    for (int kj0 = k_begin; kj0 < k_end; kj0 += BK) {
+        const int nk = std::min(BK, k_end - kj0);
         const float* kt = kg + size_t(kj0) * a.kv_stride;
 
         // St = scale * K_tile . Qt, in blocks of RK keys x NB row vectors (remainders through the tables).
@@ -252,6 +257,14 @@ void run_item(const AttentionArgs& a, const AttentionItem& it) {
         }
     }
 
+    if (it.part >= 0) {  // a decode part (one row per query head): O, m and l for attention_merge_parts
+        for (int r = 0; r < rows; ++r) {
+            float* part = a.parts + (size_t(it.part) * rows + r) * (d + 2);
+            std::memcpy(part, o + size_t(r) * dp, d * sizeof(float));
+            part[d] = m[r], part[d + 1] = l[r];
+        }
+        return;
+    }
     // out = O / l.
     for (int r = 0; r < rows; ++r) {
         const int hh = r / nt, tt = r % nt;
