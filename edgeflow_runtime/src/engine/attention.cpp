@@ -128,22 +128,23 @@ size_t attention_parts_size(const AttentionArgs& a, const std::vector<AttentionI
 }
 
 void attention_merge_parts(const AttentionArgs& a, const std::vector<AttentionItem>& items) {
-    const int group = a.n_heads / a.n_kv_heads, w = a.d + 2;
+    const int group = a.n_heads / a.n_kv_heads;
     for (int g = 0; g < a.n_kv_heads; ++g) {
-        std::vector<const float*> parts;  // this KV head's parts, [group][d + 2] each
+        std::vector<const AttentionItem*> parts;  // this KV head's parts
         for (const auto& it : items)
-            if (it.kv_head == g && it.part >= 0) parts.push_back(a.parts + size_t(it.part) * group * w);
+            if (it.kv_head == g && it.part >= 0) parts.push_back(&it);
         if (parts.empty()) continue;
         for (int h = 0; h < group; ++h) {
             float mx = -INFINITY;
-            for (const float* p : parts) mx = std::max(mx, p[h * w + a.d]);
+            for (const AttentionItem* it : parts) mx = std::max(mx, attention_part(a, *it, h)[a.d]);
             float* out = a.out + size_t(g * group + h) * a.d;  // T = 1: row 0
             std::fill(out, out + a.d, 0.f);
             float sum = 0.f;
-            for (const float* p : parts) {
-                const float scale = exp_approx(p[h * w + a.d] - mx);
-                sum += scale * p[h * w + a.d + 1];
-                for (int i = 0; i < a.d; ++i) out[i] += scale * p[h * w + i];
+            for (const AttentionItem* it : parts) {
+                const float* p = attention_part(a, *it, h);
+                const float scale = exp_approx(p[a.d] - mx);
+                sum += scale * p[a.d + 1];
+                for (int i = 0; i < a.d; ++i) out[i] += scale * p[i];
             }
             const float inv = 1.f / sum;
             for (int i = 0; i < a.d; ++i) out[i] *= inv;
@@ -190,13 +191,9 @@ const AttentionKernel& decode_attention_kernel() {
 }
 
 void attention_tiled_all(const AttentionKernel& kernel, const AttentionArgs& a, int plan_threads) {
-    const bool split = kernel.splits && kernel.splits(a);
-    const auto items = attention_plan(a, plan_threads, split);
-    std::vector<float> parts(attention_parts_size(a, items));
-    AttentionArgs args = a;
-    args.parts = parts.data();
-    for (const auto& it : items) kernel.fn(args, it);
-    attention_merge_parts(args, items);
+    attention_run(kernel, a, plan_threads, [](int n, const auto& fn) {
+        for (int i = 0; i < n; ++i) fn(i);
+    });
 }
 
 }  // namespace edgeflow

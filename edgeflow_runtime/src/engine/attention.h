@@ -79,6 +79,20 @@ size_t attention_parts_size(const AttentionArgs& a, const std::vector<AttentionI
 // for o_proj like an unsplit item. Runs after every item of the plan.
 void attention_merge_parts(const AttentionArgs& a, const std::vector<AttentionItem>& items);
 
+// The keys an item reads, [begin, end): its last row's whole context, or a split item's part of it.
+struct KeyRange {
+    int begin, end;
+};
+inline KeyRange item_keys(const AttentionArgs& a, const AttentionItem& it) {
+    return it.part < 0 ? KeyRange{0, a.pos0 + it.t1} : KeyRange{it.j0, it.j1};
+}
+
+// Where a split item leaves query head h0 + h's partial result in a.parts: d unnormalized output sums, then the
+// part's maximum score and its sum of exp(score - maximum).
+inline float* attention_part(const AttentionArgs& a, const AttentionItem& it, int h) {
+    return a.parts + (size_t(it.part) * (it.h1 - it.h0) + h) * (a.d + 2);
+}
+
 using AttentionFn = void (*)(const AttentionArgs& a, const AttentionItem& item);
 
 struct AttentionKernel {
@@ -104,8 +118,20 @@ std::vector<AttentionKernel> decode_attention_kernels();
 // set, the prefill's choice (one name for both).
 const AttentionKernel& decode_attention_kernel();
 
-// Runs every item of attention_plan(a, plan_threads, the kernel splits a) with kernel on the calling thread, then
-// merges any parts (tests, benchmarks).
+// One attention call: attention_plan(a, plan_threads, split where the kernel allows it), every item run through
+// for_items(n, fn) (a pool's parallel_for, or a loop), then any parts merged. The engine's and the tests' one way.
+template <class ForItems>
+void attention_run(const AttentionKernel& kernel, const AttentionArgs& a, int plan_threads, ForItems&& for_items) {
+    const bool split = kernel.splits && kernel.splits(a);
+    const auto items = attention_plan(a, plan_threads, split);
+    std::vector<float> parts(attention_parts_size(a, items));
+    AttentionArgs args = a;
+    args.parts = parts.data();
+    for_items(int(items.size()), [&](int i) { kernel.fn(args, items[i]); });
+    if (split) attention_merge_parts(args, items);
+}
+
+// attention_run with every item on the calling thread (tests, benchmarks).
 void attention_tiled_all(const AttentionKernel& kernel, const AttentionArgs& a, int plan_threads = 1);
 
 }  // namespace edgeflow

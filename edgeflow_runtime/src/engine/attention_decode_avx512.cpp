@@ -31,7 +31,7 @@ constexpr int kMaxGroup = 8;
 template <int D16>
 void decode_item(const AttentionArgs& a, const AttentionItem& it) {
     const int d = D16 * 16, G = it.h1 - it.h0;
-    const int j0 = it.part < 0 ? 0 : it.j0, j1 = it.part < 0 ? a.pos0 + it.t0 + 1 : it.j1, n = j1 - j0;
+    const int j0 = item_keys(a, it).begin, n = item_keys(a, it).end - j0;  // (T = 1: t1 = t0 + 1)
     const float scale = 1.f / std::sqrt(float(d));
     thread_local std::vector<float> scores;  // [G][n]: score of key j0 + j
     if (scores.size() < size_t(G) * n) scores.resize(size_t(G) * n);
@@ -79,7 +79,7 @@ void decode_item(const AttentionArgs& a, const AttentionItem& it) {
     }
     if (it.part >= 0) {  // a part: its unnormalized sums, maximum and sum, for attention_merge_parts
         for (int h = 0; h < G; ++h) {
-            float* p = a.parts + (size_t(it.part) * G + h) * (d + 2);
+            float* p = attention_part(a, it, h);
             for (int c = 0; c < D16; ++c) _mm512_storeu_ps(p + 16 * c, o[h][c]);
             p[d] = maxes[h], p[d + 1] = sums[h];
         }

@@ -173,7 +173,7 @@ void run_item(const AttentionArgs& a, const AttentionItem& it) {
     const int rows_p = round_up(rows, W), nrv = rows_p / W;
     // keys [k_begin, k_end): the last row's context, or a decode part's share of it (it.part >= 0)
     const int first_pos = a.pos0 + it.t0;
-    const int k_begin = it.part < 0 ? 0 : it.j0, k_end = it.part < 0 ? a.pos0 + it.t1 : it.j1;
+    const int k_begin = item_keys(a, it).begin, k_end = item_keys(a, it).end;
     const bool pad_v = dp != d;
 
     float* qt = item_scratch(size_t(d) * rows_p + size_t(BK) * rows_p + 4 * size_t(rows_p) + size_t(rows) * dp +
@@ -259,7 +259,7 @@ void run_item(const AttentionArgs& a, const AttentionItem& it) {
 
     if (it.part >= 0) {  // a decode part (one row per query head): O, m and l for attention_merge_parts
         for (int r = 0; r < rows; ++r) {
-            float* part = a.parts + (size_t(it.part) * rows + r) * (d + 2);
+            float* part = attention_part(a, it, r);  // (rows: the item's query heads, one row each)
             std::memcpy(part, o + size_t(r) * dp, d * sizeof(float));
             part[d] = m[r], part[d + 1] = l[r];
         }

@@ -167,13 +167,8 @@ void Forward::attend(int layer, ChunkState& s, int r0, int n_rows) const {
     a.out_q = a8 ? s.xq0.data() + size_t(r0) * qd : nullptr;  // each item quantizes its own slice for o_proj
     a.out_m = L.o.m.data();
     a.out_q_stride = qd;
-    const AttentionKernel& kernel = n_rows == 1 ? decode_attention_ : attention_;
-    const bool split = kernel.splits && kernel.splits(a);  // decode: a KV head's keys over several threads
-    const auto items = attention_plan(a, cpu_.size(), split);
-    std::vector<float> parts(attention_parts_size(a, items));
-    a.parts = parts.data();
-    cpu_.parallel_for(int(items.size()), [&](int i) { kernel.fn(a, items[i]); });
-    attention_merge_parts(a, items);
+    attention_run(n_rows == 1 ? decode_attention_ : attention_, a, cpu_.size(),
+                  [&](int n, const auto& fn) { cpu_.parallel_for(n, fn); });
     if (!a8)
         for_row_blocks(cpu_, n_rows, [&](int t0, int n) {
             quantize_rows16(n, qd, a.out + size_t(t0) * qd, L.o.m.data(),

@@ -283,11 +283,7 @@ static void test_attention_tiled() {
             attention_tiled_all(kernel, a, 2);
             a.out = got_pool.data();
             ThreadPool pool(2);
-            const auto items = attention_plan(a, 2, kernel.splits && kernel.splits(a));
-            std::vector<float> parts(attention_parts_size(a, items));
-            a.parts = parts.data();
-            pool.parallel_for(int(items.size()), [&](int i) { kernel.fn(a, items[i]); });
-            attention_merge_parts(a, items);
+            attention_run(kernel, a, 2, [&](int n, const auto& fn) { pool.parallel_for(n, fn); });
             double err = 0;
             for (int t = 0; t < c.T; ++t)
                 for (int i = 0; i < qd; ++i) {
