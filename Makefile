@@ -136,6 +136,14 @@ bench-baselines: baselines
 bench-decode: baselines runtime
 	$(PY) -m harness.bench.decode --reps 3
 
+# Cold TTFT where flash is the limit: the paper-shaped model (MODEL=shape-qwen1.5-1.8b) at emulated 200 MB/s flash,
+# EdgeFlow at 4 and 5 bits with its LM head inside the bit budget and with the 8-bit head, beside llama.cpp Q8_0 and
+# MNN INT8, 128 and 512 prompt tokens, interleaved; bytes read and EdgeFlow's I/O floor (first run: ~15 min of
+# random weights, GGUF and MNN exports and quantization, all cached)
+.PHONY: bench-paper-shape
+bench-paper-shape: baselines runtime
+	$(PY) -m harness.bench.paper_shape $(if $(MODEL),--model $(MODEL))
+
 # --- packing format and unpack kernels (pack) ---
 # Native builds live in edgeflow_runtime/build-{host,aarch64,fuzz}; harness/engine/build.py rebuilds them when a source
 # changes. aarch64 needs g++-aarch64-linux-gnu and qemu-user-static; fuzz needs clang (libFuzzer); bench-unpack

@@ -13,6 +13,7 @@ from harness.engine.build import NativeError, build, ctest
 from harness.pack import LAYOUTS, PackedFile, PackError, pack_artifact
 from harness.pack.synthetic import random_codes
 from tests.pack.conftest import tiny_artifact  # noqa: F401  (fixture)
+from harness.pack.fuzz_corpus import sealed_but_invalid
 from tests.pack.test_container import corruptions
 
 pytestmark = pytest.mark.native
@@ -68,6 +69,27 @@ def test_native_rejects_what_python_rejects(tiny_artifact, tmp_path):
             for t in pf.tensors:
                 pf.quant_codes(t.name[:-7]) if t.dtype >= 16 else pf.array(t.name)
         assert label
+
+
+def test_both_readers_refuse_a_quantized_lm_head_before_version_4(tmp_path):
+    """The LM head inside the bit budget is a version 4 tensor: in a version 3 file (checksums resealed) both
+    readers name the version; the version 4 file itself unpacks to the artifact's codes in both."""
+    from harness.pack.synthetic import random_artifact
+    from tests.pack.conftest import tiny_config
+
+    artifact = random_artifact(tiny_config(), mean_bits=5, seed=2, output_grids=True, lm_head_bits=4)
+    good = pack_artifact(artifact, tmp_path / "head.efpk")
+    with native.NativeFile(good) as f:
+        np.testing.assert_array_equal(f.unpack("lm_head.weight"), artifact.others["lm_head.codes"].numpy())
+    cases = [c for c in sealed_but_invalid(good.read_bytes()) if "LM head" in c[0]]
+    assert len(cases) == 1
+    for _, bad, match in cases:
+        path = tmp_path / "bad.efpk"
+        path.write_bytes(bad)
+        with pytest.raises(NativeError, match=match):
+            native.NativeFile(path).close()
+        with pytest.raises(PackError, match=match):
+            PackedFile(path)
 
 
 def test_native_errors_are_messages_not_crashes():

@@ -140,10 +140,11 @@ void test_corruptions() {
   };
   const size_t w = kTensors + 64;  // the weight's record
   CHECK_THROWS(FormatError, "bad magic", read_all(edit([](auto& f) { f[0] = 'G'; }, false)));
-  CHECK_THROWS(FormatError, "version 4", read_all(edit([](auto& f) { put<uint32_t>(f, 8, 4); }, true)));
+  CHECK_THROWS(FormatError, "version 5", read_all(edit([](auto& f) { put<uint32_t>(f, 8, 5); }, true)));
   CHECK_THROWS(FormatError, "version 0", read_all(edit([](auto& f) { put<uint32_t>(f, 8, 0); }, true)));
-  read_all(edit([](auto& f) { put<uint32_t>(f, 8, 1); }, true));  // versions 1 and 2 are still read
+  read_all(edit([](auto& f) { put<uint32_t>(f, 8, 1); }, true));  // versions 1 to 3 are still read
   read_all(edit([](auto& f) { put<uint32_t>(f, 8, 2); }, true));
+  read_all(edit([](auto& f) { put<uint32_t>(f, 8, 3); }, true));
   // A linear's numerics (P.out_step, P.act_bits) came with version 3: the norm's name, same length, made one
   auto numerics = [&](uint32_t version) {
     return edit([version](auto& f) {

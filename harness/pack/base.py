@@ -64,6 +64,13 @@ class Layout(ABC):
     # --- shared by every layout ---------------------------------------------------------------------------------
 
     def encode(self, codes: np.ndarray, bits: np.ndarray) -> bytes:
+        """The payload of codes int8 [C, D] at widths bits [C]: the bit-width section, then every channel's data."""
+        head = encode_bits(np.asarray(bits).astype(np.uint8)) if self.has_bits_section else b""
+        return head + self.encode_body(codes, bits)
+
+    def encode_body(self, codes: np.ndarray, bits: np.ndarray) -> bytes:
+        """The channels' data of codes [C, D] without the bit-width section: the channels are back to back, so the
+        bodies of consecutive blocks of rows concatenate to the body of the whole tensor."""
         codes, bits = _check_codes(codes, bits)
         c, d = codes.shape
         sizes = self.channel_bytes(bits, d)
@@ -75,8 +82,7 @@ class Layout(ABC):
             packed = self.encode_channels(u, int(b))
             # channels of one width have one size, so their byte ranges are starts[rows] + arange(size)
             body[starts[rows][:, None] + np.arange(packed.shape[1])] = packed
-        head = encode_bits(bits) if self.has_bits_section else b""
-        return head + body.tobytes()
+        return body.tobytes()
 
     def decode(self, payload: bytes | np.ndarray, channels: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
         """payload -> (codes int8 [C, D], bits uint8 [C]); raises PackError on any inconsistency."""

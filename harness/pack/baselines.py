@@ -25,7 +25,7 @@ class Int8Layout(Layout):
     def channel_bytes(self, bits, dim):
         return np.full(len(bits), dim, np.int64)
 
-    def encode(self, codes, bits):
+    def encode_body(self, codes, bits):
         # widths are not stored: the codes are re-read as 8-bit, so the payload is q itself
         return _check_codes(codes, bits)[0].tobytes()
 

@@ -21,12 +21,13 @@ from harness.artifact import (LINEAR_FIELDS, TENSORS, Artifact, ArtifactError, Q
                               read_manifest)
 from harness.cache import atomic_file
 from harness.models.arch import PACKED_INT_FIELDS
-from harness.pack.base import PackError, get_layout, layout_of_dtype
+from harness.pack.base import PackError, encode_bits, get_layout, layout_of_dtype
 from harness.safetensors_io import SafetensorsError, SafetensorsReader, TensorDict, byte_view, return_freed_memory
 
 MAGIC = b"EFPK\r\n\x1a\n"
-VERSION = 3  # 2: the U32 dtype and model.embed_tokens.row_crc32; 3: P.out_step and P.act_bits (docs/format.md)
-READABLE_VERSIONS = (1, 2, 3)  # versions 1 and 2 still read: their linears have float outputs and 8-bit activations
+VERSION = 4  # 2: the U32 dtype and model.embed_tokens.row_crc32; 3: P.out_step and P.act_bits; 4: a quantized
+#              lm_head.weight (the LM head inside the bit budget) (docs/format.md)
+READABLE_VERSIONS = (1, 2, 3, 4)  # 1 and 2 still read: their linears have float outputs and 8-bit activations
 NUMERICS_FIELDS = ("act_bits", "out_step")  # a linear's NPU numerics, version 3 (docs/format.md)
 HEADER = struct.Struct("<8sIIQQQIIIIII")  # 64 bytes, see docs/format.md "Header"
 CONFIG = struct.Struct("<8I2f6I")  # 64 bytes: model config + sizes of the string table and the JSON
@@ -107,12 +108,43 @@ def pack_artifact(artifact: Artifact | str | os.PathLike, path: str | os.PathLik
         fields = ("w_scale", "in_scale", "act_scale") + (NUMERICS_FIELDS if VERSION >= 3 else ())
         entries += [_raw(tensors, f"{name}.{k}") for k in fields if f"{name}.{k}" in stored]
     parts = {f"{n}.{k}" for n in linears for k in LINEAR_FIELDS}
+    if VERSION >= 4 and _head_in_budget(tensors, stored):  # version 4: the LM head as a quantized weight, its scales raw
+        entries += [_packed_head(tensors, lay), _raw(tensors, f"{HEAD}.w_scale")]
+        parts |= {f"{HEAD}.{k}" for k in ("codes", "bits", "w_scale")}
     entries += [_raw(tensors, name) for name in names if name not in parts]
     if EMBED_CODES in stored and VERSION >= 2:  # (a version 1 file, as tests write one, has no row CRCs)
         entries.append(_row_crcs(tensors, EMBED_CODES, EMBED_ROW_CRCS))
     provenance = {"format": "edgeflow-packed", "version": VERSION, "layout": lay.name,
                   "model": manifest.get("model"), "quantizer": manifest.get("quantizer")}
     return write_packed(path, manifest["model"]["config"], entries, provenance, lay.dtype)
+
+
+HEAD = "lm_head"
+
+
+def _head_in_budget(tensors, stored: set[str]) -> bool:
+    """Whether the artifact's LM head is its own INT8 table with rows below 8 bits (quantizer.lm_head=budget); one at
+    8 bits stays a raw table, as in every version."""
+    return f"{HEAD}.codes" in stored and bool((tensors.read(f"{HEAD}.bits") < 8).any())
+
+
+def _packed_head(tensors, lay) -> Entry:
+    """`lm_head.weight` [V, H] in the layout, like a linear's weight: its widths, then its rows' data written in
+    blocks of rows (the table is the largest tensor of a small model: never whole in memory)."""
+    bits = tensors.read(f"{HEAD}.bits").numpy()
+    rows, dim = tensors.shape(f"{HEAD}.codes")
+    step = max(1, RAW_BLOCK_BYTES // dim)
+
+    def payload():
+        if lay.has_bits_section:
+            yield encode_bits(bits)
+        for a in range(0, rows, step):
+            b = min(a + step, rows)
+            try:
+                yield lay.encode_body(tensors.read_rows(f"{HEAD}.codes", a, b).numpy(), bits[a:b])
+            except PackError as e:
+                raise PackError(f"{HEAD}.codes rows {a}..{b - 1}: {e}") from None
+    return Entry(f"{HEAD}.weight", lay.dtype, (rows, dim), lay.payload_size(bits, dim), payload)
 
 
 def _artifact_tensors(artifact):
@@ -344,6 +376,8 @@ class PackedFile:
                     f"{t.name}: dtype u32 needs format version 2, the file is version {self.version}")
         self._check(self.version >= 3 or t.name.rpartition(".")[2] not in NUMERICS_FIELDS,
                     f"{t.name}: a linear's numerics need format version 3, the file is version {self.version}")
+        self._check(self.version >= 4 or t.name != f"{HEAD}.weight" or layout_of_dtype(t.dtype) is None,
+                    f"{t.name}: a quantized LM head needs format version 4, the file is version {self.version}")
         count = int(np.prod(t.shape, dtype=np.int64)) if t.shape else 1
         if t.dtype in RAW_DTYPES:
             expect = count * np.dtype(RAW_DTYPES[t.dtype]).itemsize
@@ -418,10 +452,11 @@ class PackedFile:
             raise PackError(f"{self.path}: {t.name}: {e}") from None
 
     def linear_stats(self) -> dict:
-        """Bytes the quantized linears occupy (packed weights with their bit-width section, plus float32 w_scale)."""
+        """Bytes the quantized linears occupy (packed weights with their bit-width section, plus float32 w_scale);
+        an LM head packed at the bit budget is not a linear here (the manifest's `lm_head` entry has its bits)."""
         weights = payload = scales = 0
         for t in self.tensors:
-            if layout_of_dtype(t.dtype) is not None:
+            if layout_of_dtype(t.dtype) is not None and t.name != f"{HEAD}.weight":
                 weights += t.shape[0] * t.shape[1]
                 payload += t.size
                 scales += self.info(t.name[: -len(".weight")] + ".w_scale").size

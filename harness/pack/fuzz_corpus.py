@@ -1,6 +1,7 @@
 """Seed inputs for the native reader's fuzzer: small valid packed files in every layout, so mutations start from
 well-formed headers, tables and payloads, and the invalid files the readers must refuse though every checksum holds
-(a U32 tensor in a version-1 file; a row-CRC entry that disagrees with its row, the table's own CRC resealed).
+(a U32 tensor in a version-1 file; a row-CRC entry that disagrees with its row, the table's own CRC resealed; output
+grids in a version-2 file; a quantized LM head in a version-3 file).
 
 `reseal_header` and `reseal_meta` edit a file and recompute the checksums over what they edited (tests use them to
 build corrupt files that get past the checksums to the check under test)."""
@@ -55,7 +56,7 @@ def tensor_records(data: bytes) -> dict[str, int]:
 def sealed_but_invalid(data: bytes) -> list[tuple[str, bytes, str]]:
     """(label, file, error the readers raise) for each invalid file behind valid checksums that a valid version-3
     file yields: its row CRCs (version 2) in a version-1 file, a wrong row-CRC entry, its linears' output grids
-    (version 3) in a version-2 file; [] when it has neither."""
+    (version 3) in a version-2 file, its quantized LM head (version 4) in a version-3 file; [] when it has none."""
     records = tensor_records(data)
     out = []
     if EMBED_ROW_CRCS in records:
@@ -73,14 +74,21 @@ def sealed_but_invalid(data: bytes) -> list[tuple[str, bytes, str]]:
         v2 = bytearray(data)
         reseal_header(v2, version=2)
         out.append(("output grids in a version-2 file", bytes(v2), "need format version 3, the file is version 2"))
+    if "lm_head.weight" in records and data[records["lm_head.weight"] + 8] >= 16:  # (dtype byte: quantized)
+        v3 = bytearray(data)
+        reseal_header(v3, version=3)
+        out.append(("quantized LM head in a version-3 file", bytes(v3), "needs format version 4, the file is version 3"))
     return out
 
 
 def write_corpus(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    artifact = random_artifact(SEED_CONFIG, mean_bits=4, seed=5, name="fuzz-seed", output_grids=True)
-    for name in LAYOUTS:
-        path = pack_artifact(artifact, folder / f"seed-{name}.efpk", layout=name)
-        for label, data, _ in sealed_but_invalid(path.read_bytes()):
-            (folder / f"invalid-{name}-{label.replace(' ', '-')}.efpk").write_bytes(data)
+    artifacts = {"": random_artifact(SEED_CONFIG, mean_bits=4, seed=5, name="fuzz-seed", output_grids=True),
+                 "head-": random_artifact(SEED_CONFIG, mean_bits=4, seed=6, name="fuzz-seed", output_grids=True,
+                                          lm_head_bits=4)}  # (the LM head inside the bit budget: version 4)
+    for prefix, artifact in artifacts.items():
+        for name in LAYOUTS:
+            path = pack_artifact(artifact, folder / f"seed-{prefix}{name}.efpk", layout=name)
+            for label, data, _ in sealed_but_invalid(path.read_bytes()):
+                (folder / f"invalid-{prefix}{name}-{label.replace(' ', '-')}.efpk").write_bytes(data)
     return folder

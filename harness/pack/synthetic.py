@@ -40,10 +40,11 @@ def random_codes(bits: np.ndarray, dim: int, rng: np.random.Generator) -> np.nda
 
 
 def random_artifact(config: dict, mean_bits: int, seed: int = 0, name: str = "random",
-                    output_grids: bool = False, act_bits: int = 8) -> Artifact:
+                    output_grids: bool = False, act_bits: int = 8, lm_head_bits: int | None = None) -> Artifact:
     """Every linear of every layer quantized with random codes and the bit mix above; INT8 embeddings. output_grids:
     each linear also gets a random static output grid (P.out_step, docs/quantized-artifact.md), which act_bits 16
-    (A16 activations) needs."""
+    (A16 activations) needs. lm_head_bits: the LM head is its own table with the bit mix around this width (below 8:
+    inside the bit budget, packed as a quantized weight) and the config untied; None: the config's tying as given."""
     if act_bits == 16 and not output_grids:
         raise ValueError("A16 linears need output grids (their sums do not fit int32)")
     rng = np.random.default_rng(seed)
@@ -70,6 +71,12 @@ def random_artifact(config: dict, mean_bits: int, seed: int = 0, name: str = "ra
     others["model.embed_tokens.codes"] = torch.from_numpy(random_codes(emb_bits, h, rng))
     others["model.embed_tokens.w_scale"] = torch.from_numpy(rng.uniform(1e-3, 1e-2, v).astype(np.float32))
     others["model.embed_tokens.bits"] = torch.from_numpy(emb_bits)
+    if lm_head_bits is not None:
+        head_bits = bit_mix(v, lm_head_bits, rng)
+        others["lm_head.codes"] = torch.from_numpy(random_codes(head_bits, h, rng))
+        others["lm_head.w_scale"] = torch.from_numpy(rng.uniform(1e-3, 1e-2, v).astype(np.float32))
+        others["lm_head.bits"] = torch.from_numpy(head_bits)
+        config = {**config, "tie_word_embeddings": False}
     manifest = {"model": {"name": name, "config": dict(config)},
                 "quantizer": {"name": "random", "params": {"mean_bits": mean_bits, "seed": seed}},
                 "runtime_compatible": True}

@@ -35,8 +35,10 @@ from tqdm.auto import tqdm
 from harness.artifact import LINEAR_SUFFIXES, Artifact, QuantLinear
 from harness.models.arch import runtime_config
 from harness.quant.a16 import a16_gain, as_a16, choose_a16
+from harness.quant.allocate import allocate_two_level
 from harness.quant.calibrate import LinearStats, collect_stats
 from harness.quant.config import ConfigError, QuantizerConfig
+from harness.quant.metric import relative_error
 from harness.quant.numerics import quantize_per_channel
 from harness.quant.outputs import numerics_summary, with_output_grid
 from harness.registry import Registry, RegistryError
@@ -149,10 +151,13 @@ class Quantizer(ABC):
         kept_float = [n for n in targets if n not in selected]
         for name in kept_float:  # not selected: stored in FP16, which the runtime cannot run
             yield f"{name}.weight", _checked_weight(name, weights.read(f"{name}.weight")).half()
-        yield from self._embeddings_and_norms(weights, config)
+        yield from self._embeddings_and_norms(weights, config, manifest)
         compatible = self.runtime_compatible and not kept_float
+        model_config = runtime_config(config)
+        if manifest["lm_head"].get("copy_of_tied_embedding"):  # the artifact's LM head is its own table now
+            model_config["tie_word_embeddings"] = False
         manifest.update({
-            "model": {"name": model_name, "config": runtime_config(config)},
+            "model": {"name": model_name, "config": model_config},
             "quantizer": {"name": self.name, "params": self.config.params()},
             "runtime_compatible": compatible,
             "effective_bits_per_weight": tally.bits_per_weight,
@@ -177,34 +182,55 @@ class Quantizer(ABC):
                 macs[name] = weight.numel()
         return choose_a16(gains, macs, self.config.a16_budget)
 
-    def _embeddings_and_norms(self, weights, config) -> Iterator[tuple[str, object]]:
-        """Norms in FP32; the embedding table and an untied LM head in FP16 or per-row INT8, in row blocks."""
+    def allocate_rows(self, re: torch.Tensor, budget: float) -> torch.Tensor:
+        """Bit-width per row of a weight-only table (the LM head under lm_head=budget) from its rows' relative errors
+        re [rows, 8] (metric.py, config.re_metric), averaging `budget`: two adjacent precisions by RE (CMPQ's rule;
+        every row at the budget when it is an integer). EdgeFlow allocates its head as its linears (greedy)."""
+        return allocate_two_level(re, budget)
+
+    def _embeddings_and_norms(self, weights, config, manifest: dict) -> Iterator[tuple[str, object]]:
+        """Norms in FP32; the embedding table in FP16 or per-row INT8; the LM head like the embedding ("table") or
+        at the bit budget ("budget", weight-only rows; a tied table gets its own copy), in row blocks."""
         for name in weights.names():
             if name.endswith("norm.weight"):
                 yield name, weights.read(name).float().clone()  # (a copy: never the model's own parameter)
-        tables = ["model.embed_tokens"] + ([] if config.tie_word_embeddings else ["lm_head"])
+        tied = bool(config.tie_word_embeddings)
+        head = self.config.lm_head_storage(tied)
+        tables = [("model.embed_tokens", "model.embed_tokens", None)]  # (name, source table, row budget or None)
+        if not tied or head == "budget":
+            tables.append(("lm_head", "model.embed_tokens" if tied else "lm_head",
+                           self.config.budget_for("lm_head") if head == "budget" else None))
         # blocks no larger than the largest projection, so a table costs no more memory than a linear does
         largest = max((math.prod(weights.shape(f"{n}.weight")) for n in linear_names(weights.names())), default=0)
-        for name in tables:
-            rows, dim = weights.shape(f"{name}.weight")
+        for name, source, budget in tables:
+            rows, dim = weights.shape(f"{source}.weight")
             step = max(1, largest // dim) if largest else rows
             blocks = [(a, min(a + step, rows)) for a in range(0, rows, step)]
 
-            def block(a, b, name=name):
-                return _checked_weight(name, weights.read_rows(f"{name}.weight", a, b))
-            if self.config.embedding_bits == 16:
+            def block(a, b, name=name, source=source):
+                return _checked_weight(name, weights.read_rows(f"{source}.weight", a, b))
+            if budget is None and self.config.embedding_bits == 16:
                 yield f"{name}.weight", Chunks(torch.float16, (rows, dim), (block(a, b).half() for a, b in blocks))
-            else:  # per-row INT8 weight-only: rows are independent, so blocks give the whole table's result
-                scales = []
+                continue
+            # per-row weight-only: rows are independent, so blocks give the whole table's result; under a budget the
+            # rows' widths are allocated over the whole table first (its RE is [rows, 8]: one more pass over blocks)
+            widths = torch.full((rows,), 8, dtype=torch.int64) if budget is None else self.allocate_rows(
+                torch.cat([relative_error(block(a, b), self.config.re_metric) for a, b in blocks]), budget)
+            scales = []
 
-                def codes(scales=scales, block=block, blocks=blocks):
-                    for a, b in blocks:
-                        c, s = quantize_per_channel(block(a, b), torch.full((b - a,), 8, dtype=torch.int64))
-                        scales.append(s)
-                        yield c
-                yield f"{name}.codes", Chunks(torch.int8, (rows, dim), codes())
-                yield f"{name}.w_scale", torch.cat(scales)  # (filled while the consumer took the codes' blocks)
-                yield f"{name}.bits", torch.full((rows,), 8, dtype=torch.uint8)
+            def codes(scales=scales, widths=widths, block=block, blocks=blocks):
+                for a, b in blocks:
+                    c, s = quantize_per_channel(block(a, b), widths[a:b])
+                    scales.append(s)
+                    yield c
+            yield f"{name}.codes", Chunks(torch.int8, (rows, dim), codes())
+            yield f"{name}.w_scale", torch.cat(scales)  # (filled while the consumer took the codes' blocks)
+            yield f"{name}.bits", widths.to(torch.uint8)
+            if name == "lm_head":
+                manifest["lm_head"] = {"storage": head, "bits_per_weight": float(widths.double().mean()),
+                                       "copy_of_tied_embedding": tied}
+        if tied and head == "table":
+            manifest["lm_head"] = {"storage": "table", "tied_to": "model.embed_tokens"}
 
 
 def linear_names(parameter_names) -> list[str]:

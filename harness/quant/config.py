@@ -17,6 +17,10 @@ from harness.quant.numerics import OUTPUT_GRIDS
 DEFAULT_LAYERS = tuple(f"*.{s}" for s in LINEAR_SUFFIXES)  # every q/k/v/o/gate/up/down projection
 DEFAULT_ALPHA_GRID = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 WEIGHT_ROUNDINGS = ("nearest", "gptq")  # gptq: error-compensating rounding on the same grids (gptq.py)
+# Where the LM head's bits come from. table: stored like the embedding (embedding_bits), outside the bit budget;
+# budget: weight-only rows at the budget (budget_for("lm_head")), widths chosen by the quantizer's own allocation, a
+# tied table given its own copy; auto: budget for an untied head, table for a tied one (the table is the embedding).
+LM_HEAD_STORAGE = ("auto", "table", "budget")
 
 
 @dataclass
@@ -27,7 +31,8 @@ class QuantizerConfig:
     layer_budgets: dict[str, float] = field(default_factory=dict)  # glob -> budget_bits override (first match wins)
     alpha_grid: list[float] = field(default_factory=lambda: list(DEFAULT_ALPHA_GRID))  # smoothing strengths tried
     beta: float = 1.0  # output smoothing exponent (the paper fixes 1)
-    embedding_bits: int = 8  # embeddings and LM head: 8 = per-row INT8 weight-only, 16 = kept in FP16
+    embedding_bits: int = 8  # embeddings (and a "table" LM head): 8 = per-row INT8 weight-only, 16 = kept in FP16
+    lm_head: str = "auto"  # auto, table or budget (LM_HEAD_STORAGE above; docs/quantizers.md "The LM head")
     re_metric: str = "closed"  # closed: Appendix A's closed form; exact: cosine distance
     grid_tokens: int = 128  # calibration rows per linear on which the alpha grid search measures output error
     a16_budget: float = 0.0  # share of matmul MACs whose activations may be 16-bit (A16, HTP only; a16.py)
@@ -51,6 +56,7 @@ class QuantizerConfig:
         self.alpha_grid = [float(a) for a in grid]
         _check(_real(self.beta) and 0 <= self.beta <= 1, "beta", "a number in [0, 1]", self.beta)
         _check(self.embedding_bits in (8, 16), "embedding_bits", "8 or 16", self.embedding_bits)
+        _check(self.lm_head in LM_HEAD_STORAGE, "lm_head", " or ".join(LM_HEAD_STORAGE), self.lm_head)
         _check(self.re_metric in RE_METRICS, "re_metric", " or ".join(sorted(RE_METRICS)), self.re_metric)
         _check(isinstance(self.grid_tokens, int) and self.grid_tokens >= 1, "grid_tokens", "an integer >= 1",
                self.grid_tokens)
@@ -73,6 +79,12 @@ class QuantizerConfig:
             if fnmatchcase(module_name, pattern):
                 return budget
         return self.budget_bits
+
+    def lm_head_storage(self, tied: bool) -> str:
+        """"table" or "budget" for a model whose LM head is (tied) or is not the embedding table."""
+        if self.lm_head == "auto":
+            return "table" if tied else "budget"
+        return self.lm_head
 
     def params(self) -> dict:
         """Plain-data form for the artifact manifest."""

@@ -18,7 +18,8 @@ numerics="npu" (default) requantizes the outputs of every linear that has an out
 accelerator lane do; numerics="cpu-float" keeps them in float (a CPU-only system: no NPU computes it). The integer
 sums behind a requantized output are exact (float64 where float32 could round them), so its codes are the runtime's.
 
-Embeddings (and an untied LM head) are dequantised once (codes * w_scale) into the float tables; norms are loaded
+Embeddings (and an untied LM head, at any per-row widths) are dequantised once (codes * w_scale) into the float tables
+(a tied model whose artifact has its own LM head is untied first); norms are loaded
 from the artifact; everything else (RoPE, attention, SwiGLU) is the FP model's own float32 code.
 """
 from __future__ import annotations
@@ -95,6 +96,9 @@ def build_fakequant_model(artifact: Artifact, fp_model: nn.Module, activations: 
         raise ValueError(f"numerics must be one of {NUMERICS}, got {numerics!r}")
     model = copy.deepcopy(fp_model).float().eval()
     others = artifact.others
+    head = model.get_submodule("lm_head")
+    if "lm_head.codes" in others and head.weight is model.get_submodule("model.embed_tokens").weight:
+        head.weight = nn.Parameter(head.weight.detach().clone())  # lm_head=budget gave a tied head its own table
     for name, q in artifact.linears.items():
         parent_name, _, attr = name.rpartition(".")
         parent = model.get_submodule(parent_name)

@@ -25,9 +25,11 @@ def tiny_llama(seed: int = 0, tie: bool = True, layers: int = 2) -> LlamaForCaus
     return model
 
 
-def make_artifact(model: LlamaForCausalLM, seed: int = 0, calib_tokens: int = 48) -> Artifact:
+def make_artifact(model: LlamaForCausalLM, seed: int = 0, calib_tokens: int = 48,
+                  head_in_budget: bool = False) -> Artifact:
     """A runtime-compatible artifact: per-channel codes of 3..8 bits, smoothing-like in_scale, act_scale from the
-    inputs each linear sees on random calibration tokens."""
+    inputs each linear sees on random calibration tokens. head_in_budget: the LM head is its own table (a copy when
+    tied, as quantizer.lm_head=budget makes) with rows of 3..8 bits, packed as a quantized weight (format version 4)."""
     g = torch.Generator().manual_seed(seed)
     cfg = model.config
     peaks: dict[str, torch.Tensor] = {}
@@ -49,15 +51,17 @@ def make_artifact(model: LlamaForCausalLM, seed: int = 0, calib_tokens: int = 48
         act_scale = act_scale_for(peak, in_scale)
         linears[name] = QuantLinear(codes=codes, bits=bits, w_scale=w_scale, in_scale=in_scale, act_scale=act_scale)
     others = {}
-    for table in ["model.embed_tokens"] + ([] if cfg.tie_word_embeddings else ["lm_head"]):
+    for table in ["model.embed_tokens"] + ([] if cfg.tie_word_embeddings and not head_in_budget else ["lm_head"]):
         w = model.get_submodule(table).weight.detach().float()
-        codes, scale = quantize_per_channel(w, torch.full((w.shape[0],), 8, dtype=torch.uint8))
-        others |= {f"{table}.codes": codes, f"{table}.w_scale": scale,
-                   f"{table}.bits": torch.full((w.shape[0],), 8, dtype=torch.uint8)}
+        rows = w.shape[0]
+        bits = torch.randint(3, 9, (rows,), generator=g, dtype=torch.uint8) if table == "lm_head" and head_in_budget \
+            else torch.full((rows,), 8, dtype=torch.uint8)
+        codes, scale = quantize_per_channel(w, bits)
+        others |= {f"{table}.codes": codes, f"{table}.w_scale": scale, f"{table}.bits": bits}
     for name, p in model.named_parameters():
         if name.endswith("norm.weight"):
             others[name] = p.detach().float().clone()
-    config = runtime_config(cfg)
+    config = runtime_config(cfg) | ({"tie_word_embeddings": False} if head_in_budget else {})
     manifest = {"model": {"name": "tiny-random-llama", "config": config},
                 "quantizer": {"name": "test-random-bits", "params": {}}, "runtime_compatible": True}
     return Artifact(manifest=manifest, linears=linears, others=others)

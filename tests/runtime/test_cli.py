@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 import torch
 
@@ -49,6 +50,24 @@ def test_packed_file_scores_like_the_artifact(packed, tmp_path, layout):
         want = mem.logits(PROMPT)
         got = disk.logits(PROMPT)
     assert torch.equal(got, want)  # unpacking restores the artifact's codes exactly
+
+
+@pytest.mark.parametrize("layout", ["weightlet", "int8", "kquant"])
+@pytest.mark.parametrize("tie", [False, True])
+def test_an_lm_head_in_the_bit_budget_is_packed_and_scores_like_the_artifact(tmp_path, layout, tie):
+    """Rows of 3..8 bits (a tied model's head copied, as quantizer.lm_head=budget makes): `lm_head.weight` in the
+    layout (format version 4), unpacked by the loader into the LM head table."""
+    model = tiny_llama(seed=7, tie=tie)
+    artifact = make_artifact(model, seed=8, head_in_budget=True)
+    path = pack_artifact(artifact, tmp_path / f"{layout}.efpk", layout=layout)
+    f = PackedFile(path)
+    assert f.version == 4 and not f.config["tie_word_embeddings"] and "lm_head.codes" not in {t.name for t in f.tensors}
+    codes, bits = f.quant_codes("lm_head")
+    np.testing.assert_array_equal(codes, artifact.others["lm_head.codes"].numpy())
+    if layout != "int8":
+        np.testing.assert_array_equal(bits, artifact.others["lm_head.bits"].numpy())
+    with NativeEngine.from_artifact(artifact) as mem, NativeEngine.open(path, chunk=4) as disk:
+        assert torch.equal(disk.logits(PROMPT), mem.logits(PROMPT))
 
 
 def test_first_token_and_report(packed, binary, tmp_path):

@@ -25,11 +25,12 @@ def _max_rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
     return float((got - want).abs().max() / want.abs().max())
 
 
-@pytest.mark.parametrize("tie", [True, False])
+@pytest.mark.parametrize("tie,head_in_budget", [(True, False), (False, False), (False, True), (True, True)])
 @pytest.mark.parametrize("chunk", [128, 16])
-def test_runtime_matches_fakequant(tie, chunk):
+def test_runtime_matches_fakequant(tie, head_in_budget, chunk):
+    """head_in_budget: an LM head of 3..8-bit rows, packed as a quantized weight (and a tied model's head copied)."""
     model = tiny_llama(seed=3, tie=tie)
-    artifact = make_artifact(model, seed=4)
+    artifact = make_artifact(model, seed=4, head_in_budget=head_in_budget)
     reference = build_fakequant_model(artifact, model)
     with NativeEngine.from_artifact(artifact, threads=2, chunk=chunk) as engine:
         for ids in _prompts(model.config.vocab_size):

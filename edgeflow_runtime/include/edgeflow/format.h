@@ -15,8 +15,9 @@
 namespace edgeflow {
 
 inline constexpr char kMagic[8] = {'E', 'F', 'P', 'K', '\r', '\n', '\x1a', '\n'};
-inline constexpr uint32_t kVersion = 3;         // 2 added DType::U32 (per-row CRCs of the embedding); 3 the
-                                                // linears' act_bits and out_step (requantized outputs)
+inline constexpr uint32_t kVersion = 4;         // 2 added DType::U32 (per-row CRCs of the embedding); 3 the
+                                                // linears' act_bits and out_step (requantized outputs); 4 a
+                                                // quantized lm_head.weight (the LM head inside the bit budget)
 inline constexpr uint32_t kOldestVersion = 1;   // still read: a version 1 file has no U32 tensors
 inline constexpr uint32_t kHeaderSize = 64;
 inline constexpr uint32_t kTensorAlign = 64;  // payloads start on this inside a region

@@ -387,12 +387,12 @@ private:
                 set_raw_tensor(t, payload(t), buf, model);
                 continue;
             }
-            QLinear* q = place_linear(t, model);
+            int8_t* codes = place_codes(t, model);
             const QuantTensor* view = &views.emplace_back(QuantTensor::view(t, payload(t)));
             for (uint32_t c0 = 0; c0 < t.shape[0]; c0 += kUnpackChannels) {
                 const uint32_t c1 = std::min<uint32_t>(t.shape[0], c0 + kUnpackChannels);
                 checks.items.push_back(
-                    [view, q, c0, c1] { edgeflow::unpack(*view, c0, c1, q->codes.data() + size_t(c0) * view->dim); });
+                    [view, codes, c0, c1] { edgeflow::unpack(*view, c0, c1, codes + size_t(c0) * view->dim); });
             }
         }
         std::mutex error_mu;
@@ -460,7 +460,8 @@ private:
         model.check_embedding();
     }
 
-    // One huge-page mapping for the int8 codes of every quantized linear (106 MB for the default model).
+    // One huge-page mapping for the int8 codes of every quantized tensor (106 MB for the default model; with an LM head
+    // inside the bit budget, its [V, H] too).
     void make_code_arena() {
         size_t total = 0;
         for (const auto& t : file_.tensors())
@@ -479,13 +480,25 @@ private:
                        Model& model) {
         if (opt_.verify_crc) file_.verify_payload(t, payload);
         if (!is_quantized(t.dtype)) return set_raw_tensor(t, payload, region, model);
-        QLinear* q = place_linear(t, model);
         const QuantTensor qt = QuantTensor::view(t, payload);
-        edgeflow::unpack(qt, 0, qt.channels, q->codes.data());
+        edgeflow::unpack(qt, 0, qt.channels, place_codes(t, model));
     }
 
-    // The Llama linear a quantized `P.weight` tensor fills, its codes placed in the arena ([C, D] int8, row-major).
-    QLinear* place_linear(const TensorInfo& t, Model& model) {
+    // Where a quantized tensor's codes go ([C, D] int8, row-major, in the arena): a Llama linear's `P.weight`, or
+    // `lm_head.weight`, the LM head inside the bit budget (version 4), which fills the model's LM head table.
+    int8_t* place_codes(const TensorInfo& t, Model& model) {
+        int8_t* codes = arena_.get() + arena_offset_.at(t.name);  // offsets cover every quantized tensor
+        const size_t n = size_t(t.shape[0]) * t.shape[1];
+        if (t.name == "lm_head.weight") {
+            if (cfg_.tied_embeddings) throw FormatError(path_ + ": " + t.name + ": the model has tied embeddings");
+            if (t.shape[0] != uint32_t(cfg_.vocab) || t.shape[1] != uint32_t(cfg_.hidden))
+                throw FormatError(path_ + ": " + t.name + ": expected [vocab, hidden]");
+            std::lock_guard<std::mutex> lk(mu_);
+            model.lm_head.rows = cfg_.vocab;
+            model.lm_head.cols = cfg_.hidden;
+            model.lm_head.codes = SharedArray<int8_t>::borrow(codes, n, arena_);
+            return codes;
+        }
         const std::string suffix = ".weight";
         const bool named_ok = t.name.size() > suffix.size() &&
                               t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -493,9 +506,8 @@ private:
         if (!q) throw FormatError(path_ + ": quantized tensor " + t.name + " is not a Llama linear weight");
         q->C = int(t.shape[0]);
         q->K = int(t.shape[1]);
-        const auto at = arena_offset_.find(t.name);  // always present: offsets cover every quantized tensor
-        q->codes.place(arena_.get() + at->second, size_t(q->C) * q->K, arena_);
-        return q;
+        q->codes.place(codes, n, arena_);
+        return codes;
     }
 
     void set_raw_tensor(const TensorInfo& t, const uint8_t* payload, const std::shared_ptr<uint8_t>& region,

@@ -114,11 +114,13 @@ void set_named_tensor(Model& model, ScaleStaging& staging, const TensorView& t) 
         } else if (field == "row_crc32" && embed) {
             expect_tensor(t, "uint32", {V});
             tab.row_crc32 = shared<uint32_t>(t);
-        } else if (field == "bits") {
+        } else if (field == "bits") {  // (the codes are int8 whatever their width: the widths are only checked)
             expect_tensor(t, "uint8", {V});
             const auto* b = static_cast<const uint8_t*>(t.data);
             for (int64_t i = 0; i < V; ++i)
-                if (b[i] != 8) throw EngineError(t.name + ": the runtime needs INT8 embeddings (all bits 8)");
+                if (embed ? b[i] != 8 : b[i] < 1 || b[i] > 8)
+                    throw EngineError(t.name + (embed ? ": the runtime needs INT8 embeddings (all bits 8)"
+                                                      : ": LM head rows must have 1..8 bits"));
         } else if (field == "weight") {
             throw EngineError(t.name + ": float16 embeddings (embedding_bits=16) are not supported by the runtime; "
                                        "quantize them to per-row INT8");

@@ -181,6 +181,8 @@ void PackedFile::parse() {
       if (t.ndim != 2 || t.shape[0] == 0 || t.shape[1] == 0 || t.shape[0] >= (1u << 31) || t.shape[1] >= (1u << 31))
         fail(who + ": a quantized weight must be 2-D with 1 <= C, D < 2^31");
       if (t.dtype == DType::QInt8 && t.size != count) fail(who + ": raw INT8 payload size disagrees with its shape");
+      if (version < 4 && t.name == "lm_head.weight")
+        fail(who + ": a quantized LM head needs format version 4, the file is version " + std::to_string(version));
     } else if (t.dtype == DType::U32 && version < 2) {
       fail(who + ": dtype u32 needs format version 2, the file is version " + std::to_string(version));
     } else if (version < 3 && (ends_with(t.name, ".out_step") || ends_with(t.name, ".act_bits"))) {

@@ -20,4 +20,7 @@ class EdgeFlowQuantizer(SmoothedQuantizer):
     name = "edgeflow"
 
     def allocate(self, weight: torch.Tensor, budget: float) -> torch.Tensor:
-        return allocate_greedy(relative_error(weight, self.config.re_metric), budget)
+        return self.allocate_rows(relative_error(weight, self.config.re_metric), budget)
+
+    def allocate_rows(self, re: torch.Tensor, budget: float) -> torch.Tensor:
+        return allocate_greedy(re, budget)  # (also the LM head's rows under lm_head=budget)
