@@ -70,6 +70,23 @@ def test_an_lm_head_in_the_bit_budget_is_packed_and_scores_like_the_artifact(tmp
         assert torch.equal(disk.logits(PROMPT), mem.logits(PROMPT))
 
 
+def test_the_final_region_is_read_before_the_last_layers_that_outweigh_it(tmp_path, binary):
+    """A head packed in the budget is unpacked while the last layers are read, not after the last byte: the I/O lane
+    reads the final region (trace: load of layer L) before the last layers holding at least its bytes."""
+    model = tiny_llama(seed=9, tie=False, layers=6)
+    path = pack_artifact(make_artifact(model, seed=10, head_in_budget=True), tmp_path / "m.efpk")
+    f = PackedFile(path)
+    sizes = [r.size for r in f.regions]  # embedding, layers 0..5, final
+    trace = tmp_path / "trace.json"
+    run_edgeflow(path, PROMPT, threads=2, chunk=4, trace=trace, binary=binary)
+    loads = sorted((e["ts"], e["args"]["layer"]) for e in json.loads(trace.read_text())["traceEvents"]
+                   if e.get("ph") == "X" and e["name"] == "load")
+    order = [layer + 1 for _, layer in loads]  # units: 0 embedding, 1 + l layer l, 7 final
+    after = order[order.index(7) + 1:]
+    assert sorted(order) == list(range(8)) and after and after == list(range(7 - len(after), 7))
+    assert sum(sizes[u] for u in after) >= sizes[7] > sum(sizes[u] for u in after[1:])
+
+
 def test_first_token_and_report(packed, binary, tmp_path):
     model, artifact, path = packed
     trace = tmp_path / "trace.json"

@@ -92,9 +92,12 @@ std::vector<ChunkState> run_prefill(Model& model, WeightSource* source, KvCache&
     std::vector<Task*> unpacked(L + 2, nullptr);  // unit -> its unpack task (none when the model is in memory)
     if (source) {
         ThreadPool* pool = &ex.compute->cpu_pool();  // an unpack task's data-parallel items (any idle compute thread)
+        std::vector<int> read_rank(L + 2);  // the I/O lane reads in the source's order
+        const std::vector<int> order = source->load_order(L + 2);
+        for (int i = 0; i < L + 2; ++i) read_rank.at(size_t(order.at(size_t(i)))) = i;
         for (int u = 0; u < L + 2; ++u) {
             // unpack(u) is ordered just ahead of the first stage that needs unit u (layer u - 1): see ComputeScheduler
-            Task* ld = g.add("load", u - 1, -1, Lane::IO, u, [source, u] { source->load(u); });
+            Task* ld = g.add("load", u - 1, -1, Lane::IO, read_rank[u], [source, u] { source->load(u); });
             Task* up = g.add("unpack", u - 1, -1, Lane::Unpack, prio(u - 1, 0, 0) - 1,
                              [source, u, &model, pool] { source->unpack(u, model, *pool); });
             TaskGraph::depend(ld, up);

@@ -33,6 +33,12 @@ public:
     virtual ~WeightSource() = default;
     virtual LlamaConfig config() const = 0;
     virtual void load(int unit) = 0;
+    // The order the I/O lane reads units in (a permutation of 0 .. n_units - 1); default: file order.
+    virtual std::vector<int> load_order(int n_units) const {
+        std::vector<int> order(size_t(n_units), 0);
+        for (int u = 0; u < n_units; ++u) order[size_t(u)] = u;
+        return order;
+    }
     // Runs as a task of the compute threads; `pool` (the CPU lane's) spreads the unit's work over the idle ones.
     virtual void unpack(int unit, Model& model, ThreadPool& pool) = 0;
     virtual uint64_t bytes_read() const = 0;

@@ -110,7 +110,9 @@ void set_named_tensor(Model& model, ScaleStaging& staging, const TensorView& t) 
             tab.codes = shared<int8_t>(t);
         } else if (field == "w_scale") {
             expect_tensor(t, "float32", {V});
-            tab.w_scale = shared<float>(t);
+            // (the head's copied: a head packed in the bit budget would otherwise keep its whole region's buffer)
+            tab.w_scale = head ? SharedArray<float>::copy_of(static_cast<const float*>(t.data), numel(t))
+                               : shared<float>(t);
         } else if (field == "row_crc32" && embed) {
             expect_tensor(t, "uint32", {V});
             tab.row_crc32 = shared<uint32_t>(t);
