@@ -5,9 +5,9 @@ MNN INT8, at 128 and 512 prompt tokens, in one interleaved run.
     python -m harness.bench.paper_shape [--model shape-qwen1.5-1.8b] [--bits 4,5] [--prompt-tokens 128,512]
                                         [--mbps 200] [--reps 3]
 
-EdgeFlow runs twice per budget: with its LM head inside the bit budget (quantizer.lm_head=auto, which budgets an
-untied head; docs/quantizers.md "The LM head") and with the 8-bit table it had before (lm_head=table), so the
-bytes the head costs are measured, not estimated. Per engine it prints TTFT median (min..max), the ratio to
+EdgeFlow runs twice per budget: with its LM head inside the bit budget (quantizer.lm_head=budget; docs/quantizers.md
+"The LM head") and with the 8-bit table (lm_head=table, the default), so the bytes the head costs are measured, not
+estimated. Per engine it prints TTFT median (min..max), the ratio to
 llama.cpp with its spread, and the bytes each run read (blkio's count for the process); per EdgeFlow entry also its
 I/O floor, bytes read / flash rate, and how far above it the TTFT is. Every engine gets the same work (ids, context,
 threads, spawn -> first token, files evicted and verified: harness/measure/workload.py); rounds are interleaved in a
@@ -22,7 +22,7 @@ from harness.bench.record import BenchRecorder
 from harness.bench.runtime import prompt_ids
 from harness.runner.store import ResultsStore
 
-HEADS = {"auto": "LM head in budget", "table": "8-bit LM head"}
+HEADS = {"budget": "LM head in budget", "table": "8-bit LM head"}
 
 
 def edgeflow_entry(spec, bits: int, lm_head: str, threads: int, device):

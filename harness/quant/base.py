@@ -194,8 +194,7 @@ class Quantizer(ABC):
         for name in weights.names():
             if name.endswith("norm.weight"):
                 yield name, weights.read(name).float().clone()  # (a copy: never the model's own parameter)
-        tied = bool(config.tie_word_embeddings)
-        head = self.config.lm_head_storage(tied)
+        tied, head = bool(config.tie_word_embeddings), self.config.lm_head
         tables = [("model.embed_tokens", "model.embed_tokens", None)]  # (name, source table, row budget or None)
         if not tied or head == "budget":
             tables.append(("lm_head", "model.embed_tokens" if tied else "lm_head",
@@ -211,6 +210,8 @@ class Quantizer(ABC):
                 return _checked_weight(name, weights.read_rows(f"{source}.weight", a, b))
             if budget is None and self.config.embedding_bits == 16:
                 yield f"{name}.weight", Chunks(torch.float16, (rows, dim), (block(a, b).half() for a, b in blocks))
+                if name == "lm_head":
+                    manifest["lm_head"] = {"storage": head, "bits_per_weight": 16.0, "copy_of_tied_embedding": False}
                 continue
             # per-row weight-only: rows are independent, so blocks give the whole table's result; under a budget the
             # rows' widths are allocated over the whole table first (its RE is [rows, 8]: one more pass over blocks)

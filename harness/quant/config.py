@@ -18,9 +18,10 @@ DEFAULT_LAYERS = tuple(f"*.{s}" for s in LINEAR_SUFFIXES)  # every q/k/v/o/gate/
 DEFAULT_ALPHA_GRID = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 WEIGHT_ROUNDINGS = ("nearest", "gptq")  # gptq: error-compensating rounding on the same grids (gptq.py)
 # Where the LM head's bits come from. table: stored like the embedding (embedding_bits), outside the bit budget;
-# budget: weight-only rows at the budget (budget_for("lm_head")), widths chosen by the quantizer's own allocation, a
-# tied table given its own copy; auto: budget for an untied head, table for a tied one (the table is the embedding).
-LM_HEAD_STORAGE = ("auto", "table", "budget")
+# budget: weight-only rows averaging budget_for("lm_head") (budget_bits, or a layer_budgets entry matching "lm_head"),
+# widths chosen by the quantizer's own allocation, a tied table given its own copy (docs/quantizers.md "The LM head":
+# why table is the default).
+LM_HEAD_STORAGE = ("table", "budget")
 
 
 @dataclass
@@ -32,7 +33,7 @@ class QuantizerConfig:
     alpha_grid: list[float] = field(default_factory=lambda: list(DEFAULT_ALPHA_GRID))  # smoothing strengths tried
     beta: float = 1.0  # output smoothing exponent (the paper fixes 1)
     embedding_bits: int = 8  # embeddings (and a "table" LM head): 8 = per-row INT8 weight-only, 16 = kept in FP16
-    lm_head: str = "auto"  # auto, table or budget (LM_HEAD_STORAGE above; docs/quantizers.md "The LM head")
+    lm_head: str = "table"  # table or budget (LM_HEAD_STORAGE above; docs/quantizers.md "The LM head")
     re_metric: str = "closed"  # closed: Appendix A's closed form; exact: cosine distance
     grid_tokens: int = 128  # calibration rows per linear on which the alpha grid search measures output error
     a16_budget: float = 0.0  # share of matmul MACs whose activations may be 16-bit (A16, HTP only; a16.py)
@@ -79,12 +80,6 @@ class QuantizerConfig:
             if fnmatchcase(module_name, pattern):
                 return budget
         return self.budget_bits
-
-    def lm_head_storage(self, tied: bool) -> str:
-        """"table" or "budget" for a model whose LM head is (tied) or is not the embedding table."""
-        if self.lm_head == "auto":
-            return "table" if tied else "budget"
-        return self.lm_head
 
     def params(self) -> dict:
         """Plain-data form for the artifact manifest."""

@@ -95,27 +95,30 @@ def test_tied_embeddings_store_one_table():
     assert "model.embed_tokens.codes" in art.others and not any(k.startswith("lm_head") for k in art.others)
 
 
-def test_an_untied_lm_head_is_inside_the_bit_budget_by_default(model, calibration):
-    """lm_head=auto on an untied model: the head's rows get the quantizer's own allocation at the budget (EdgeFlow's
-    greedy RE allocation: mixed widths, the spikier rows more bits); lm_head=table keeps today's 8-bit table."""
+def test_an_lm_head_in_the_bit_budget_gets_the_quantizers_own_allocation(model, calibration):
+    """lm_head=budget on an untied model: the head's rows get the quantizer's own allocation at the budget (EdgeFlow's
+    greedy RE allocation: mixed widths, the spikier rows more bits); the default (table) keeps the 8-bit table."""
     with torch.no_grad():  # half the head's rows spiky: their RE at a given width is far larger
         model.lm_head.weight[128:, :1] = 1.0
-    art = quantized(model, calibration, name="edgeflow", budget_bits=4, alpha_grid=[0.0])
+    art = quantized(model, calibration, name="edgeflow", budget_bits=4, alpha_grid=[0.0], lm_head="budget")
     bits = art.others["lm_head.bits"].to(torch.int64)
     assert int(bits.sum()) == 4 * bits.numel()  # (the whole table meets the budget, as every linear does)
     assert float(bits[128:].float().mean()) > float(bits[:128].float().mean()) + 1
     assert art.manifest["lm_head"] == {"storage": "budget", "bits_per_weight": 4.0, "copy_of_tied_embedding": False}
     codes = art.others["lm_head.codes"].to(torch.int32)
     assert bool(((codes >= -(1 << (bits - 1))[:, None]) & (codes < (1 << (bits - 1))[:, None])).all())
-    table = quantized(model, calibration, name="edgeflow", budget_bits=4, alpha_grid=[0.0], lm_head="table")
+    table = quantized(model, calibration, name="edgeflow", budget_bits=4, alpha_grid=[0.0])
     assert bool((table.others["lm_head.bits"] == 8).all()) and table.manifest["lm_head"]["storage"] == "table"
-    uniform = quantized(model, calibration, name="uniform", budget_bits=4, alpha_grid=[0.0])
+    six = quantized(model, calibration, name="edgeflow", budget_bits=4, alpha_grid=[0.0], lm_head="budget",
+                    layer_budgets={"lm_head": 6})  # the head's own budget
+    assert int(six.others["lm_head.bits"].to(torch.int64).sum()) == 6 * bits.numel()
+    uniform = quantized(model, calibration, name="uniform", budget_bits=4, alpha_grid=[0.0], lm_head="budget")
     assert bool((uniform.others["lm_head.bits"] == 4).all())  # a uniform quantizer's head is uniform too
 
 
 def test_a_tied_table_stays_one_table_unless_the_head_is_budgeted():
-    """auto keeps a tied table whole (it is the embedding too); lm_head=budget gives the head its own copy at the
-    budget, the artifact untied, and the fake-quant model computes it."""
+    """The default keeps a tied table whole (it is the embedding too); lm_head=budget gives the head its own copy at
+    the budget, the artifact untied, and the fake-quant model computes it."""
     model = tiny_llama(tie=True)
     calib = [torch.arange(16)]
     auto = quantized(model, calib, name="edgeflow", budget_bits=5, alpha_grid=[0.5])
@@ -145,7 +148,7 @@ def test_bad_inputs_give_clear_errors(model, calibration):
         make_quantizer({"name": "nope"})
     with pytest.raises(ConfigError, match="re_metric"):
         make_quantizer({"name": "edgeflow", "re_metric": "mse"})
-    with pytest.raises(ConfigError, match="lm_head.*auto or table or budget"):
+    with pytest.raises(ConfigError, match="lm_head.*table or budget"):
         make_quantizer({"name": "edgeflow", "lm_head": "int4"})
     q = make_quantizer({"name": "edgeflow"})
     with pytest.raises(ValueError, match="calibration set is empty"):
