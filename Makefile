@@ -197,7 +197,7 @@ report: setup
 
 # the benchmarks section of the report (harness/bench/; not in reproduce-all: they time this host, not the paper)
 .PHONY: reproduce-benchmarks
-reproduce-benchmarks: bench-runtime bench-pipeline bench-quant bench-scale bench-baselines
+reproduce-benchmarks: bench-runtime bench-pipeline bench-quant bench-scale bench-baselines bench-paper-shape
 	$(PY) -m experiments render benchmarks
 
 # Every registered quantizer (or QUANTIZERS=rtn_clip,edgeflow,cmpq) at BITS (default 4,5,6,7) on the default model

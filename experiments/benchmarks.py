@@ -1,5 +1,5 @@
 """The benchmarks' rows in the report (`make bench-runtime`, `bench-pipeline`, `bench-quant`, `bench-scale`,
-`bench-baselines`; harness/bench/): the latest run of each, one table per benchmark with the median [min–max] of
+`bench-baselines`, `bench-paper-shape`; harness/bench/): the latest run of each, one table per benchmark with the median [min–max] of
 every metric, the ratios the benchmark recorded against its peer among them, and the CPU, commit and load average it
 ran with.
 
@@ -19,7 +19,7 @@ from experiments.output import Section, fmt, md_table
 
 NAME = "benchmarks"
 TITLE = "Benchmarks - this host's speed: engines, pipeline policies, quantization, baselines"
-EXPERIMENTS = ("bench-runtime", "bench-pipeline", "bench-quant", "bench-scale", "bench-baselines")
+EXPERIMENTS = ("bench-runtime", "bench-pipeline", "bench-quant", "bench-scale", "bench-baselines", "bench-paper-shape")
 KEYS = ["system", "model", "quantizer", "bits", "pipeline", "prompt_tokens", "flash_emulated_mbps", "variant", "metric",
         "unit"]
 
@@ -37,7 +37,7 @@ def measure(store=None) -> None:
             print(f"[experiments] {experiment} already measured in {store.root}; delete its folder to measure again",
                   file=sys.stderr)
             continue
-        module = f"harness.bench.{experiment.removeprefix('bench-')}"
+        module = f"harness.bench.{experiment.removeprefix('bench-').replace('-', '_')}"
         subprocess.run([sys.executable, "-m", module, f"--results={store.root}"], cwd=paper_values.REPO, check=True)
 
 
@@ -72,7 +72,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     if rows.empty:
         return Section(NAME, TITLE, rules.NOT_RUN, "no benchmark has run",
                        "Not run yet: `make reproduce-benchmarks` (or one of `make bench-runtime`, `bench-pipeline`, "
-                       "`bench-quant`, `bench-scale`, `bench-baselines`: each prints its table and records its rows here).\n")
+                       "`bench-quant`, `bench-scale`, `bench-baselines`, `bench-paper-shape`: each prints its table and records "
+                       "its rows here).\n")
     body = ["Speed on this host only (no paper values, no verdict); ratios (`ttft_ratio`) are against the peer "
             "named in the notes, measured in the same round.\n"]
     for experiment in EXPERIMENTS:
