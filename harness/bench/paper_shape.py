@@ -19,7 +19,7 @@ import argparse
 import statistics
 
 from harness.bench.record import BenchRecorder
-from harness.bench.runtime import prompt_ids
+from harness.bench.runtime import breakdown, prompt_ids
 from harness.runner.store import ResultsStore
 
 HEADS = {"budget": "LM head in budget", "table": "8-bit LM head"}
@@ -91,8 +91,8 @@ def main() -> None:
                   f"{open('/proc/loadavg').read().split()[:3]} ===")
             run_interleaved(entries, work, a.reps)
             reference = entries[0].label if found and found[0][1].name == "llamacpp" else None
-            print_comparison(entries, reference=reference,
-                             extra={e.label: io_floor_line(e, a.mbps) for e in entries})
+            print_comparison(entries, reference=reference, extra={e.label: io_floor_line(e, a.mbps) + (
+                f"\n    {breakdown(e)}" if e.system.name in ("edgeflow", "llamacpp") else "") for e in entries})
             recorder.add_comparison(entries, reference, prompt_tokens=n, flash_emulated_mbps=a.mbps,
                                     label="emulated")
     finally:
