@@ -70,6 +70,22 @@ def test_an_lm_head_in_the_bit_budget_is_packed_and_scores_like_the_artifact(tmp
         assert torch.equal(disk.logits(PROMPT), mem.logits(PROMPT))
 
 
+def test_a_head_packed_in_the_budget_of_a_model_that_says_tied_is_refused(tmp_path):
+    """The config's tied flag set (metadata resealed) beside an LM head of its own: an error naming the head."""
+    import struct
+
+    from harness.engine.capi import NativeError
+    from harness.pack.fuzz_corpus import reseal_meta
+
+    path = pack_artifact(make_artifact(tiny_llama(seed=7, tie=False), seed=8, head_in_budget=True), tmp_path / "m.efpk")
+    data = bytearray(path.read_bytes())
+    reseal_meta(data, lambda meta: struct.pack_into("<I", meta, 40, 1))  # config block, flags: bit 0 = tied
+    path.write_bytes(bytes(data))
+    with pytest.raises(NativeError, match="lm_head.*the model has tied embeddings"):
+        with NativeEngine.open(path) as engine:
+            engine.logits(PROMPT)
+
+
 def test_the_final_region_is_read_before_the_last_layers_that_outweigh_it(tmp_path, binary):
     """A head packed in the budget is unpacked while the last layers are read, not after the last byte: the I/O lane
     reads the final region (trace: load of layer L) before the last layers holding at least its bytes."""

@@ -507,15 +507,12 @@ private:
     // `lm_head.weight`, the LM head inside the bit budget (version 4), which fills the model's LM head table.
     int8_t* place_codes(const TensorInfo& t, Model& model) {
         int8_t* codes = arena_.get() + arena_offset_.at(t.name);  // offsets cover every quantized tensor
-        const size_t n = size_t(t.shape[0]) * t.shape[1];
         if (t.name == "lm_head.weight") {
-            if (cfg_.tied_embeddings) throw FormatError(path_ + ": " + t.name + ": the model has tied embeddings");
-            if (t.shape[0] != uint32_t(cfg_.vocab) || t.shape[1] != uint32_t(cfg_.hidden))
-                throw FormatError(path_ + ": " + t.name + ": expected [vocab, hidden]");
+            // the LM head table's codes, set as a raw table's are (set_named_tensor checks that the model is untied
+            // and the shape is [vocab, hidden])
+            TensorView view{"lm_head.codes", "int8", {int64_t(t.shape[0]), int64_t(t.shape[1])}, codes, arena_};
             std::lock_guard<std::mutex> lk(mu_);
-            model.lm_head.rows = cfg_.vocab;
-            model.lm_head.cols = cfg_.hidden;
-            model.lm_head.codes = SharedArray<int8_t>::borrow(codes, n, arena_);
+            set_named_tensor(model, staging_, view);
             return codes;
         }
         const std::string suffix = ".weight";
@@ -525,7 +522,7 @@ private:
         if (!q) throw FormatError(path_ + ": quantized tensor " + t.name + " is not a Llama linear weight");
         q->C = int(t.shape[0]);
         q->K = int(t.shape[1]);
-        q->codes.place(codes, n, arena_);
+        q->codes.place(codes, size_t(q->C) * q->K, arena_);
         return codes;
     }
 

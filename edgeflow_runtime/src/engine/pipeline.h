@@ -14,6 +14,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,8 @@ public:
     virtual void load(int unit) = 0;
     // The order the I/O lane reads units in (a permutation of 0 .. n_units - 1); default: file order.
     virtual std::vector<int> load_order(int n_units) const {
-        std::vector<int> order(size_t(n_units), 0);
-        for (int u = 0; u < n_units; ++u) order[size_t(u)] = u;
+        std::vector<int> order(static_cast<size_t>(n_units));
+        std::iota(order.begin(), order.end(), 0);
         return order;
     }
     // Runs as a task of the compute threads; `pool` (the CPU lane's) spreads the unit's work over the idle ones.
