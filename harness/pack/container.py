@@ -133,17 +133,19 @@ def _packed_head(tensors, lay) -> Entry:
     blocks of rows (the table is the largest tensor of a small model: never whole in memory)."""
     bits = tensors.read(f"{HEAD}.bits").numpy()
     rows, dim = tensors.shape(f"{HEAD}.codes")
-    step = max(1, RAW_BLOCK_BYTES // dim)
 
     def payload():
         if lay.has_bits_section:
             yield encode_bits(bits)
-        for a in range(0, rows, step):
-            b = min(a + step, rows)
+        a = 0
+        for block in _row_blocks(tensors, f"{HEAD}.codes", (rows, dim), rows * dim):
+            codes = np.frombuffer(block, np.int8).reshape(-1, dim)
+            b = a + len(codes)
             try:
-                yield lay.encode_body(tensors.read_rows(f"{HEAD}.codes", a, b).numpy(), bits[a:b])
+                yield lay.encode_body(codes, bits[a:b])
             except PackError as e:
                 raise PackError(f"{HEAD}.codes rows {a}..{b - 1}: {e}") from None
+            a = b
     return Entry(f"{HEAD}.weight", lay.dtype, (rows, dim), lay.payload_size(bits, dim), payload)
 
 

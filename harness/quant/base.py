@@ -195,6 +195,7 @@ class Quantizer(ABC):
             if name.endswith("norm.weight"):
                 yield name, weights.read(name).float().clone()  # (a copy: never the model's own parameter)
         tied, head = bool(config.tie_word_embeddings), self.config.lm_head
+        head_bits = None  # the LM head's mean width, when it is a table of its own
         tables = [("model.embed_tokens", "model.embed_tokens", None)]  # (name, source table, row budget or None)
         if not tied or head == "budget":
             tables.append(("lm_head", "model.embed_tokens" if tied else "lm_head",
@@ -210,8 +211,7 @@ class Quantizer(ABC):
                 return _checked_weight(name, weights.read_rows(f"{source}.weight", a, b))
             if budget is None and self.config.embedding_bits == 16:
                 yield f"{name}.weight", Chunks(torch.float16, (rows, dim), (block(a, b).half() for a, b in blocks))
-                if name == "lm_head":
-                    manifest["lm_head"] = {"storage": head, "bits_per_weight": 16.0, "copy_of_tied_embedding": False}
+                head_bits = 16.0 if name == "lm_head" else head_bits
                 continue
             # per-row weight-only: rows are independent, so blocks give the whole table's result; under a budget the
             # rows' widths are allocated over the whole table first (its RE is [rows, 8]: one more pass over blocks)
@@ -227,11 +227,9 @@ class Quantizer(ABC):
             yield f"{name}.codes", Chunks(torch.int8, (rows, dim), codes())
             yield f"{name}.w_scale", torch.cat(scales)  # (filled while the consumer took the codes' blocks)
             yield f"{name}.bits", widths.to(torch.uint8)
-            if name == "lm_head":
-                manifest["lm_head"] = {"storage": head, "bits_per_weight": float(widths.double().mean()),
-                                       "copy_of_tied_embedding": tied}
-        if tied and head == "table":
-            manifest["lm_head"] = {"storage": "table", "tied_to": "model.embed_tokens"}
+            head_bits = float(widths.double().mean()) if name == "lm_head" else head_bits
+        manifest["lm_head"] = ({"storage": "table", "tied_to": "model.embed_tokens"} if len(tables) == 1 else
+                               {"storage": head, "bits_per_weight": head_bits, "copy_of_tied_embedding": tied})
 
 
 def linear_names(parameter_names) -> list[str]:

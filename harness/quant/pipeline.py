@@ -3,17 +3,16 @@
 For each alpha in config.alpha_grid, one candidate layer is built:
     in_scale, out_scale = method.scales(W, stats, alpha)         smoothing (smoothing.py)
     W'    = W / in_scale / out_scale                             [C, D]
-    bits  = method.allocate(W', budget)                          [C] in 1..8 (allocate.py)
+    bits  = method.allocate(W', budget)                          [C] in 1..8 (allocate_rows on its RE; allocate.py)
     codes, scale = method.quantize_weight(W', bits)              per-channel or per-tensor grid (numerics.py)
     w_scale = scale * out_scale,  act_scale = max_k(S_I[k] in_scale[k]) / 127
 and the candidate whose output on the sampled calibration rows is closest (squared error) to the FP layer's wins.
 With a single alpha the search is skipped. With weight_rounding=gptq the winning alpha's candidate is then built
 once more with codes = gptq_codes(W', bits, scale, H'): the same grids, error-compensating codes (gptq.py), H' the
-Gram matrix of the smoothed input x * in_scale. Methods override the four hooks; quantize_linear is not overridden.
+Gram matrix of the smoothed input x * in_scale. Methods override the hooks (scales, allocate or allocate_rows,
+quantize_weight, extras); quantize_linear is not overridden.
 """
 from __future__ import annotations
-
-from abc import abstractmethod
 
 import torch
 
@@ -22,6 +21,7 @@ from harness.quant.base import LayerResult, Quantizer
 from harness.quant.calibrate import LinearStats
 from harness.quant.fakequant import OUTLIER_IDX, OUTLIER_WEIGHT, FakeQuantLinear
 from harness.quant.gptq import gptq_codes
+from harness.quant.metric import relative_error
 from harness.quant.numerics import act_scale_for, quantize_per_channel
 from harness.quant.smoothing import edgeflow_scales, smooth_weight
 
@@ -32,9 +32,10 @@ class SmoothedQuantizer(Quantizer):
     def scales(self, weight: torch.Tensor, stats: LinearStats, alpha: float) -> tuple[torch.Tensor, torch.Tensor]:
         return edgeflow_scales(stats, alpha, self.config.beta)
 
-    @abstractmethod
     def allocate(self, weight: torch.Tensor, budget: float) -> torch.Tensor:
-        """Bit-width per output channel, uint8 [C], averaging at most `budget`."""
+        """Bit-width per output channel [C], averaging at most `budget`: allocate_rows on the channels' relative
+        errors (metric.py, config.re_metric), the rule the LM head's rows get too. Uniform methods override this."""
+        return self.allocate_rows(relative_error(weight, self.config.re_metric), budget)
 
     def quantize_weight(self, weight: torch.Tensor, bits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return quantize_per_channel(weight, bits)

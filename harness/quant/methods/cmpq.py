@@ -13,7 +13,6 @@ import torch
 
 from harness.quant.allocate import allocate_two_level
 from harness.quant.base import register
-from harness.quant.metric import relative_error
 from harness.quant.pipeline import SmoothedQuantizer
 
 
@@ -21,5 +20,5 @@ from harness.quant.pipeline import SmoothedQuantizer
 class CMPQQuantizer(SmoothedQuantizer):
     name = "cmpq"
 
-    def allocate(self, weight: torch.Tensor, budget: float) -> torch.Tensor:
-        return allocate_two_level(relative_error(weight, self.config.re_metric), budget)
+    def allocate_rows(self, re: torch.Tensor, budget: float) -> torch.Tensor:
+        return allocate_two_level(re, budget)

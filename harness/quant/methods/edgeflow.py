@@ -11,7 +11,6 @@ import torch
 
 from harness.quant.allocate import allocate_greedy
 from harness.quant.base import register
-from harness.quant.metric import relative_error
 from harness.quant.pipeline import SmoothedQuantizer
 
 
@@ -19,8 +18,5 @@ from harness.quant.pipeline import SmoothedQuantizer
 class EdgeFlowQuantizer(SmoothedQuantizer):
     name = "edgeflow"
 
-    def allocate(self, weight: torch.Tensor, budget: float) -> torch.Tensor:
-        return self.allocate_rows(relative_error(weight, self.config.re_metric), budget)
-
     def allocate_rows(self, re: torch.Tensor, budget: float) -> torch.Tensor:
-        return allocate_greedy(re, budget)  # (also the LM head's rows under lm_head=budget)
+        return allocate_greedy(re, budget)  # the linears' channels, and the LM head's rows under lm_head=budget
