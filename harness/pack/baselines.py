@@ -30,7 +30,7 @@ class Int8Layout(Layout):
         return _check_codes(codes, bits)[0].tobytes()
 
     def encode_channels(self, u, bits):
-        raise NotImplementedError("int8 stores the codes directly (see encode)")
+        raise NotImplementedError("int8 stores the codes directly (see encode_body)")
 
     def decode_channels(self, raw, bits, dim):
         return (raw.view(np.int8).astype(np.int16) + 128).astype(np.uint8)  # bits is 8 here
