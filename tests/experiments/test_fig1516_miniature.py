@@ -5,8 +5,10 @@ import pytest
 
 from harness.runner.store import ResultsStore
 
+# rss_sample_ms=2: the tiny model's EdgeFlow runs last 10-20 ms, so the default 10 ms gave some runs a one-point
+# timeline (seen in CI: 1 sample where the test wants a timeline of at least 2)
 OVERRIDES = ["model.name=tiny-fig1516-test", "model.source=hf", "protocol.repetitions=2", "protocol.warmup_runs=0",
-             "protocol.busy_policy=flag"]
+             "protocol.busy_policy=flag", "protocol.rss_sample_ms=2"]
 PARAMS = dict(systems=("llamacpp", "edgeflow"), bits=(5,), prompt_tokens=16, rounds=1)
 
 
