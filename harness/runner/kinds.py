@@ -256,18 +256,18 @@ def fidelity(job) -> Iterator[dict]:
     # The fake-quant model as the runtime computes (static activation scales, the artifact's numerics: kl_fp16), the
     # variants that locate the error (float outputs: the CPU-only lane, which no NPU computes; per-token dynamic
     # activations; float activations, i.e. weights only), and the runtime itself.
-    # Each variant: (metric suffix, what computed it, the model, its label, its numerics column).
+    # Each variant: (metric suffix, what computed it, the model, its label, its columns: numerics [, soc]).
     variants = [("", "fake-quant, static activation scales", build_fakequant_model(artifact, model), "stand-in",
-                 numerics_column(manifest)),
+                 {"numerics": numerics_column(manifest)}),
                 ("_float_outputs", "fake-quant, static activation scales, float outputs (CPU only: no NPU computes "
                  "it)", build_fakequant_model(artifact, model, numerics="cpu-float"), "stand-in",
-                 numerics_column(manifest, numerics="cpu-float")),
+                 {"numerics": numerics_column(manifest, numerics="cpu-float")}),
                 ("_dynamic", "fake-quant, per-token dynamic activation scales",
                  build_fakequant_model(artifact, model, "dynamic"), "stand-in",
-                 numerics_column(manifest, activations="dynamic")),
+                 {"numerics": numerics_column(manifest, activations="dynamic")}),
                 ("_weight_only", "fake-quant, float activations (weights only)",
                  build_fakequant_model(artifact, model, "float"), "stand-in",
-                 numerics_column(manifest, activations="float"))]
+                 {"numerics": numerics_column(manifest, activations="float")})]
     if job.cfg.get("npu") is not None:
         variants.append(_htp_variant(job, artifact, model, tokenizer))
     engine = None
@@ -277,24 +277,25 @@ def fidelity(job) -> Iterator[dict]:
 
         engine = NativeEngine.open(packed, threads=_engine_threads(job), ctx=window)
         variants.append(("_runtime", f"the runtime over {packed.name}; {numerics_text(manifest)}",
-                         LogitsModel(engine.logits), "measured", numerics_column(manifest)))
+                         LogitsModel(engine.logits), "measured", {"numerics": numerics_column(manifest)}))
     try:  # the FP model runs once per window for every variant
         results = measure_each(model, {suffix: q_model for suffix, _, q_model, _, _ in variants}, ids, window,
                                windows, reference=_fp_reference(job, model))
-        for suffix, what, _, label, numerics in variants:
+        for suffix, what, _, label, columns in variants:
             result = results[suffix]
             for metric, unit in (("kl_fp16", "nats/token"), ("top1_agreement", "fraction")):
                 key = "kl" if metric == "kl_fp16" else "top1"
                 for i, v in enumerate(result[key]):
                     yield job.row(metric + suffix, v, unit, repetition=i, dataset=text, label=label,
-                                  numerics=numerics, notes=f"{what}; {result['protocol']}; {result['reference']}")
+                                  notes=f"{what}; {result['protocol']}; {result['reference']}", **columns)
     finally:
         if engine is not None:
             engine.close()
 
 
 def _htp_variant(job, artifact, model, tokenizer) -> tuple:
-    """('_htp', what, the model whose quantized linears QNN HTP computes, 'simulated') for the run's npu group."""
+    """('_htp', what, the model whose quantized linears QNN HTP computes, 'simulated', its columns: the NPU's numerics
+    and the SoC the graphs were compiled for) for the run's npu group."""
     from harness.npu.config import npu_of
     from harness.npu.graph import widths_text
     from harness.quant.outputs import NPU_NUMERICS, numerics_text
@@ -307,7 +308,8 @@ def _htp_variant(job, artifact, model, tokenizer) -> tuple:
     calibration = calibration_window(tokenizer)
     what = (f"quantized linears on the HTP simulator, {where(npu)}; {widths_text(artifact.linears, npu.activation_bits)}"
             f"; {numerics_text(artifact.manifest)}; CPU ops in float32")
-    return "_htp", what, build_htp_model(artifact, model, npu, calibration), "simulated", NPU_NUMERICS
+    return ("_htp", what, build_htp_model(artifact, model, npu, calibration), "simulated",
+            {"numerics": NPU_NUMERICS, "soc": npu.name})
 
 
 def _brings_its_own_weights(job) -> bool:
@@ -436,15 +438,15 @@ def _model_under_test(job, fp=None):
     label `simulated` among the fields; the fake-quant model's rows are labelled stand-in). `fp`: the (FP model,
     tokenizer) if the caller has loaded it."""
     from harness.quant.fakequant import build_fakequant_model
-    from harness.quant.outputs import NPU_NUMERICS, numerics_column
+    from harness.quant.outputs import numerics_column
 
     model, tokenizer = fp or load_model(job.model)
     if job.cfg.get("quantizer") is None:
         return model, tokenizer, {"quantizer": "fp16", "bits": 16.0}
     artifact = _job_artifact(job, tokenizer)
     if job.cfg.get("npu") is not None:  # HTP computes the quantized linears: the NPU's numerics by definition
-        _, what, htp_model, label, _ = _htp_variant(job, artifact, model, tokenizer)
-        return htp_model, tokenizer, {"scored_by": what, "label": label, "numerics": NPU_NUMERICS}
+        _, what, htp_model, label, columns = _htp_variant(job, artifact, model, tokenizer)
+        return htp_model, tokenizer, {"scored_by": what, "label": label, **columns}
     return build_fakequant_model(artifact, model), tokenizer, {"scored_by": FAKE_QUANT, "label": "stand-in",
                                                                "numerics": numerics_column(artifact.manifest)}
 

@@ -51,7 +51,8 @@ COLUMNS: dict[str, pa.DataType] = {
     "load_avg_1m": pa.float64(),
     # a timeline's sample (metrics rss_mib, pss_mib, power_w: harness/systems/base.py Timeline): seconds from spawn
     "at_s": pa.float64(),
-    # the NPU experiments' rows (harness/runner/npu_kinds.py): the SoC the graphs were compiled for ("sm8750"), which
+    # the NPU experiments' rows (harness/runner/npu_kinds.py; soc also on quality rows HTP's simulator computed, the
+    # *_htp ones and those of a run with an npu group): the SoC the graphs were compiled for ("sm8750"), which
     # split of a layer the NPU runs ("edgeflow": its seven matmuls; "llmnpu": llm.npu's coarse graphs), the decoder
     # layer (null: the whole model, whose `variant` says "all layers" (summed) or "one graph") and a matmul stage
     "soc": pa.string(), "npu_split": pa.string(), "layer": pa.int64(), "stage": pa.string(),

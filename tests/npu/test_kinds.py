@@ -90,6 +90,7 @@ def test_fidelity_through_htp_is_simulated_and_close_to_the_reference(tmp_path, 
     fid = store.read("fidelity")
     htp = fid[fid.metric == "kl_fp16_htp"]
     assert len(htp) == 2 and (htp.label == "simulated").all() and "HTP simulator" in htp.notes.iloc[0]
+    assert set(htp.soc) == {"sm8750"} and fid[fid.metric == "kl_fp16"].soc.isna().all()  # who compiled what: a column
     static = fid[fid.metric == "kl_fp16"]["value"].mean()
     # HTP adds the output requantization to what the fake-quant model computes: some more error (3.2x here, where
     # the default 4x headroom spends 2 of the 8 output bits), not a different model (a wrong scale or sign would be
@@ -105,9 +106,9 @@ def test_accuracy_through_htp_is_scored_by_the_simulator(tmp_path, tiny_checkpoi
     assert run_job(compose_config(base), store) == "ok"
     acc = store.read("accuracy")
     scored = acc[acc.metric == "accuracy"]
-    htp, fake = (scored[scored.notes.str.contains("HTP simulator") == on] for on in (True, False))
-    assert len(htp) == 1 and htp.label.iloc[0] == "simulated" and "soc_model 57" in htp.notes.iloc[0]
-    assert "n=3" in htp.notes.iloc[0] and len(fake) == 1 and fake.label.iloc[0] == "stand-in"
+    htp, fake = (scored[scored.label == label] for label in ("simulated", "stand-in"))
+    assert len(htp) == 1 and htp.soc.iloc[0] == "sm8650" and "HTP simulator" in htp.notes.iloc[0]
+    assert htp["items"].iloc[0] == 3 and len(fake) == 1 and pd.isna(fake.soc.iloc[0])  # columns, not notes to parse
     assert set(scored.data_source) == {"proxy"}  # the label says what computed it, data_source what it was run on
     assert htp.config_hash.iloc[0] != fake.config_hash.iloc[0]
 
