@@ -24,6 +24,7 @@ from experiments import lineup, output, paper_values, rules, selection, stats
 from experiments.base import SweepArtifact, register_artifact
 from experiments.output import Section, fmt, md_table
 from harness.measure.workload import check_rows
+from harness.quant.outputs import NPU_NUMERICS
 
 NAME = "fig10"
 TITLE = "Figure 10 - cold-start TTFT and accuracy per system, model and dataset"
@@ -106,6 +107,12 @@ def series_name(system: str | None, bits, quantizer: str | None = None) -> str:
     return lineup.series_name(system, bits, short=True)
 
 
+# EdgeFlow's rows computed with numerics other than the NPU's (an artifact with float outputs:
+# +quantizer.output_grid=none; a row's `numerics`) are a series of their own beside EF at those bits, named by what
+# computed them, never pooled with EdgeFlow's and never in a verdict (they carry no ef_bits).
+OTHER_NUMERICS = {"float outputs": "CPU only (float outputs)"}
+
+
 def _with_series(df: pd.DataFrame) -> pd.DataFrame:
     """Figure 10's rows among the store's: other artifacts share the ttft/accuracy folders (Figure 12 evaluates
     other quantizers, ablations other packings), so EdgeFlow rows must be its own quantizer, packing and pipeline
@@ -115,7 +122,11 @@ def _with_series(df: pd.DataFrame) -> pd.DataFrame:
                 & df["quantizer"].isin(list(STAND_IN_SERIES)) & (df["bits"] == 8))
     df = df[(df["system"].isin(lineup.systems()) & own) | stand_in].copy()
     df["series"] = [series_name(s, b, q) for s, b, q in zip(df["system"], df["bits"], df["quantizer"])]
-    df["ef_bits"] = df["bits"].where(df["system"] == lineup.proposed())  # EdgeFlow's bits as data, not its label
+    numerics = df["numerics"] if "numerics" in df.columns else pd.Series(None, index=df.index, dtype=object)
+    other = (df["system"] == lineup.proposed()) & numerics.notna() & (numerics != NPU_NUMERICS)
+    df.loc[other, "series"] = [f"{s}, {OTHER_NUMERICS.get(n, n)}" for s, n in zip(df["series"][other], numerics[other])]
+    # EdgeFlow's bits as data, not its label: only where it computed what the NPU computes
+    df["ef_bits"] = df["bits"].where((df["system"] == lineup.proposed()) & ~other)
     return df
 
 
@@ -376,7 +387,7 @@ def llmnpu_statements(t: Tidy) -> list[dict]:
 
 # --- figure -----------------------------------------------------------------------------------------------------------------
 
-def _colors(frame: pd.DataFrame) -> dict[str, tuple]:
+def series_colors(frame: pd.DataFrame) -> dict[str, tuple]:
     """Each series' colour: the peers' their own (lineup), EdgeFlow's shades of blue by bits, the stand-ins grey."""
     import matplotlib
 
@@ -388,14 +399,32 @@ def _colors(frame: pd.DataFrame) -> dict[str, tuple]:
     return {s: base.get(s, ef.get(s, stand.get(s, "#bcbd22"))) for s in order}
 
 
+NO_ROWS = "not run: no rows"
+
+
 def _unrun_reason(unrun: pd.DataFrame, model: str, dataset: str, series: str) -> str:
     """Why `series` did not run for `model` (any model when '') on `dataset` (or on any)."""
     hit = unrun[((unrun["model"] == model) | (model == "")) & (unrun["series"] == series)]
     same = hit[hit["dataset"] == dataset]
     hit = same if len(same) else hit  # a system that cannot run here usually says so once per dataset
     if hit.empty:
-        return "not run: no rows"
+        return NO_ROWS
     return hit["reason"].iloc[-1]
+
+
+def _ratio_unrun(t: Tidy, baseline: str, bits: float) -> str:
+    """Why a paper ratio (baseline / EdgeFlow at `bits`) has no measured line: the baseline's reason, or where the
+    baseline was timed, EdgeFlow's at those bits (whose rows under other numerics are not EdgeFlow's)."""
+    if not (t.ttft["series"] == _label(baseline)).any():
+        return _unrun_reason(t.unrun, "", "", _label(baseline))
+    ef = ef_series(bits)
+    why = _unrun_reason(t.unrun, "", "", ef)
+    return f"not run: no {ef} TTFT computed with the NPU's numerics" if why == NO_ROWS else why
+
+
+def _tried(t: Tidy, series: str) -> bool:
+    """Whether a TTFT of `series` was measured or attempted anywhere (else it is drawn as accuracy only)."""
+    return bool((t.ttft_all["series"] == series).any() or (t.unrun["series"] == series).any())
 
 
 def _short(text: str, n: int = 38) -> str:
@@ -447,7 +476,7 @@ def _main_panel(ax, cond, t, order, colors, expected):
                        label=None if series in labelled else series)
                 labelled.add(series)
                 ax.errorbar(x, m, yerr=[[m - lo], [hi - m]], color="black", capsize=1.5, linewidth=0.7)
-            elif series in STAND_IN_SERIES.values():  # accuracy only: a stand-in has no engine to time
+            elif series in STAND_IN_SERIES.values() or not _tried(t, series):  # e.g. a stand-in: nothing to time
                 ax.text(x, 0.02, _short(f"{series}: accuracy only", 48), transform=text_tf, rotation=90, fontsize=6,
                         ha="center", va="bottom", color="#555555")
             elif cond.get("device") is not None:
@@ -562,7 +591,7 @@ def draw(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path, name
     ours = ratios(t.ttft, t.ttft_rows) if ours is None else ours
     series_rows = selection.with_conditions(_with_series(selection.current(rows)))
     conds = panels(t, series_rows)
-    colors = _colors(series_rows)
+    colors = series_colors(series_rows)
     fig, axes = plt.subplots(len(conds), 2, figsize=(16, 4.6 * len(conds)), squeeze=False,
                              gridspec_kw={"width_ratios": [3.2, 1.3]})
     for r, cond in enumerate(conds):
@@ -626,7 +655,7 @@ def ratio_lines(paper: pd.DataFrame | None, ours: pd.DataFrame, t: Tidy, caps: _
     for p in _paper_metric(paper, "ttft_ratio").itertuples():
         hit = ours[(ours["system"] == p.system) & (ours["bits"] == p.bits)]
         if hit.empty:
-            why = _unrun_reason(t.unrun, "", "", _label(p.system))
+            why = _ratio_unrun(t, p.system, p.bits)
             lines.append({"condition": "–", "baseline": _label(p.system), f"{EF} bits": f"{p.bits:g}",
                           "ours [95%]": why, "paper": f"{p.value:.2f}", "datasets × prompts": "–", "interval": "–",
                           "verdict": rules.NOT_RUN, "before the cap": rules.NOT_RUN, "_caps": [why]})
@@ -791,6 +820,7 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
     figures = draw(rows, paper, figures_dir, t=t, ours=ours)
     series_rows = selection.with_conditions(_with_series(rows))
     acc_rows = selection.ok_rows(series_rows, "accuracy")
+    acc_rows = acc_rows[acc_rows["ef_bits"].notna() | (acc_rows["system"] != lineup.proposed())]  # what verdicts read
     caps = _Caps()
     ratio, drop, npu = (ratio_lines(paper, ours, t, caps), drop_lines(paper, t, acc_rows, caps),
                         llmnpu_lines(paper, t, acc_rows, caps))

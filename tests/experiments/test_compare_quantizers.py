@@ -2,12 +2,15 @@
 miniature run on a tiny model with the documented rtn_clip."""
 import math
 
+import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
+from matplotlib.colors import to_hex
 
 from experiments import compare_quantizers as cq
 from harness.config import ConfigError
 from harness.runner.store import ResultsStore
+from pictures import drawn_in
 
 
 def test_default_sweep_covers_every_registered_quantizer_and_skips_ttft_the_runtime_cannot_run():
@@ -118,6 +121,12 @@ def test_render_draws_a_table_and_pareto_plots(tmp_path):
     section = render(cq.NAME, store, tmp_path)
     assert section.verdict == "no paper claim" and "rtn_clip, shadow_outlier" in section.summary
     png = tmp_path / "figures" / f"{cq.NAME}.png"
-    assert png in section.figures and png.stat().st_size > 20_000
+    assert png in section.figures
+    # each quantized method's points and error bars in its own colour (tab10 by sorted name; FP16 is no point)
+    table = cq.table(store.read(cq.NAME))
+    methods = sorted(set(table["quantizer"]) - {"fp16"})
+    drawn = {m for m in methods if table.loc[table["quantizer"] == m, "kl_fp16"].notna().any()}
+    assert drawn and all(drawn_in(png, to_hex(plt.get_cmap("tab10")(j % 10)), at_least=1e-4)
+                         for j, m in enumerate(methods) if m in drawn)
     assert "| shadow_outlier | 4 |" in section.body and "not run: " in section.body
     assert not math.isnan(cq.table(store.read(cq.NAME))["kl_fp16"].iloc[-1])

@@ -8,7 +8,7 @@ from experiments import fig10, fig12, fig13, fig4, lineup, paper_values, rules, 
 from harness.runner.store import ResultsStore
 
 from pictures import drawn_in
-from synthetic_rows import FAKE_EF_TTFT, FAKE_TTFT, quantizer_rows
+from synthetic_rows import FAKE_EF_TTFT, FAKE_TTFT, fig10_rows, quantizer_rows
 
 
 def _render(name, store, tmp_path, **params):
@@ -41,6 +41,19 @@ def test_fig10_render_writes_figures_and_says_what_did_not_run(fig10_store, tmp_
     assert "0 of 15 comparisons reproduced, 7 qualitative, 3 inconclusive, 5 not run" in section.summary
     assert "not the paper's" in section.body  # smollm2-135m vs Llama3-8B / Phi3-3.8B
     assert "only be *qualitative* (the cap) here because" in section.body and "| 4.21 [" in section.body
+
+
+def test_fig10_keeps_float_output_rows_out_of_edgeflows_series_and_verdicts(fig10_store, tmp_path):
+    """EdgeFlow rows of a float-output artifact (+quantizer.output_grid=none) are a CPU-only system: their own series,
+    never pooled into "EF 5b" (computed with the NPU's numerics) and never read by a verdict."""
+    cpu_only = [{**r, "numerics": "float outputs", "value": 0.9, "config_hash": r["config_hash"] + "-float"}
+                for r in fig10_rows()["accuracy"] if r["bits"] == 5]
+    fig10_store.append("accuracy", cpu_only)
+    acc = fig10.tidy(selection.read_rows(fig10_store, fig10.EXPERIMENTS)).accuracy.groupby("series")["median"].median()
+    assert acc["EF 5b"] == pytest.approx(0.44) and acc["EF 5b, CPU only (float outputs)"] == pytest.approx(0.9)
+    section = _render("fig10", fig10_store, tmp_path)
+    assert "0 of 15 comparisons reproduced, 7 qualitative, 3 inconclusive, 5 not run" in section.summary
+    assert "numerics (float outputs" not in section.body and "EF 5b, CPU only (float outputs)" in section.body
 
 
 def test_fig10_render_on_a_miniature_sweep(fig10_store, tmp_path):

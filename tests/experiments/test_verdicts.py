@@ -374,7 +374,6 @@ def test_the_papers_claims_that_did_not_run_are_lines_that_say_why(tmp_path):
 @pytest.mark.parametrize("accelerator,numerics,timing_capped,quality_capped", [
     (None, None, True, True),                      # rows that record neither: the runtime's CPU lane, unknown numerics
     ("cpu threads", "npu", True, False),           # today's runtime: the NPU's numbers, a CPU's time
-    ("npu", "float outputs", False, True),         # an NPU's time, numbers no NPU computes
 ])
 def test_edgeflow_without_its_npu_is_capped_even_on_the_papers_phone(tmp_path, accelerator, numerics,
                                                                       timing_capped, quality_capped):
@@ -384,6 +383,16 @@ def test_edgeflow_without_its_npu_is_capped_even_on_the_papers_phone(tmp_path, a
     ttft_lines = [line for line in section.body.splitlines() if "| llama.cpp |" in line or "| MNN |" in line]
     assert ttft_lines and all(("| qualitative |" in line) == timing_capped for line in ttft_lines
                               if "| reproduced" in line or "| qualitative" in line)
+
+
+def test_edgeflow_with_float_outputs_is_another_system_that_no_verdict_reads(tmp_path):
+    """Rows of a float-output artifact (numbers no NPU computes) are drawn as their own series; the paper's EdgeFlow
+    comparisons say which EdgeFlow numbers they lack instead of judging those of a CPU-only system."""
+    section = run.render("fig10", _store(tmp_path, _on_the_papers_phone("npu", "float outputs")), tmp_path / "out")
+    assert section.verdict == rules.NOT_RUN and "EF 5b, CPU only (float outputs)" in section.body
+    ratio_lines = [line for line in section.body.splitlines() if line.startswith("| – | llama.cpp |")]
+    assert len(ratio_lines) == 3 and all("no EF" in line and "computed with the NPU's numerics" in line
+                                         for line in ratio_lines)
 
 
 def test_without_item_counts_accuracy_has_no_interval_and_is_capped(tmp_path):
