@@ -467,6 +467,7 @@ def _main_panel(ax, cond, t, order, colors, expected):
     labelled: set[str] = set()
     for i, dataset in enumerate(datasets):
         acc_xy: dict[str, tuple[list, list]] = {}
+        acc_of = lambda series: acc[(acc["dataset"] == dataset) & (acc["series"] == series)]  # noqa: E731
         for j, series in enumerate(order):
             x = i - 0.42 + width * (j + 0.5)
             hit = ttft[(ttft["dataset"] == dataset) & (ttft["series"] == series)]
@@ -476,14 +477,15 @@ def _main_panel(ax, cond, t, order, colors, expected):
                        label=None if series in labelled else series)
                 labelled.add(series)
                 ax.errorbar(x, m, yerr=[[m - lo], [hi - m]], color="black", capsize=1.5, linewidth=0.7)
-            elif series in STAND_IN_SERIES.values() or not _tried(t, series):  # e.g. a stand-in: nothing to time
+            elif series in STAND_IN_SERIES.values() or not (_tried(t, series) or acc_of(series).empty):
+                # accuracy only: a stand-in, or a series that no TTFT was asked of (e.g. CPU only, float outputs)
                 ax.text(x, 0.02, _short(f"{series}: accuracy only", 48), transform=text_tf, rotation=90, fontsize=6,
                         ha="center", va="bottom", color="#555555")
             elif cond.get("device") is not None:
                 reason = _short(_unrun_reason(t.unrun, model, dataset, series))
                 ax.text(x, 0.02, reason, transform=text_tf, rotation=90, fontsize=6, ha="center", va="bottom",
                         color="#b00000")
-            for a in acc[(acc["dataset"] == dataset) & (acc["series"] == series)].itertuples():
+            for a in acc_of(series).itertuples():
                 xs, ys = acc_xy.setdefault(a.source, ([], []))
                 xs.append(x)
                 ys.append(100 * a.median)
