@@ -14,7 +14,8 @@ range, A16's over range_gain times that range (for text unlike the calibration c
 clips; its step is still range_gain * 127 / 32767 of INT8's). Output grids are the artifact's own (outputs.py: the
 quantizer's output_grid and output_headroom), at each width. Cost is the linear's share of the model's matmul MACs
 (C * D per token); A16 costs HTP about twice A8's time, so the budget is a share of MACs. Greedy by gain per MAC,
-largest first, within the budget.
+largest first, within the budget. With alpha_search=npu (pipeline.py) each width's error is that of the linear as
+quantized for that width (its smoothing chosen under that width's numerics), not of one candidate widened.
 """
 from __future__ import annotations
 
@@ -36,18 +37,30 @@ def as_a16(q: QuantLinear, range_gain: float) -> QuantLinear:
     return replace(q, act_scale=scale.float(), act_bits=16)
 
 
-def a16_gain(q: QuantLinear, weight: torch.Tensor, rows: torch.Tensor, range_gain: float, peaks: torch.Tensor,
-             grid: str, headroom: float) -> float:
-    """Relative output error with INT8 input and output grids minus with A16 ones, on calibration rows [N, D]; the
-    output grids from the calibrated peaks [C] (outputs.with_output_grid)."""
-    reference = rows @ weight.t()  # [N, C]
-    energy = max(float((reference ** 2).sum()), 1e-30)
+def at_width(q: QuantLinear, act_bits: int, range_gain: float) -> QuantLinear:
+    """The linear with `act_bits`-wide activations (8: as quantized; 16: as_a16)."""
+    return as_a16(q, range_gain) if act_bits == 16 else q
 
-    def error(linear: QuantLinear) -> float:
-        with torch.no_grad():
-            y = FakeQuantLinear(with_output_grid(linear, peaks, grid, headroom))(rows)
-        return float(((y - reference) ** 2).sum()) / energy
-    return error(q) - error(as_a16(q, range_gain))
+
+def npu_output_error(q: QuantLinear, rows: torch.Tensor, reference: torch.Tensor, peaks: torch.Tensor, grid: str,
+                     headroom: float) -> float:
+    """Relative squared output error of the linear as the NPU computes it (its static input grid at its width, the
+    integer matmul, the output requantized to the grid `grid` over the calibrated peaks [C]: outputs.py) on
+    calibration rows [N, D], against the FP output reference [N, C]."""
+    energy = max(float((reference ** 2).sum()), 1e-30)
+    with torch.no_grad():
+        y = FakeQuantLinear(with_output_grid(q, peaks, grid, headroom))(rows)
+    return float(((y - reference) ** 2).sum()) / energy
+
+
+def a16_gain(q: QuantLinear, weight: torch.Tensor, rows: torch.Tensor, range_gain: float, peaks: torch.Tensor,
+             grid: str, headroom: float, q16: QuantLinear | None = None) -> float:
+    """Relative output error with INT8 input and output grids minus with A16 ones, on calibration rows [N, D]; the
+    output grids from the calibrated peaks [C] (outputs.with_output_grid). q16: the linear as quantized for A16
+    when the quantizer chooses per width (pipeline.py alpha_search=npu), else q widened."""
+    reference = rows @ weight.t()  # [N, C]
+    return (npu_output_error(q, rows, reference, peaks, grid, headroom)
+            - npu_output_error(as_a16(q if q16 is None else q16, range_gain), rows, reference, peaks, grid, headroom))
 
 
 def choose_a16(gains: dict[str, float], macs: dict[str, int], budget: float) -> set[str]:

@@ -115,6 +115,18 @@ class Quantizer(ABC):
     def quantize_linear(self, name: str, weight: torch.Tensor, stats: LinearStats, budget: float) -> LayerResult:
         """Quantize one linear: weight float32 [C, D] -> LayerResult (see the module docstring)."""
 
+    @property
+    def chooses_per_width(self) -> bool:
+        """Whether quantize_at_width's choices depend on the width (by default they do not)."""
+        return False
+
+    def quantize_at_width(self, name: str, weight: torch.Tensor, stats: LinearStats, budget: float,
+                          act_bits: int) -> LayerResult:
+        """quantize_linear for a linear whose activations will be `act_bits` (8 or 16) wide, still returned with its
+        8-bit activation grid (the base class widens it: a16.as_a16). By default the width changes nothing; a
+        quantizer that chooses per width (chooses_per_width) overrides this."""
+        return self.quantize_linear(name, weight, stats, budget)
+
     def quantize(self, model: nn.Module, model_name: str = "model") -> Artifact:
         """The artifact of a loaded model, in memory (harness.quant.stream writes one from a checkpoint instead)."""
         manifest: dict = {}
@@ -135,11 +147,12 @@ class Quantizer(ABC):
         entries, tally, wide = {}, BitsTally(), 0
         for name in tqdm(selected, desc=f"quantize {self.name}", unit="linear", leave=False):
             weight = _checked_weight(name, weights.read(f"{name}.weight"))
-            res = self.quantize_linear(name, weight, self.stats[name], self.config.budget_for(name))
+            res = self.quantize_at_width(name, weight, self.stats[name], self.config.budget_for(name),
+                                         16 if name in a16 else 8)
             del weight
             if name in a16:
                 res.linear = as_a16(res.linear, self.config.a16_range_gain)
-                res.info["act_bits"] = 16
+            res.info["act_bits"] = int(res.linear.act_bits)  # every linear's width, in the manifest
             res.linear = with_output_grid(res.linear, self.stats[name].out_max, self.config.output_grid,
                                           self.config.output_headroom)
             res.linear.validate(name)
@@ -171,14 +184,17 @@ class Quantizer(ABC):
             manifest["runtime_incompatible_reason"] = "; ".join(r for r in reasons if r)
 
     def _a16_linears(self, weights, selected: list[str]) -> set[str]:
-        """The linears to give 16-bit activations (a16.py): each quantized once more to measure its gain."""
+        """The linears to give 16-bit activations (a16.py): each quantized once more to measure its gain (twice when
+        the quantizer chooses per width: as it would quantize it for each)."""
         gains, macs = {}, {}
         for name in tqdm(selected, desc="A16 sensitivity", unit="linear", leave=False):
             weight = _checked_weight(name, weights.read(f"{name}.weight"))
-            res = self.quantize_linear(name, weight, self.stats[name], self.config.budget_for(name))
-            if res.linear.act_scale is not None:
-                gains[name] = a16_gain(res.linear, weight, self.stats[name].rows, self.config.a16_range_gain,
-                                       self.stats[name].out_max, self.config.output_grid, self.config.output_headroom)
+            stats, budget = self.stats[name], self.config.budget_for(name)
+            q8 = self.quantize_at_width(name, weight, stats, budget, 8).linear
+            if q8.act_scale is not None:
+                q16 = self.quantize_at_width(name, weight, stats, budget, 16).linear if self.chooses_per_width else None
+                gains[name] = a16_gain(q8, weight, stats.rows, self.config.a16_range_gain, stats.out_max,
+                                       self.config.output_grid, self.config.output_headroom, q16=q16)
                 macs[name] = weight.numel()
         return choose_a16(gains, macs, self.config.a16_budget)
 

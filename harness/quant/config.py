@@ -17,6 +17,10 @@ from harness.quant.numerics import OUTPUT_GRIDS
 DEFAULT_LAYERS = tuple(f"*.{s}" for s in LINEAR_SUFFIXES)  # every q/k/v/o/gate/up/down projection
 DEFAULT_ALPHA_GRID = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 WEIGHT_ROUNDINGS = ("nearest", "gptq")  # gptq: error-compensating rounding on the same grids (gptq.py)
+# What the alpha grid search measures on the calibration rows (pipeline.py). float-outputs: the paper's, the output
+# error with static 8-bit inputs and float outputs, whatever width the linear gets; npu: the linear as the NPU
+# computes it, its input grid at the width it gets (8 or 16) and its static output grid (a16.npu_output_error).
+ALPHA_SEARCHES = ("float-outputs", "npu")
 # Where the LM head's bits come from. table: stored like the embedding (embedding_bits), outside the bit budget;
 # budget: weight-only rows averaging budget_for("lm_head") (budget_bits, or a layer_budgets entry matching "lm_head"),
 # widths chosen by the quantizer's own allocation, a tied table given its own copy (docs/quantizers.md "The LM head":
@@ -42,6 +46,7 @@ class QuantizerConfig:
     gptq_damp: float = 1.0  # GPTQ's damping of the Gram matrix, as a multiple of its mean diagonal (gptq.py)
     output_grid: str = "channel"  # the NPU's static output grid per linear (outputs.py): channel, tensor, or none
     output_headroom: float = 4.0  # output grids span this many times the calibrated peak (text unlike the corpus)
+    alpha_search: str = "float-outputs"  # float-outputs (the paper's) or npu (ALPHA_SEARCHES above; beyond the paper)
 
     def __post_init__(self):
         _check(isinstance(self.name, str) and self.name, "name", "a non-empty string", self.name)
@@ -72,6 +77,7 @@ class QuantizerConfig:
         _check(self.output_grid in OUTPUT_GRIDS, "output_grid", " or ".join(OUTPUT_GRIDS), self.output_grid)
         _check(_real(self.output_headroom) and 1 <= self.output_headroom <= 256, "output_headroom",
                "a number in [1, 256]", self.output_headroom)
+        _check(self.alpha_search in ALPHA_SEARCHES, "alpha_search", " or ".join(ALPHA_SEARCHES), self.alpha_search)
 
     def budget_for(self, module_name: str) -> float:
         from fnmatch import fnmatchcase

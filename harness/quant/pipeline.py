@@ -6,8 +6,11 @@ For each alpha in config.alpha_grid, one candidate layer is built:
     bits  = method.allocate(W', budget)                          [C] in 1..8 (allocate_rows on its RE; allocate.py)
     codes, scale = method.quantize_weight(W', bits)              per-channel or per-tensor grid (numerics.py)
     w_scale = scale * out_scale,  act_scale = max_k(S_I[k] in_scale[k]) / 127
-and the candidate whose output on the sampled calibration rows is closest (squared error) to the FP layer's wins.
-With a single alpha the search is skipped. With weight_rounding=gptq the winning alpha's candidate is then built
+and the candidate whose output on the sampled calibration rows is closest (squared error) to the FP layer's wins:
+with alpha_search=float-outputs (the paper's) its output with static 8-bit inputs and float outputs; with
+alpha_search=npu as the NPU computes it at the width the linear gets (8 or 16-bit inputs, outputs requantized to
+its static grid: a16.npu_output_error), so that an A16 linear gets the smoothing that suits 16-bit inputs (often
+none) and an A8 one that which suits 8-bit inputs. With a single alpha the search is skipped. With weight_rounding=gptq the winning alpha's candidate is then built
 once more with codes = gptq_codes(W', bits, scale, H'): the same grids, error-compensating codes (gptq.py), H' the
 Gram matrix of the smoothed input x * in_scale. Methods override the hooks (scales, allocate or allocate_rows,
 quantize_weight, extras); quantize_linear is not overridden.
@@ -17,6 +20,7 @@ from __future__ import annotations
 import torch
 
 from harness.artifact import QuantLinear
+from harness.quant.a16 import at_width, npu_output_error
 from harness.quant.base import LayerResult, Quantizer
 from harness.quant.calibrate import LinearStats
 from harness.quant.fakequant import OUTLIER_IDX, OUTLIER_WEIGHT, FakeQuantLinear
@@ -59,22 +63,37 @@ class SmoothedQuantizer(Quantizer):
                              in_scale=in_scale.float(), act_scale=act_scale_for(stats.in_max, in_scale))
         return LayerResult(linear, self.extras(weight, stats, in_scale), {"alpha": alpha})
 
+    @property
+    def chooses_per_width(self) -> bool:
+        return self.config.alpha_search == "npu" and len(self.config.alpha_grid) > 1
+
     def quantize_linear(self, name: str, weight: torch.Tensor, stats: LinearStats, budget: float) -> LayerResult:
-        """The best alpha's candidate, chosen with nearest rounding; with weight_rounding=gptq that alpha's grids
-        are then rounded by GPTQ (once per linear: GPTQ per alpha would cost the grid's length again)."""
+        return self.quantize_at_width(name, weight, stats, budget, 8)
+
+    def quantize_at_width(self, name: str, weight: torch.Tensor, stats: LinearStats, budget: float,
+                          act_bits: int) -> LayerResult:
+        """The best alpha's candidate (by config.alpha_search, for a linear of `act_bits`-wide inputs), chosen with
+        nearest rounding; with weight_rounding=gptq that alpha's grids are then rounded by GPTQ (once per linear:
+        GPTQ per alpha would cost the grid's length again)."""
         grid, rounding = self.config.alpha_grid, self.config.weight_rounding
         if len(grid) == 1:
             return self.candidate(weight, stats, grid[0], budget, rounding)
         reference = stats.rows @ weight.t()  # [N, C]
-        energy = max(float((reference ** 2).sum()), 1e-30)
-
-        def error(cand: LayerResult) -> float:
-            return float(((output_of(cand, stats.rows) - reference) ** 2).sum()) / energy
+        error = self._search_error(stats, reference, act_bits)
         best = min((self.candidate(weight, stats, alpha, budget) for alpha in grid), key=error)
         if rounding != "nearest":
             best = self.candidate(weight, stats, best.info["alpha"], budget, rounding)
         best.info["grid_rel_error"] = error(best)
         return best
+
+    def _search_error(self, stats: LinearStats, reference: torch.Tensor, act_bits: int):
+        """What the alpha search minimises: a candidate -> its relative squared error on the calibration rows."""
+        c = self.config
+        if c.alpha_search == "npu":
+            return lambda cand: npu_output_error(at_width(cand.linear, act_bits, c.a16_range_gain), stats.rows,
+                                                 reference, stats.out_max, c.output_grid, c.output_headroom)
+        energy = max(float((reference ** 2).sum()), 1e-30)
+        return lambda cand: float(((output_of(cand, stats.rows) - reference) ** 2).sum()) / energy
 
 
 def output_of(result: LayerResult, x: torch.Tensor) -> torch.Tensor:

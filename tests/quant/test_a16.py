@@ -66,3 +66,56 @@ def test_bad_a16_settings_and_artifacts_are_named(model, calibration):
     q.act_bits = 12
     with pytest.raises(ArtifactError, match="act_bits must be one of"):
         q.validate("x")
+
+
+def _search_errors(quantizer, model, name: str, act_bits: int) -> dict[float, float]:
+    """alpha -> the linear's output error as the NPU computes it at `act_bits` (nearest rounding), brute force."""
+    from harness.quant.a16 import at_width, npu_output_error
+
+    c, stats = quantizer.config, quantizer.stats[name]
+    weight = model.get_submodule(name).weight.detach().float()
+    reference = stats.rows @ weight.t()
+    return {alpha: npu_output_error(at_width(quantizer.candidate(weight, stats, alpha, c.budget_bits).linear, act_bits,
+                                             c.a16_range_gain), stats.rows, reference, stats.out_max, c.output_grid,
+                                    c.output_headroom)
+            for alpha in c.alpha_grid}
+
+
+def test_npu_alpha_search_picks_each_linears_smoothing_for_the_width_it_gets(model, calibration):
+    """alpha_search=npu: every linear's alpha is the one with the least output error under the numerics it runs with
+    (its input width and its output grid), written in the manifest with its width; the paper's search (float
+    outputs at 8 bits) picks differently on some linear, which is why the option exists."""
+    grid = {"alpha_grid": [0.0, 0.5, 1.0], "a16_budget": 0.5}
+    npu_q, npu = quantized(model, calibration, alpha_search="npu", **grid)
+    paper_q, paper = quantized(model, calibration, **grid)
+    assert npu_q.chooses_per_width and not paper_q.chooses_per_width
+    entries = npu.manifest["linears"]
+    assert {e["act_bits"] for e in entries.values()} == {8, 16}  # both widths taken, each linear's written down
+    differs = 0
+    for name, entry in entries.items():
+        errors = _search_errors(npu_q, model, name, entry["act_bits"])
+        assert entry["alpha"] == min(errors, key=errors.get), name
+        differs += entry["alpha"] != paper.manifest["linears"][name]["alpha"]
+    assert differs > 0
+    assert npu.manifest["quantizer"]["params"]["alpha_search"] == "npu"
+
+
+def test_npu_search_gains_compare_each_widths_own_choice(model, calibration):
+    """The A16 chooser's gain for a linear is its error quantized for A8 minus its error quantized for A16 (each with
+    its own alpha), never less than with one candidate widened."""
+    quantizer, _ = quantized(model, calibration, alpha_search="npu", alpha_grid=[0.0, 0.5, 1.0])
+    name = "model.layers.0.self_attn.o_proj"
+    e8, e16 = (_search_errors(quantizer, model, name, bits) for bits in (8, 16))
+    stats, weight = quantizer.stats[name], model.get_submodule(name).weight.detach().float()
+    c = quantizer.config
+    q8 = quantizer.quantize_at_width(name, weight, stats, c.budget_bits, 8).linear
+    q16 = quantizer.quantize_at_width(name, weight, stats, c.budget_bits, 16).linear
+    gain = a16_gain(q8, weight, stats.rows, c.a16_range_gain, stats.out_max, c.output_grid, c.output_headroom, q16=q16)
+    assert gain == pytest.approx(min(e8.values()) - min(e16.values()), rel=1e-5)
+    one = a16_gain(q8, weight, stats.rows, c.a16_range_gain, stats.out_max, c.output_grid, c.output_headroom)
+    assert gain >= one - 1e-12
+
+
+def test_a_bad_alpha_search_is_named():
+    with pytest.raises(ConfigError, match="alpha_search"):
+        make_quantizer({"name": "edgeflow", "alpha_search": "htp"})
