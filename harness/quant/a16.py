@@ -11,7 +11,7 @@ Sensitivity is measured, per linear, on its sampled calibration rows X [N, D] (c
 linear's quantized weights, as the NPU computes it: the relative squared output error against the FP output X W^T
 with INT8 input and output grids, minus the same with A16 ones. Input grids are static: INT8's over the calibrated
 range, A16's over range_gain times that range (for text unlike the calibration corpus, where a static INT8 range
-clips; its step is still range_gain * 127 / 32767 of INT8's). Output grids are the artifact's own (outputs.py: the
+clips; its step is still range_gain * 127 / 32767 of INT8's); a8_range_gain widens the INT8 grid likewise. Output grids are the artifact's own (outputs.py: the
 quantizer's output_grid and output_headroom), at each width. Cost is the linear's share of the model's matmul MACs
 (C * D per token); A16 costs HTP about twice A8's time, so the budget is a share of MACs. Greedy by gain per MAC,
 largest first, within the budget. With alpha_search=npu (pipeline.py) each width's error is that of the linear as
@@ -24,6 +24,7 @@ from dataclasses import replace
 import torch
 
 from harness.artifact import QuantLinear
+from harness.quant.config import QuantizerConfig
 from harness.quant.fakequant import FakeQuantLinear
 from harness.quant.numerics import act_qmax
 from harness.quant.outputs import with_output_grid
@@ -37,9 +38,14 @@ def as_a16(q: QuantLinear, range_gain: float) -> QuantLinear:
     return replace(q, act_scale=scale.float(), act_bits=16)
 
 
-def at_width(q: QuantLinear, act_bits: int, range_gain: float) -> QuantLinear:
-    """The linear with `act_bits`-wide activations (8: as quantized; 16: as_a16)."""
-    return as_a16(q, range_gain) if act_bits == 16 else q
+def at_width(q: QuantLinear, act_bits: int, config: QuantizerConfig) -> QuantLinear:
+    """The linear as quantized (its 8-bit input grid over the calibrated range) given its grid at `act_bits`: 16 bits
+    over config.a16_range_gain times that range (as_a16), 8 bits over config.a8_range_gain times it."""
+    if act_bits == 16:
+        return as_a16(q, config.a16_range_gain)
+    if q.act_scale is None or config.a8_range_gain == 1.0:
+        return q
+    return replace(q, act_scale=(q.act_scale * config.a8_range_gain).float())
 
 
 def npu_output_error(q: QuantLinear, rows: torch.Tensor, reference: torch.Tensor, peaks: torch.Tensor, grid: str,
@@ -53,14 +59,15 @@ def npu_output_error(q: QuantLinear, rows: torch.Tensor, reference: torch.Tensor
     return float(((y - reference) ** 2).sum()) / energy
 
 
-def a16_gain(q: QuantLinear, weight: torch.Tensor, rows: torch.Tensor, range_gain: float, peaks: torch.Tensor,
-             grid: str, headroom: float, q16: QuantLinear | None = None) -> float:
-    """Relative output error with INT8 input and output grids minus with A16 ones, on calibration rows [N, D]; the
-    output grids from the calibrated peaks [C] (outputs.with_output_grid). q16: the linear as quantized for A16
-    when the quantizer chooses per width (pipeline.py alpha_search=npu), else q widened."""
+def a16_gain(q: QuantLinear, weight: torch.Tensor, rows: torch.Tensor, peaks: torch.Tensor, config: QuantizerConfig,
+             q16: QuantLinear | None = None) -> float:
+    """Relative output error with INT8 input and output grids minus with A16 ones (at_width), on calibration rows
+    [N, D]; the output grids config's over the calibrated peaks [C] (outputs.with_output_grid). q16: the linear as
+    quantized for A16 when the quantizer chooses per width (pipeline.py alpha_search=npu), else q."""
     reference = rows @ weight.t()  # [N, C]
-    return (npu_output_error(q, rows, reference, peaks, grid, headroom)
-            - npu_output_error(as_a16(q if q16 is None else q16, range_gain), rows, reference, peaks, grid, headroom))
+    grid, headroom = config.output_grid, config.output_headroom
+    return (npu_output_error(at_width(q, 8, config), rows, reference, peaks, grid, headroom)
+            - npu_output_error(at_width(q if q16 is None else q16, 16, config), rows, reference, peaks, grid, headroom))
 
 
 def choose_a16(gains: dict[str, float], macs: dict[str, int], budget: float) -> set[str]:

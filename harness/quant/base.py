@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 
 from harness.artifact import LINEAR_SUFFIXES, Artifact, QuantLinear
 from harness.models.arch import runtime_config
-from harness.quant.a16 import a16_gain, as_a16, choose_a16
+from harness.quant.a16 import a16_gain, at_width, choose_a16
 from harness.quant.allocate import allocate_two_level
 from harness.quant.calibrate import LinearStats, collect_stats
 from harness.quant.config import ConfigError, QuantizerConfig
@@ -123,7 +123,7 @@ class Quantizer(ABC):
     def quantize_at_width(self, name: str, weight: torch.Tensor, stats: LinearStats, budget: float,
                           act_bits: int) -> LayerResult:
         """quantize_linear for a linear whose activations will be `act_bits` (8 or 16) wide, still returned with its
-        8-bit activation grid (the base class widens it: a16.as_a16). By default the width changes nothing; a
+        8-bit activation grid over the calibrated range (the base class gives it its grid at that width: a16.at_width). By default the width changes nothing; a
         quantizer that chooses per width (chooses_per_width) overrides this."""
         return self.quantize_linear(name, weight, stats, budget)
 
@@ -147,11 +147,10 @@ class Quantizer(ABC):
         entries, tally, wide = {}, BitsTally(), 0
         for name in tqdm(selected, desc=f"quantize {self.name}", unit="linear", leave=False):
             weight = _checked_weight(name, weights.read(f"{name}.weight"))
-            res = self.quantize_at_width(name, weight, self.stats[name], self.config.budget_for(name),
-                                         16 if name in a16 else 8)
+            width = 16 if name in a16 else 8
+            res = self.quantize_at_width(name, weight, self.stats[name], self.config.budget_for(name), width)
             del weight
-            if name in a16:
-                res.linear = as_a16(res.linear, self.config.a16_range_gain)
+            res.linear = at_width(res.linear, width, self.config)  # its input grid at its width
             res.info["act_bits"] = int(res.linear.act_bits)  # every linear's width, in the manifest
             res.linear = with_output_grid(res.linear, self.stats[name].out_max, self.config.output_grid,
                                           self.config.output_headroom)
@@ -193,8 +192,7 @@ class Quantizer(ABC):
             q8 = self.quantize_at_width(name, weight, stats, budget, 8).linear
             if q8.act_scale is not None:
                 q16 = self.quantize_at_width(name, weight, stats, budget, 16).linear if self.chooses_per_width else None
-                gains[name] = a16_gain(q8, weight, stats.rows, self.config.a16_range_gain, stats.out_max,
-                                       self.config.output_grid, self.config.output_headroom, q16=q16)
+                gains[name] = a16_gain(q8, weight, stats.rows, stats.out_max, self.config, q16=q16)
                 macs[name] = weight.numel()
         return choose_a16(gains, macs, self.config.a16_budget)
 

@@ -42,6 +42,7 @@ class QuantizerConfig:
     grid_tokens: int = 128  # calibration rows per linear on which the alpha grid search measures output error
     a16_budget: float = 0.0  # share of matmul MACs whose activations may be 16-bit (A16, HTP only; a16.py)
     a16_range_gain: float = 16.0  # an A16 linear's grid covers this many times its calibrated INT8 range
+    a8_range_gain: float = 1.0  # an A8 linear's grid covers this many times its calibrated range (1: the paper's)
     weight_rounding: str = "nearest"  # nearest (the paper's) or gptq (codes that compensate each other's error)
     gptq_damp: float = 1.0  # GPTQ's damping of the Gram matrix, as a multiple of its mean diagonal (gptq.py)
     output_grid: str = "channel"  # the NPU's static output grid per linear (outputs.py): channel, tensor, or none
@@ -70,6 +71,8 @@ class QuantizerConfig:
                self.a16_budget)
         _check(_real(self.a16_range_gain) and 1 <= self.a16_range_gain <= 256, "a16_range_gain",
                "a number in [1, 256]", self.a16_range_gain)
+        _check(_real(self.a8_range_gain) and 1 <= self.a8_range_gain <= 16, "a8_range_gain", "a number in [1, 16]",
+               self.a8_range_gain)
         _check(self.weight_rounding in WEIGHT_ROUNDINGS, "weight_rounding", " or ".join(WEIGHT_ROUNDINGS),
                self.weight_rounding)
         _check(_real(self.gptq_damp) and 0 < self.gptq_damp <= 100, "gptq_damp", "a number in (0, 100]",

@@ -90,8 +90,8 @@ class SmoothedQuantizer(Quantizer):
         """What the alpha search minimises: a candidate -> its relative squared error on the calibration rows."""
         c = self.config
         if c.alpha_search == "npu":
-            return lambda cand: npu_output_error(at_width(cand.linear, act_bits, c.a16_range_gain), stats.rows,
-                                                 reference, stats.out_max, c.output_grid, c.output_headroom)
+            return lambda cand: npu_output_error(at_width(cand.linear, act_bits, c), stats.rows, reference,
+                                                 stats.out_max, c.output_grid, c.output_headroom)
         energy = max(float((reference ** 2).sum()), 1e-30)
         return lambda cand: float(((output_of(cand, stats.rows) - reference) ** 2).sum()) / energy
 

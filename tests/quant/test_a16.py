@@ -47,7 +47,7 @@ def test_a16_lowers_output_error_and_widens_the_range(model, calibration):
     name = "model.layers.0.mlp.down_proj"
     q, stats = art.linears[name], quantizer.stats[name]
     weight = model.get_submodule(name).weight.detach().float()
-    assert a16_gain(q, weight, stats.rows, 16.0, stats.out_max, "channel", 4.0) > 0
+    assert a16_gain(q, weight, stats.rows, stats.out_max, quantizer.config) > 0
     wide = as_a16(q, 16.0)
     x = stats.rows * 8  # inputs well past the calibrated range: INT8 clips, A16 over 16x does not
     reference = x @ weight.t()
@@ -76,8 +76,7 @@ def _search_errors(quantizer, model, name: str, act_bits: int) -> dict[float, fl
     weight = model.get_submodule(name).weight.detach().float()
     reference = stats.rows @ weight.t()
     return {alpha: npu_output_error(at_width(quantizer.candidate(weight, stats, alpha, c.budget_bits).linear, act_bits,
-                                             c.a16_range_gain), stats.rows, reference, stats.out_max, c.output_grid,
-                                    c.output_headroom)
+                                             c), stats.rows, reference, stats.out_max, c.output_grid, c.output_headroom)
             for alpha in c.alpha_grid}
 
 
@@ -110,12 +109,26 @@ def test_npu_search_gains_compare_each_widths_own_choice(model, calibration):
     c = quantizer.config
     q8 = quantizer.quantize_at_width(name, weight, stats, c.budget_bits, 8).linear
     q16 = quantizer.quantize_at_width(name, weight, stats, c.budget_bits, 16).linear
-    gain = a16_gain(q8, weight, stats.rows, c.a16_range_gain, stats.out_max, c.output_grid, c.output_headroom, q16=q16)
+    gain = a16_gain(q8, weight, stats.rows, stats.out_max, c, q16=q16)
     assert gain == pytest.approx(min(e8.values()) - min(e16.values()), rel=1e-5)
-    one = a16_gain(q8, weight, stats.rows, c.a16_range_gain, stats.out_max, c.output_grid, c.output_headroom)
+    one = a16_gain(q8, weight, stats.rows, stats.out_max, c)
     assert gain >= one - 1e-12
 
 
 def test_a_bad_alpha_search_is_named():
     with pytest.raises(ConfigError, match="alpha_search"):
         make_quantizer({"name": "edgeflow", "alpha_search": "htp"})
+
+
+def test_a8_range_gain_widens_the_8_bit_input_grids_only(model, calibration):
+    """a8_range_gain: every A8 linear's static input grid spans that many times its calibrated range (so text unlike
+    the calibration corpus clips less); the A16 linears' grids are a16_range_gain's as before."""
+    grid = {"a16_budget": 0.5, "a16_range_gain": 1.0}
+    _, plain = quantized(model, calibration, **grid)
+    _, wide = quantized(model, calibration, a8_range_gain=2.0, **grid)
+    for name, q in wide.linears.items():
+        assert q.act_bits == plain.linears[name].act_bits, name
+        factor = 2.0 if q.act_bits == 8 else 1.0
+        assert float(q.act_scale) == pytest.approx(factor * float(plain.linears[name].act_scale), rel=1e-6), name
+    with pytest.raises(ConfigError, match="a8_range_gain"):
+        make_quantizer({"name": "edgeflow", "a8_range_gain": 0.5})
