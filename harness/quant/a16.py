@@ -11,11 +11,12 @@ Sensitivity is measured, per linear, on its sampled calibration rows X [N, D] (c
 linear's quantized weights, as the NPU computes it: the relative squared output error against the FP output X W^T
 with INT8 input and output grids, minus the same with A16 ones. Input grids are static: INT8's over the calibrated
 range, A16's over range_gain times that range (for text unlike the calibration corpus, where a static INT8 range
-clips; its step is still range_gain * 127 / 32767 of INT8's); a8_range_gain widens the INT8 grid likewise. Output grids are the artifact's own (outputs.py: the
-quantizer's output_grid and output_headroom), at each width. Cost is the linear's share of the model's matmul MACs
-(C * D per token); A16 costs HTP about twice A8's time, so the budget is a share of MACs. Greedy by gain per MAC,
-largest first, within the budget. With alpha_search=npu (pipeline.py) each width's error is that of the linear as
-quantized for that width (its smoothing chosen under that width's numerics), not of one candidate widened.
+clips; its step is still range_gain * 127 / 32767 of INT8's); a8_range_gain widens the INT8 grid likewise. Output
+grids are the artifact's own (outputs.py: the quantizer's output_grid and output_headroom), at each width. Cost is
+the linear's share of the model's matmul MACs (C * D per token); A16 costs HTP about twice A8's time, so the budget
+is a share of MACs. Greedy by gain per MAC, largest first, within the budget. With alpha_search=npu (pipeline.py)
+each width's error is that of the linear as quantized for that width (its smoothing chosen under that width's
+numerics), not of one candidate widened.
 """
 from __future__ import annotations
 

@@ -123,8 +123,9 @@ class Quantizer(ABC):
     def quantize_at_width(self, name: str, weight: torch.Tensor, stats: LinearStats, budget: float,
                           act_bits: int) -> LayerResult:
         """quantize_linear for a linear whose activations will be `act_bits` (8 or 16) wide, still returned with its
-        8-bit activation grid over the calibrated range (the base class gives it its grid at that width: a16.at_width). By default the width changes nothing; a
-        quantizer that chooses per width (chooses_per_width) overrides this."""
+        8-bit activation grid over the calibrated range (the base class gives it its grid at that width:
+        a16.at_width). By default the width changes nothing; a quantizer that chooses per width (chooses_per_width)
+        overrides this."""
         return self.quantize_linear(name, weight, stats, budget)
 
     def quantize(self, model: nn.Module, model_name: str = "model") -> Artifact:

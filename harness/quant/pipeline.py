@@ -10,10 +10,11 @@ and the candidate whose output on the sampled calibration rows is closest (squar
 with alpha_search=float-outputs (the paper's) its output with static 8-bit inputs and float outputs; with
 alpha_search=npu as the NPU computes it at the width the linear gets (8 or 16-bit inputs, outputs requantized to
 its static grid: a16.npu_output_error), so that an A16 linear gets the smoothing that suits 16-bit inputs (often
-none) and an A8 one that which suits 8-bit inputs. With a single alpha the search is skipped. With weight_rounding=gptq the winning alpha's candidate is then built
-once more with codes = gptq_codes(W', bits, scale, H'): the same grids, error-compensating codes (gptq.py), H' the
-Gram matrix of the smoothed input x * in_scale. Methods override the hooks (scales, allocate or allocate_rows,
-quantize_weight, extras); quantize_linear is not overridden.
+none) and an A8 one that which suits 8-bit inputs. With a single alpha the search is skipped. With
+weight_rounding=gptq the winning alpha's candidate is then built once more with codes = gptq_codes(W', bits, scale,
+H'): the same grids, error-compensating codes (gptq.py), H' the Gram matrix of the smoothed input x * in_scale.
+Methods override the hooks (scales, allocate or allocate_rows, quantize_weight, extras); quantize_linear and
+quantize_at_width are not overridden.
 """
 from __future__ import annotations
 
