@@ -154,6 +154,9 @@ def _as_toy(rows: list[dict]) -> list[dict]:
 
 def _figure_rows() -> dict[str, list[dict]]:
     """{figure: fixture rows with the toy engine's beside the built-in systems'} (tests/experiments' fixtures)."""
+    helpers = str(Path(__file__).parent / "experiments")  # whose modules import pictures, synthetic_rows by bare name,
+    if helpers not in sys.path:  # as pytest sets the path up only where it collects them (this test alone: not)
+        sys.path.insert(0, helpers)
     from tests.experiments import synthetic_rows, test_fig1, test_fig1516, test_fig2
 
     fig1 = [r for system, m in test_fig1.ENGINE_METRICS.items() for rep in range(3)
