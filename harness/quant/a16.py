@@ -49,15 +49,19 @@ def at_width(q: QuantLinear, act_bits: int, config: QuantizerConfig) -> QuantLin
     return replace(q, act_scale=(q.act_scale * config.a8_range_gain).float())
 
 
+def relative_output_error(y: torch.Tensor, reference: torch.Tensor) -> float:
+    """||y - reference||^2 / ||reference||^2 over a layer's outputs [N, C] (the error every quantizer search here
+    minimises)."""
+    return float(((y - reference) ** 2).sum()) / max(float((reference ** 2).sum()), 1e-30)
+
+
 def npu_output_error(q: QuantLinear, rows: torch.Tensor, reference: torch.Tensor, peaks: torch.Tensor, grid: str,
                      headroom: float) -> float:
     """Relative squared output error of the linear as the NPU computes it (its static input grid at its width, the
     integer matmul, the output requantized to the grid `grid` over the calibrated peaks [C]: outputs.py) on
     calibration rows [N, D], against the FP output reference [N, C]."""
-    energy = max(float((reference ** 2).sum()), 1e-30)
     with torch.no_grad():
-        y = FakeQuantLinear(with_output_grid(q, peaks, grid, headroom))(rows)
-    return float(((y - reference) ** 2).sum()) / energy
+        return relative_output_error(FakeQuantLinear(with_output_grid(q, peaks, grid, headroom))(rows), reference)
 
 
 def a16_gain(q: QuantLinear, weight: torch.Tensor, rows: torch.Tensor, peaks: torch.Tensor, config: QuantizerConfig,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 
 from harness.artifact import QuantLinear
-from harness.quant.a16 import at_width, npu_output_error
+from harness.quant.a16 import at_width, npu_output_error, relative_output_error
 from harness.quant.base import LayerResult, Quantizer
 from harness.quant.calibrate import LinearStats
 from harness.quant.fakequant import OUTLIER_IDX, OUTLIER_WEIGHT, FakeQuantLinear
@@ -93,8 +93,7 @@ class SmoothedQuantizer(Quantizer):
         if c.alpha_search == "npu":
             return lambda cand: npu_output_error(at_width(cand.linear, act_bits, c), stats.rows, reference,
                                                  stats.out_max, c.output_grid, c.output_headroom)
-        energy = max(float((reference ** 2).sum()), 1e-30)
-        return lambda cand: float(((output_of(cand, stats.rows) - reference) ** 2).sum()) / energy
+        return lambda cand: relative_output_error(output_of(cand, stats.rows), reference)
 
 
 def output_of(result: LayerResult, x: torch.Tensor) -> torch.Tensor:
