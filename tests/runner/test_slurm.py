@@ -160,7 +160,8 @@ def test_a_cancelled_task_leaves_no_row_and_a_resubmission_measures_only_it(slur
         assert "CANCELLED" in out, out[-3000:]
     store = ResultsStore(tmp_path / "store")
     first = store.read("ttft")
-    assert first["config_hash"].nunique() == 1 and set(first["status"]) == {"ok"}  # nothing of the cancelled task
+    assert first["config_hash"].nunique() == 1  # nothing of the cancelled task
+    assert set(first["status"]) == {"ok"}, f"{set(first['error'].dropna())}\n{task_logs(tmp_path / 'first')}"
     assert set(first["device"]) == {"pseudo-free"}
     parts_before = set((tmp_path / "store" / "ttft").glob("part-*.parquet"))
 
