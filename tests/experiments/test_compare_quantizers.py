@@ -8,8 +8,9 @@ import pytest
 from matplotlib.colors import to_hex
 
 from experiments import compare_quantizers as cq
-from harness.config import ConfigError
+from harness.config import ConfigError, config_hash
 from harness.runner.store import ResultsStore
+from harness.runner.sweep import compose_config
 from pictures import drawn_in
 
 
@@ -39,6 +40,20 @@ def test_npu_adds_htp_to_the_fidelity_points_only():
     assert [p for p in pts if "npu=sm8650" in p] == [p for p in pts if "experiment=fidelity" in p]
     assert not any(o.startswith("npu=") for p in cq.sweep(quantizers=("edgeflow",), bits=(5,), wikitext2=False)
                    for o in p)
+
+
+def test_npu_makes_every_point_of_a_quantizer_with_an_npu_recipe_that_one_artifact():
+    """The fidelity point's `npu` selects EdgeFlow's recipe for that NPU (conf/npu_recipe/); its TTFT, perplexity
+    and accuracy points select the same recipe by name, so all four measure one artifact. AIMET has none."""
+    pts = cq.sweep(quantizers=("edgeflow", "aimet"), bits=(5,), npu="sm8650", wikitext2=False)
+    edgeflow = [p for p in pts if "quantizer=edgeflow" in p]
+    assert {p[0] for p in edgeflow} == {"experiment=fidelity", "experiment=ttft", "experiment=perplexity",
+                                        "experiment=accuracy"}
+    assert all("npu_recipe=edgeflow_sm8650" in p for p in edgeflow)
+    assert not any(o.startswith("npu_recipe=") for p in pts if "quantizer=aimet" in p for o in p)
+    hashes = {config_hash(compose_config(p).quantizer) for p in edgeflow}
+    assert len(hashes) == 1 and hashes != {config_hash(compose_config(["quantizer=edgeflow",
+                                                                         "quantizer.budget_bits=5.0"]).quantizer)}
 
 
 def test_an_unknown_quantizer_is_an_error_naming_the_registered_ones():

@@ -132,3 +132,34 @@ def test_a8_range_gain_widens_the_8_bit_input_grids_only(model, calibration):
         assert float(q.act_scale) == pytest.approx(factor * float(plain.linears[name].act_scale), rel=1e-6), name
     with pytest.raises(ConfigError, match="a8_range_gain"):
         make_quantizer({"name": "edgeflow", "a8_range_gain": 0.5})
+
+
+@pytest.mark.parametrize("soc", ["sm8750", "sm8650", "sm8550"])
+def test_npu_alone_selects_the_quantizer_made_for_its_numerics(model, calibration, soc):
+    """`quantizer=edgeflow npu=<soc>` with no other override gives the NPU-aware artifact (conf/npu_recipe/): each
+    linear's width, its smoothing searched under HTP's numerics, its output grid and GPTQ rounding, all in the
+    manifest; without `npu` the paper's recipe, and other quantizers are left as they are."""
+    from omegaconf import OmegaConf
+
+    from harness.runner.sweep import compose_config
+
+    def params(*overrides):
+        return OmegaConf.to_container(compose_config(["quantizer=" + overrides[0], *overrides[1:]]).quantizer)
+
+    paper, aimet = params("edgeflow"), params("aimet")
+    assert "alpha_search" not in paper and "a16_budget" not in paper  # the dataclass defaults: float outputs, all A8
+    assert params("aimet", f"npu={soc}") == aimet
+    recipe = params("edgeflow", f"npu={soc}")
+    assert {k: recipe[k] for k in ("alpha_search", "weight_rounding")} == {"alpha_search": "npu",
+                                                                          "weight_rounding": "gptq"}
+    assert 0 < recipe["a16_budget"] < 1 and recipe["a8_range_gain"] > 1
+    assert {k: v for k, v in recipe.items() if k in paper} == paper | {"budget_bits": recipe["budget_bits"]}
+    if soc != "sm8750":
+        return  # one recipe for every SoC (its files point at one): quantize once
+    q, artifact = quantized(model, calibration, **recipe)
+    written = artifact.manifest["quantizer"]["params"]
+    assert {k: written[k] for k in recipe} == recipe
+    entries = artifact.manifest["linears"]
+    assert {e["act_bits"] for e in entries.values()} == {8, 16}
+    assert all(e["alpha"] in recipe["alpha_grid"] for e in entries.values())
+    assert all(linear.out_step is not None for linear in artifact.linears.values())  # an output grid each
