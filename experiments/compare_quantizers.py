@@ -72,8 +72,9 @@ def sweep(models=("smollm2-135m",), quantizers=None, bits=BITS, datasets=DATASET
     `wikitext2`: None = when the hub is reachable. `ppl_window`/`fidelity_window` (tokens) exist for tiny test models.
     `npu` (a conf/npu option, e.g. sm8750): the fidelity points also run the quantized linears on QNN's HTP simulator
     for that SoC (the 'KL HTP' column, simulated; a few minutes per point on the default model), and a quantizer with
-    settings for that NPU (conf/npu_recipe/) is that artifact at every point, its TTFT and accuracy included."""
+    settings for NPUs (conf/npu_recipe/) is that artifact at every point, its TTFT and accuracy included."""
     from harness.config import ConfigError
+    from harness.npu.recipe import recipe_overrides
 
     known = options()
     names = list(quantizers) if quantizers else sorted(known)
@@ -97,7 +98,8 @@ def sweep(models=("smollm2-135m",), quantizers=None, bits=BITS, datasets=DATASET
                    for d in datasets]
         for name in names:
             for b in (b for b in bits if selection.quantizer_accepts(name, b)):
-                q = [f"quantizer={known[name]}", f"quantizer.budget_bits={float(b)}", *npu_recipe(known[name], npu)]
+                q = [f"quantizer={known[name]}", f"quantizer.budget_bits={float(b)}",
+                     *(recipe_overrides(name) if npu else [])]
                 points.append(["experiment=fidelity", *exp, *m, *q, f"packing={PACKING}",
                                f"experiment.extra.fidelity_windows={fidelity_windows}",
                                f"experiment.extra.fidelity_window={fidelity_window}", *([f"npu={npu}"] if npu else [])])
@@ -113,15 +115,6 @@ def sweep(models=("smollm2-135m",), quantizers=None, bits=BITS, datasets=DATASET
                                    f"experiment.extra.prompt_tokens={ttft_prompt_tokens}", "experiment.extra.n_prompts=1",
                                    f"protocol.repetitions={ttft_repetitions}", "protocol.busy_policy=flag", *dev])
     return points
-
-
-def npu_recipe(option: str, npu: str | None) -> list[str]:
-    """The override selecting `option`'s settings for `npu` (conf/npu_recipe/<option>_<npu>.yaml) on points that do
-    not run on that NPU themselves: `npu=<soc>` selects it only where it is given (conf/config.yaml)."""
-    from harness.registry import conf_group
-
-    name = f"{option}_{npu}"
-    return [f"npu_recipe={name}"] if npu and (conf_group("npu_recipe") / f"{name}.yaml").is_file() else []
 
 
 # --- from rows to one table per model -----------------------------------------------------------------------------------

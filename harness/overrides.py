@@ -61,7 +61,7 @@ def prepare(args: list[str], conf_dir: Path | None = None) -> list[str]:
             raise ConfigError(f"{o.key_or_group}: no {group} is selected (the default is none); add {group}=<option> "
                               f"(one of {', '.join(available)}) before setting its keys")
         if options:
-            _check_key(group, key, options, conf_dir, chosen.get("npu", []))
+            _check_key(group, key, options, conf_dir)
         if multirun and group in swept and not o.is_sweep_override() and a.partition("=")[2]:
             a = f"{o.key_or_group}=choice({a.partition('=')[2]})"
         out.append(a)
@@ -79,40 +79,26 @@ def _options(o) -> list[str] | None:
 
 
 def _null_default_groups(conf_dir: Path) -> set[str]:
-    # unresolved: an entry such as `optional npu_recipe: ${quantizer}_${npu}` names choices made later
-    root = OmegaConf.to_container(OmegaConf.load(conf_dir / "config.yaml"), resolve=False)
+    root = OmegaConf.load(conf_dir / "config.yaml")
     out = set()
     for entry in root.get("defaults", []):
-        if isinstance(entry, dict):  # `- group: option`; a plain `- _self_` is a string
+        if hasattr(entry, "items"):  # `- group: option`; a plain `- _self_` is a string
             out |= {k for k, v in entry.items() if v is None}
     return out
 
 
-def _check_key(group: str, key: str, options: list[str], conf_dir: Path, npus: list[str]) -> None:
-    """Every option of `group` on the command line must have `key` (a dotted path inside its YAML, or inside the
-    npu_recipe that the chosen `npus` select for it: conf/npu_recipe/<option>_<npu>.yaml)."""
+def _check_key(group: str, key: str, options: list[str], conf_dir: Path) -> None:
+    """Every option of `group` on the command line must have `key` (a dotted path inside its YAML)."""
     have, lack = [], []
     for option in options:
         path = conf_dir / group / f"{option}.yaml"
         if not path.is_file():
             continue  # an unknown option: Hydra names it and lists the available ones
-        nodes = [OmegaConf.load(path)] + [n[group] for npu in npus for n in _recipe(conf_dir, f"{option}_{npu}")
-                                          if group in n]
-        has = any(OmegaConf.select(n, key, default=_ABSENT) is not _ABSENT for n in nodes)
-        (have if has else lack).append(option)
+        node = OmegaConf.load(path)
+        (have if OmegaConf.select(node, key, default=_ABSENT) is not _ABSENT else lack).append(option)
     if lack:
         which = "none of the options on this command line" if not have else ", ".join(have)
         raise ConfigError(
             f"{group}.{key}: {group} {', '.join(repr(x) for x in lack)} "
             f"({', '.join(f'conf/{group}/{x}.yaml' for x in lack)}) has no key {key!r}; it is a key of {which}. "
             f"Sweep the {group} options that have it in a separate command.")
-
-
-def _recipe(conf_dir: Path, name: str) -> list:
-    """conf/npu_recipe/<name>.yaml (a `# @package _global_` file) and the recipes its defaults list names."""
-    path = conf_dir / "npu_recipe" / f"{name}.yaml"
-    if not path.is_file():
-        return []
-    node = OmegaConf.load(path)
-    included = [e for e in node.get("defaults", []) if isinstance(e, str) and e != "_self_"]
-    return [node] + [n for e in included for n in _recipe(conf_dir, e)]

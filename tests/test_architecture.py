@@ -239,7 +239,9 @@ def test_a_quantizer_is_its_module_and_its_yaml(tmp_path):
 
 def test_a_soc_is_its_yaml(tmp_path):
     """A new Snapdragon is conf/npu/<name>.yaml alone: `npu=<name>` composes and validates with every other group,
-    the npu kinds read it (npu_of), and a wrong value in it is an error naming its key before any work starts."""
+    the npu kinds read it (npu_of), EdgeFlow's quantizer takes its NPU recipe there (harness/npu/recipe.py), and a
+    wrong value in it is an error naming its key before any work starts."""
+    from harness.npu.recipe import recipe_for
     from harness.config import ConfigError
     from harness.npu.config import load_npu_config, npu_of
     from harness.runner.job import prepare_job
@@ -248,7 +250,8 @@ def test_a_soc_is_its_yaml(tmp_path):
     toy = "name: archtoy\nsoc_model: 60\nhtp_arch: v73\nchipset: Toy Dragon\nactivation_bits: 16\n"
     with written({"conf/npu/archtoy.yaml": toy}, tmp_path):
         cfg = compose_config(["experiment=npu_oracle", "quantizer=edgeflow", "npu=archtoy"])
-        prepare_job(cfg)
+        quantizer = prepare_job(cfg).cfg.quantizer
+        assert recipe_for("edgeflow") and all(quantizer[k] == v for k, v in recipe_for("edgeflow").items())
         npu = npu_of(cfg)
         assert (npu.soc_model, npu.htp_arch, npu.chipset, npu.activation_bits) == (60, "v73", "Toy Dragon", 16)
         assert load_npu_config("archtoy") == npu

@@ -28,6 +28,7 @@ class NpuConfig:
     activation_bits: int = 8
     chunk_tokens: int = 128
     qairt_root: str | None = None  # the user's QAIRT SDK on this host, for runs on a phone (harness/npu/phone.py)
+    quantizer_recipe: bool = True  # the quantizer's settings for these numerics (harness/npu/recipe.py); false: the paper's
 
     def __post_init__(self):
         require(isinstance(self.soc_model, int) and self.soc_model > 0, "npu.soc_model",
@@ -40,6 +41,8 @@ class NpuConfig:
                 f"must be an integer in 1..4096, got {self.chunk_tokens!r}")
         require(self.qairt_root is None or isinstance(self.qairt_root, str), "npu.qairt_root",
                 f"must be null or the QAIRT SDK's folder, got {self.qairt_root!r}")
+        require(isinstance(self.quantizer_recipe, bool), "npu.quantizer_recipe",
+                f"must be true or false, got {self.quantizer_recipe!r}")
 
 
 def load_npu_config(name: str = DEFAULT) -> NpuConfig:

@@ -101,8 +101,10 @@ class Job:
 
 def prepare_job(cfg: DictConfig) -> Job:
     """Validate every group; raises ConfigError naming the bad key before any work starts."""
+    from harness.npu.recipe import with_npu_recipe
     from harness.runner.schemas import validate_groups
 
+    cfg = with_npu_recipe(cfg)  # before hashing: the store identifies the quantizer it ran
     experiment = build(ExperimentConfig, cfg.experiment, "experiment")
     model = build(ModelSpec, cfg.model, "model")
     validate_groups(cfg)

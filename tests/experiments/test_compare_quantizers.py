@@ -43,17 +43,19 @@ def test_npu_adds_htp_to_the_fidelity_points_only():
 
 
 def test_npu_makes_every_point_of_a_quantizer_with_an_npu_recipe_that_one_artifact():
-    """The fidelity point's `npu` selects EdgeFlow's recipe for that NPU (conf/npu_recipe/); its TTFT, perplexity
-    and accuracy points select the same recipe by name, so all four measure one artifact. AIMET has none."""
+    """The fidelity point's `npu` selects EdgeFlow's recipe for NPUs (conf/npu_recipe/); its TTFT, perplexity and
+    accuracy points spell the same recipe out, so all four measure one artifact. AIMET has none."""
+    from harness.runner.job import prepare_job
+
     pts = cq.sweep(quantizers=("edgeflow", "aimet"), bits=(5,), npu="sm8650", wikitext2=False)
     edgeflow = [p for p in pts if "quantizer=edgeflow" in p]
     assert {p[0] for p in edgeflow} == {"experiment=fidelity", "experiment=ttft", "experiment=perplexity",
                                         "experiment=accuracy"}
-    assert all("npu_recipe=edgeflow_sm8650" in p for p in edgeflow)
-    assert not any(o.startswith("npu_recipe=") for p in pts if "quantizer=aimet" in p for o in p)
-    hashes = {config_hash(compose_config(p).quantizer) for p in edgeflow}
-    assert len(hashes) == 1 and hashes != {config_hash(compose_config(["quantizer=edgeflow",
-                                                                         "quantizer.budget_bits=5.0"]).quantizer)}
+    assert all("+quantizer.alpha_search=npu" in p for p in edgeflow)
+    assert not any(o.startswith("+quantizer.") for p in pts if "quantizer=aimet" in p for o in p)
+    hashes = {config_hash(prepare_job(compose_config(p)).cfg.quantizer) for p in edgeflow}
+    paper = prepare_job(compose_config(["experiment=fidelity", "quantizer=edgeflow", "quantizer.budget_bits=5.0"]))
+    assert len(hashes) == 1 and hashes != {config_hash(paper.cfg.quantizer)}
 
 
 def test_an_unknown_quantizer_is_an_error_naming_the_registered_ones():

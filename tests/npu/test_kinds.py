@@ -26,7 +26,7 @@ def scoped(rows: pd.DataFrame) -> pd.Series:
 def test_npu_oracle_rows_per_layer_for_the_chosen_soc(tmp_path, tiny_checkpoint):
     store = ResultsStore(tmp_path / "runs")
     # npu=sm8650 selects EdgeFlow's recipe for HTP (conf/npu_recipe/), A16 on half the MACs: all A8 here
-    cfg = compose_config(["experiment=npu_oracle", "npu=sm8650", *tiny(tiny_checkpoint), "++quantizer.a16_budget=0.0"])
+    cfg = compose_config(["experiment=npu_oracle", "npu=sm8650", *tiny(tiny_checkpoint), "+quantizer.a16_budget=0.0"])
     assert run_job(cfg, store) == "ok"
     rows = store.read("npu_oracle")
     values = rows.set_index(["metric", "soc", "layer"])["value"]  # columns, not a variant string to parse

@@ -138,24 +138,28 @@ def test_a8_range_gain_widens_the_8_bit_input_grids_only(model, calibration):
 def test_npu_alone_selects_the_quantizer_made_for_its_numerics(model, calibration, soc):
     """`quantizer=edgeflow npu=<soc>` with no other override gives the NPU-aware artifact (conf/npu_recipe/): each
     linear's width, its smoothing searched under HTP's numerics, its output grid and GPTQ rounding, all in the
-    manifest; without `npu` the paper's recipe, and other quantizers are left as they are."""
+    manifest; the command line wins over the recipe, `+npu.quantizer_recipe=false` and no `npu` give the paper's
+    recipe, and quantizers without a recipe are left as they are."""
     from omegaconf import OmegaConf
 
+    from harness.runner.job import prepare_job
     from harness.runner.sweep import compose_config
 
     def params(*overrides):
-        return OmegaConf.to_container(compose_config(["quantizer=" + overrides[0], *overrides[1:]]).quantizer)
+        return OmegaConf.to_container(prepare_job(compose_config(["experiment=fidelity", *overrides])).cfg.quantizer)
 
-    paper, aimet = params("edgeflow"), params("aimet")
+    paper, aimet = params("quantizer=edgeflow"), params("quantizer=aimet")
     assert "alpha_search" not in paper and "a16_budget" not in paper  # the dataclass defaults: float outputs, all A8
-    assert params("aimet", f"npu={soc}") == aimet
-    recipe = params("edgeflow", f"npu={soc}")
+    assert params("quantizer=aimet", f"npu={soc}") == aimet
+    assert params("quantizer=edgeflow", f"npu={soc}", "+npu.quantizer_recipe=false") == paper
+    recipe = params("quantizer=edgeflow", f"npu={soc}")
     assert {k: recipe[k] for k in ("alpha_search", "weight_rounding")} == {"alpha_search": "npu",
                                                                           "weight_rounding": "gptq"}
     assert 0 < recipe["a16_budget"] < 1 and recipe["a8_range_gain"] > 1
-    assert {k: v for k, v in recipe.items() if k in paper} == paper | {"budget_bits": recipe["budget_bits"]}
+    assert {k: v for k, v in recipe.items() if k in paper} == paper  # added to the quantizer's YAML, none changed
+    assert params("quantizer=edgeflow", f"npu={soc}", "+quantizer.a16_budget=1.0") == recipe | {"a16_budget": 1.0}
     if soc != "sm8750":
-        return  # one recipe for every SoC (its files point at one): quantize once
+        return  # the same recipe for every SoC: quantize once
     q, artifact = quantized(model, calibration, **recipe)
     written = artifact.manifest["quantizer"]["params"]
     assert {k: written[k] for k in recipe} == recipe

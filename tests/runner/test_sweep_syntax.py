@@ -35,14 +35,6 @@ def test_a_key_only_some_swept_quantizers_have_names_the_quantizer_and_the_key()
     assert "'rtn_clip'" not in msg.split("it is a key of")[0]  # rtn_clip has it: not among the offenders
 
 
-def test_a_key_that_the_npus_recipe_sets_is_a_key_of_the_quantizer_there_only():
-    """conf/npu_recipe/edgeflow_<soc>.yaml adds keys to quantizer=edgeflow where `npu` selects it (conf/config.yaml)."""
-    args = ["quantizer=edgeflow", "npu=sm8750", "quantizer.a16_budget=0.3"]
-    assert prepare(args) == args
-    with pytest.raises(ConfigError, match=r"quantizer\.a16_budget: quantizer 'edgeflow'.*has no key"):
-        prepare(["quantizer=edgeflow", "quantizer.a16_budget=0.3"])
-
-
 def test_a_key_without_a_quantizer_says_to_choose_one():
     with pytest.raises(ConfigError, match=r"quantizer\.budget_bits: no quantizer is selected.*rtn_clip"):
         prepare(["--multirun", "experiment=perplexity", "quantizer.budget_bits=4,5"])
