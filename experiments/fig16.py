@@ -15,7 +15,6 @@ power 1.176 and energy 0.871.
 from __future__ import annotations
 
 import json
-import re
 import struct
 from pathlib import Path
 
@@ -29,12 +28,9 @@ NAME = "fig16"
 TITLE = "Figure 16 - memory, power and energy during a 512-token cold start"
 EXPERIMENTS = ("coldstart",)
 PAPER_MODELS = {"mistral-7b"}
-# The timelines: rows of their own (harness/systems/base.py Timeline: one row per sample, `at_s` its time), of the
-# metric a peak or a total summarizes; rows written before that said them in that metric's notes.
-TIMELINES = {"rss": ("rss_mib", "peak_rss_mb"), "pss": ("pss_mib", "peak_pss_mb"), "power": ("power_w", "energy_j")}
-_OLD_TIMELINE = {"rss": re.compile(r"rss timeline \(s, MiB\): (\[\[.*?\]\])"),
-                 "pss": re.compile(r"pss timeline \(s, MiB\): (\[\[.*?\]\])"),
-                 "power": re.compile(r"power timeline \(s, W\): (\[\[.*?\]\])")}
+# The timelines: rows of their own (harness/systems/base.py Timeline: one row per sample, `at_s` its time; the store
+# turns older rows' notes into such rows), of the metric a peak or a total summarizes.
+TIMELINES = {"rss": "rss_mib", "pss": "pss_mib", "power": "power_w"}
 PAPER_PEER = fig15.PAPER_PEER  # the paper's power and energy ratios are EdgeFlow's over llm.npu+'s (fig16.csv)
 
 
@@ -49,15 +45,9 @@ def sweep(models=("smollm2-135m",), systems: tuple[str, ...] | None = None, bits
 # --- our rows -----------------------------------------------------------------------------------------------------------
 
 def timeline_of(g: pd.DataFrame, kind: str) -> list[tuple[float, float]]:
-    """The (seconds, value) series of one run's rows `g`: its timeline rows, or in rows from before they existed
-    the summarized metric's notes; [] when there is none."""
-    metric, summarized = TIMELINES[kind]
-    samples = g[(g["metric"] == metric) & g["at_s"].notna()].sort_values("at_s") if "at_s" in g.columns else g[:0]
-    if len(samples):
-        return list(zip(samples["at_s"].astype(float), samples["value"].astype(float)))
-    notes = g.loc[g["metric"] == summarized, "notes"]
-    m = _OLD_TIMELINE[kind].search(str(notes.iloc[0] if len(notes) else ""))
-    return [tuple(p) for p in json.loads(m.group(1))] if m else []
+    """The (seconds, value) series of one run's rows `g`; [] when there is none."""
+    samples = g[(g["metric"] == TIMELINES[kind]) & g["at_s"].notna()].sort_values("at_s")
+    return list(zip(samples["at_s"].astype(float), samples["value"].astype(float)))
 
 
 def runs(rows: pd.DataFrame) -> pd.DataFrame:

@@ -106,6 +106,11 @@ _OLD_STDERR = r"\bstderr=([-+.\deE]+|None)"  # accuracy rows: lm-eval's standard
 _OLD_NPU_VARIANT = (r"^(?P<soc>\S+)(?P<llmnpu> llm\.npu)? "
                     r"(?:layer (?P<layer>\d+)(?: (?P<stage>\S+))?|(?P<scope>all layers|one graph))$")
 NPU_EXPERIMENTS = ("npu_compile", "npu_oracle", "npu_profile")
+# ... and a run's memory and power samples were JSON in its summary row's notes before they were rows of their own
+# (harness/systems/base.py Timeline: one row per sample, `at_s` its time): summary metric -> (sample metric, unit, how)
+_OLD_TIMELINES = {"peak_rss_mb": ("rss_mib", "MiB", r"rss timeline \(s, MiB\): (\[\[.*?\]\])"),
+                  "peak_pss_mb": ("pss_mib", "MiB", r"pss timeline \(s, MiB\): (\[\[.*?\]\])"),
+                  "energy_j": ("power_w", "W", r"power timeline \(s, W\): (\[\[.*?\]\])")}
 
 
 def migrate(df: pd.DataFrame) -> pd.DataFrame:
@@ -152,7 +157,28 @@ def migrate(df: pd.DataFrame) -> pd.DataFrame:
     if len(found):
         df.loc[found.index, "prompt_index"] = found[0].astype(float).to_numpy()
         df.loc[found.index, "prompt_source"] = found[1]
-    return df
+    samples = _old_timeline_rows(df, notes)
+    return pd.concat([df, samples], ignore_index=True) if len(samples) else df
+
+
+def _old_timeline_rows(df: pd.DataFrame, notes: pd.Series) -> pd.DataFrame:
+    """One row per sample that an older summary row kept in its notes (_OLD_TIMELINES), where its run has no sample
+    rows of that metric; the summary row's other columns, no notes."""
+    import json
+
+    new = []
+    for summary, (metric, unit, pattern) in _OLD_TIMELINES.items():
+        found = notes[df["metric"] == summary].str.extract(pattern)[0].dropna()
+        if found.empty:
+            continue
+        sampled = df.loc[df["metric"] == metric, ["config_hash", "repetition"]]
+        have = set(zip(sampled["config_hash"], sampled["repetition"]))
+        for i, text in found.items():
+            row = df.loc[i].to_dict()
+            if (row["config_hash"], row["repetition"]) not in have:
+                new += [{**row, "metric": metric, "unit": unit, "value": float(v), "at_s": float(t), "notes": None}
+                        for t, v in json.loads(text)]
+    return pd.DataFrame(new, columns=df.columns).astype(df.dtypes.to_dict()) if new else df[:0]
 
 
 def default_root() -> Path:

@@ -103,11 +103,23 @@ def test_fig16_render_marks_energy_not_run_with_the_reason(store, tmp_path):
                                                                                "differs")
 
 
-def test_older_rows_give_their_timelines_from_the_notes():
-    old = pd.DataFrame([{"metric": "energy_j", "value": None, "at_s": None,
-                         "notes": "x; power timeline (s, W): [[0.0, 1.5], [0.25, 3.0]]; prompt 0"}])
-    assert fig16.timeline_of(old, "power") == [(0.0, 1.5), (0.25, 3.0)]
-    assert fig16.timeline_of(old, "rss") == []
+def test_older_rows_give_their_timelines_from_the_notes(tmp_path):
+    """Rows written before samples were rows of their own kept them in their summary's notes: the store reads them
+    as sample rows (once: not where the run has sample rows already), and the figure never reads notes."""
+    store = ResultsStore(tmp_path)
+    run_row = {"config_hash": "old", "repetition": 0, "label": "measured", "system": "edgeflow"}
+    store.append("coldstart", [
+        {**run_row, "metric": "energy_j", "value": None, "unit": "J",
+         "notes": "x; power timeline (s, W): [[0.0, 1.5], [0.25, 3.0]]; prompt 0"},
+        {**run_row, "metric": "peak_rss_mb", "value": 150.0, "unit": "MB",
+         "notes": "rss timeline (s, MiB): [[0.0, 9.0]]"},
+        {**run_row, "metric": "rss_mib", "value": 140.0, "unit": "MiB", "at_s": 0.5}])
+    rows = store.read("coldstart")
+    assert fig16.timeline_of(rows, "power") == [(0.0, 1.5), (0.25, 3.0)]
+    assert fig16.timeline_of(rows, "rss") == [(0.5, 140.0)]  # its own sample rows, not the notes' copy
+    power = rows[rows.metric == "power_w"]
+    assert set(power.unit) == {"W"} and power.notes.isna().all() and set(power.config_hash) == {"old"}
+    assert fig16.timeline_of(rows, "pss") == []
 
 
 def test_sweeps_carry_the_request_lengths():
