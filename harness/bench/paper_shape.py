@@ -90,9 +90,9 @@ def main() -> None:
             print(f"\n=== {a.model}, {n} prompt tokens, emulated flash {a.mbps:g} MB/s; load average "
                   f"{open('/proc/loadavg').read().split()[:3]} ===")
             run_interleaved(entries, work, a.reps)
-            reference = entries[0].label if found and found[0][1].name == "llamacpp" else None
-            print_comparison(entries, reference=reference, extra={e.label: io_floor_line(e, a.mbps) + (
-                f"\n    {breakdown(e)}" if e.system.name in ("edgeflow", "llamacpp") else "") for e in entries})
+            reference = entries[0].label if found and found[0][1].own_quantizer is None else None  # 1st baseline
+            print_comparison(entries, reference=reference, extra={
+                e.label: f"{io_floor_line(e, a.mbps)}\n    {breakdown(e)}" for e in entries})
             recorder.add_comparison(entries, reference, prompt_tokens=n, flash_emulated_mbps=a.mbps,
                                     label="emulated")
     finally:

@@ -141,13 +141,14 @@ def packed_entries(threads: int, device, paths: list[str]) -> list:
 
 
 def breakdown(entry) -> str:
-    """The engine's own timings (medians over the repetitions) as one line."""
-    med = lambda name: statistics.median(entry.values(name)) if entry.values(name) else float("nan")  # noqa: E731
-    if entry.system.name == "llamacpp":
-        # (its "load time" runs from its perf reset, after loading, to the end of the first eval: not a load time)
-        return f"engine: prompt eval {med('llamacpp_prompt_eval_s'):.3f} s ({med('prompt_tokens'):.0f} tokens)"
-    parts = " ".join(f"{p} {med(f'edgeflow_{p}_s'):.3f}" for p in ("setup", "io", "unpack", "compute", "idle"))
-    return f"engine ttft {med('edgeflow_ttft_s'):.3f} s: {parts}"
+    """The engine's own phases of a cold start (its System.ttft_phases; medians over the repetitions) as one line,
+    or why there are none."""
+    phases = [p for m in entry.measurements for rep in m.repetitions
+              if (p := entry.system.ttft_phases({x.name: x.value for x in rep if x.value is not None}))]
+    if not phases:
+        return "phases: not reported by this engine"
+    return "phases (s): " + ", ".join(f"{name} {statistics.median(p.get(name, 0.0) for p in phases):.3f}"
+                                      for name in phases[0])
 
 
 def main() -> None:
