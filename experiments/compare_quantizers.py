@@ -99,7 +99,7 @@ def sweep(models=("smollm2-135m",), quantizers=None, bits=BITS, datasets=DATASET
         for name in names:
             for b in (b for b in bits if selection.quantizer_accepts(name, b)):
                 q = [f"quantizer={known[name]}", f"quantizer.budget_bits={float(b)}",
-                     *(recipe_overrides(name) if npu else [])]
+                     *(recipe_overrides(name, float(b)) if npu else [])]
                 points.append(["experiment=fidelity", *exp, *m, *q, f"packing={PACKING}",
                                f"experiment.extra.fidelity_windows={fidelity_windows}",
                                f"experiment.extra.fidelity_window={fidelity_window}", *([f"npu={npu}"] if npu else [])])

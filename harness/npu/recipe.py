@@ -17,16 +17,19 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from harness.registry import conf_group
 
 
-def recipe_for(quantizer_name: str) -> dict:
-    """conf/npu_recipe/<quantizer_name>.yaml as plain data ({} if that quantizer has none)."""
+def recipe_for(quantizer_name: str, budget_bits: float | None = None) -> dict:
+    """conf/npu_recipe/<quantizer_name>.yaml as quantizer keys, with its `at_budget_bits` entry for `budget_bits`
+    applied ({} if that quantizer has none)."""
     path = conf_group("npu_recipe") / f"{quantizer_name}.yaml"
-    return OmegaConf.to_container(OmegaConf.load(path)) if path.is_file() else {}
+    recipe = OmegaConf.to_container(OmegaConf.load(path)) if path.is_file() else {}
+    at_budget = recipe.pop("at_budget_bits", None) or {}
+    return {**recipe, **next((keys for bits, keys in at_budget.items() if float(bits) == budget_bits), {})}
 
 
-def recipe_overrides(quantizer_name: str) -> list[str]:
+def recipe_overrides(quantizer_name: str, budget_bits: float) -> list[str]:
     """The recipe as command-line overrides, for points that measure the same artifact without running on the NPU
     (a TTFT or an accuracy by our runtime): `npu` selects the recipe only where it is given."""
-    return [f"+quantizer.{key}={value}" for key, value in recipe_for(quantizer_name).items()]
+    return [f"+quantizer.{key}={value}" for key, value in recipe_for(quantizer_name, budget_bits).items()]
 
 
 def with_npu_recipe(cfg: DictConfig) -> DictConfig:
@@ -34,7 +37,8 @@ def with_npu_recipe(cfg: DictConfig) -> DictConfig:
     npu, quantizer = cfg.get("npu"), cfg.get("quantizer")
     if npu is None or quantizer is None or not npu.get("quantizer_recipe", True):
         return cfg
-    missing = {k: v for k, v in recipe_for(str(quantizer.get("name"))).items() if k not in quantizer}
+    recipe = recipe_for(str(quantizer.get("name")), quantizer.get("budget_bits"))
+    missing = {k: v for k, v in recipe.items() if k not in quantizer}
     if not missing:
         return cfg
     out = copy.deepcopy(cfg)

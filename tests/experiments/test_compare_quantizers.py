@@ -56,6 +56,9 @@ def test_npu_makes_every_point_of_a_quantizer_with_an_npu_recipe_that_one_artifa
     hashes = {config_hash(prepare_job(compose_config(p)).cfg.quantizer) for p in edgeflow}
     paper = prepare_job(compose_config(["experiment=fidelity", "quantizer=edgeflow", "quantizer.budget_bits=5.0"]))
     assert len(hashes) == 1 and hashes != {config_hash(paper.cfg.quantizer)}
+    at_8 = [p for p in cq.sweep(quantizers=("edgeflow",), bits=(8,), npu="sm8650", wikitext2=False)
+            if "quantizer=edgeflow" in p]
+    assert all("+quantizer.a16_budget=1.0" in p for p in at_8)  # the recipe's own 8-bit entry, at every point
 
 
 def test_an_unknown_quantizer_is_an_error_naming_the_registered_ones():
