@@ -18,12 +18,13 @@ from harness.registry import conf_group
 
 
 def recipe_for(quantizer_name: str, budget_bits: float | None = None) -> dict:
-    """conf/npu_recipe/<quantizer_name>.yaml as quantizer keys, with its `at_budget_bits` entry for `budget_bits`
-    applied ({} if that quantizer has none)."""
+    """conf/npu_recipe/<quantizer_name>.yaml as quantizer keys, with its `from_budget_bits` entry for `budget_bits`
+    applied (the largest threshold at most `budget_bits`); {} if that quantizer has none."""
     path = conf_group("npu_recipe") / f"{quantizer_name}.yaml"
     recipe = OmegaConf.to_container(OmegaConf.load(path)) if path.is_file() else {}
-    at_budget = recipe.pop("at_budget_bits", None) or {}
-    return {**recipe, **next((keys for bits, keys in at_budget.items() if float(bits) == budget_bits), {})}
+    steps = sorted((float(bits), keys) for bits, keys in (recipe.pop("from_budget_bits", None) or {}).items())
+    reached = [keys for bits, keys in steps if budget_bits is not None and budget_bits >= bits]
+    return {**recipe, **(reached[-1] if reached else {})}
 
 
 def recipe_overrides(quantizer_name: str, budget_bits: float) -> list[str]:
