@@ -2,7 +2,7 @@
 
 conf/npu_recipe/<quantizer name>.yaml holds quantizer keys. A run that selects an NPU takes them as the defaults of
 the keys its quantizer config leaves out: the quantizer's YAML and the command line (`+quantizer.<key>=...`) win,
-`npu.quantizer_recipe=false` turns the recipe off, and a quantizer without a file is left as it is. A new SoC is its
+`+npu.quantizer_recipe=false` turns the recipe off, and a quantizer without a file is left as it is. A new SoC is its
 conf/npu YAML alone: the recipe is the same for every SoC (HTP's numerics do not depend on it). Applied when a job
 is prepared (harness/runner/job.py), before the configuration is hashed, so the store and the artifact's manifest
 carry every key the quantizer ran with.
@@ -14,6 +14,7 @@ import sys
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from harness.npu.config import npu_of
 from harness.registry import conf_group
 
 
@@ -35,8 +36,8 @@ def recipe_overrides(quantizer_name: str, budget_bits: float) -> list[str]:
 
 def with_npu_recipe(cfg: DictConfig) -> DictConfig:
     """`cfg` with its quantizer's NPU recipe filled in where the run selects an NPU; `cfg` itself otherwise."""
-    npu, quantizer = cfg.get("npu"), cfg.get("quantizer")
-    if npu is None or quantizer is None or not npu.get("quantizer_recipe", True):
+    quantizer = cfg.get("quantizer")
+    if cfg.get("npu") is None or quantizer is None or not npu_of(cfg).quantizer_recipe:
         return cfg
     recipe = recipe_for(str(quantizer.get("name")), quantizer.get("budget_bits"))
     missing = {k: v for k, v in recipe.items() if k not in quantizer}
@@ -45,7 +46,7 @@ def with_npu_recipe(cfg: DictConfig) -> DictConfig:
     out = copy.deepcopy(cfg)
     with open_dict(out.quantizer):
         out.quantizer.merge_with(missing)
-    print(f"[edgeflow-bench] npu={npu.name}: quantizer {quantizer.name} with conf/npu_recipe/{quantizer.name}.yaml "
-          f"({' '.join(f'{k}={v}' for k, v in missing.items())}; npu.quantizer_recipe=false for the paper's)",
+    print(f"[edgeflow-bench] npu={cfg.npu.name}: quantizer {quantizer.name} with conf/npu_recipe/{quantizer.name}.yaml "
+          f"({' '.join(f'{k}={v}' for k, v in missing.items())}; +npu.quantizer_recipe=false for the paper's)",
           file=sys.stderr)
     return out
