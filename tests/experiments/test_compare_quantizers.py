@@ -44,15 +44,18 @@ def test_npu_adds_htp_to_the_fidelity_points_only():
 
 def test_npu_makes_every_point_of_a_quantizer_with_an_npu_recipe_that_one_artifact():
     """The fidelity point's `npu` selects EdgeFlow's recipe for NPUs (conf/npu_recipe/); its TTFT, perplexity and
-    accuracy points spell the same recipe out, so all four measure one artifact. AIMET has none."""
+    accuracy points spell the same recipe out, so all four measure one artifact; so do AIMET's (16-bit activations).
+    CMPQ has no recipe: the paper's."""
     from harness.runner.job import prepare_job
 
-    pts = cq.sweep(quantizers=("edgeflow", "aimet"), bits=(5,), npu="sm8650", wikitext2=False)
+    pts = cq.sweep(quantizers=("edgeflow", "aimet", "cmpq"), bits=(4, 5), npu="sm8650", wikitext2=False)
     edgeflow = [p for p in pts if "quantizer=edgeflow" in p]
     assert {p[0] for p in edgeflow} == {"experiment=fidelity", "experiment=ttft", "experiment=perplexity",
                                         "experiment=accuracy"}
     assert all("+quantizer.alpha_search=npu" in p for p in edgeflow)
-    assert not any(o.startswith("+quantizer.") for p in pts if "quantizer=aimet" in p for o in p)
+    assert all("+quantizer.act_bits=16" in p for p in pts if "quantizer=aimet" in p)
+    assert not any(o.startswith("+quantizer.") for p in pts if "quantizer=cmpq" in p for o in p)
+    edgeflow = [p for p in edgeflow if "quantizer.budget_bits=5.0" in p]
     hashes = {config_hash(prepare_job(compose_config(p)).cfg.quantizer) for p in edgeflow}
     paper = prepare_job(compose_config(["experiment=fidelity", "quantizer=edgeflow", "quantizer.budget_bits=5.0"]))
     assert len(hashes) == 1 and hashes != {config_hash(paper.cfg.quantizer)}

@@ -139,7 +139,8 @@ def test_npu_alone_selects_the_quantizer_made_for_its_numerics(model, calibratio
     """`quantizer=edgeflow npu=<soc>` with no other override gives the NPU-aware artifact (conf/npu_recipe/): each
     linear's width, its smoothing searched under HTP's numerics, its output grid and GPTQ rounding, all in the
     manifest; the command line wins over the recipe, `+npu.quantizer_recipe=false` and no `npu` give the paper's
-    recipe, and quantizers without a recipe are left as they are."""
+    recipe, AIMET takes 16-bit activations (Qualcomm's recipe for LLMs on HTP), and quantizers without a recipe are
+    left as they are."""
     from omegaconf import OmegaConf
 
     from harness.runner.job import prepare_job
@@ -148,9 +149,11 @@ def test_npu_alone_selects_the_quantizer_made_for_its_numerics(model, calibratio
     def params(*overrides):
         return OmegaConf.to_container(prepare_job(compose_config(["experiment=fidelity", *overrides])).cfg.quantizer)
 
-    paper, aimet = params("quantizer=edgeflow"), params("quantizer=aimet")
+    paper, aimet, cmpq = params("quantizer=edgeflow"), params("quantizer=aimet"), params("quantizer=cmpq")
     assert "alpha_search" not in paper and "a16_budget" not in paper  # the dataclass defaults: float outputs, all A8
-    assert params("quantizer=aimet", f"npu={soc}") == aimet
+    assert "act_bits" not in aimet and params("quantizer=aimet", f"npu={soc}") == aimet | {"act_bits": 16}
+    assert params("quantizer=aimet", f"npu={soc}", "+quantizer.act_bits=8")["act_bits"] == 8
+    assert params("quantizer=cmpq", f"npu={soc}") == cmpq
     assert params("quantizer=edgeflow", f"npu={soc}", "+npu.quantizer_recipe=false") == paper
     recipe = params("quantizer=edgeflow", f"npu={soc}")
     assert {k: recipe[k] for k in ("alpha_search", "weight_rounding")} == {"alpha_search": "npu",

@@ -97,7 +97,7 @@ def test_aimet_artifact_runs_through_htp_end_to_end(tmp_path, tiny_checkpoint):
     store = ResultsStore(tmp_path / "runs")
     cfg = compose_config(["experiment=fidelity", "npu=sm8750", "model.name=tiny-aimet-test",
                           f"model.path={tiny_checkpoint}", "model.source=hf", "quantizer=aimet",
-                          "quantizer.act_bits=16", "quantizer.weight_method=minmax",
+                          "quantizer.weight_method=minmax",  # npu: A16W8 (conf/npu_recipe/aimet.yaml)
                           "experiment.extra.fidelity_windows=2", "experiment.extra.fidelity_window=64"])
     assert run_job(cfg, store) == "ok"
     fid = store.read("fidelity")

@@ -2,8 +2,9 @@
 
 AIMET quantizes the whole graph at once (harness/quant/aimet_flow.py), so this quantizer needs the loaded model:
 `calibrate` runs AIMET and keeps each linear's result, `quantize_linear` hands it over. budget_bits is AIMET's weight
-width (4 or 8, per-output-channel symmetric); act_bits its activation width (8, or 16 = A16W8, which QNN HTP runs
-and our INT8 runtime does not). The SoC comes from conf/npu/ (sm8750 -> AIMET's htp_v79 config).
+width (4 or 8, per-output-channel symmetric); act_bits its activation width (8, or 16 = A16W8, which QNN HTP and
+our runtime's NPU lane run; conf/npu_recipe/aimet.yaml selects it where a run names an NPU). The SoC comes from
+conf/npu/ (sm8750 -> AIMET's htp_v79 config).
 """
 from __future__ import annotations
 
