@@ -230,7 +230,7 @@ eval-local: setup  ## FP16 accuracy of the default model on the local proxy task
 # bound, llama.cpp's and MNN's as they are (docs/paper-size.md; 8 min for shape-qwen1.5-1.8b on this 2-core host)
 .PHONY: bench-scale
 bench-scale: setup
-	$(PY) -m harness.bench.scale $(if $(MODEL),--model $(MODEL)) $(if $(STEPS),--steps $(STEPS))
+	$(PY) -m harness.bench.scale $(if $(MODEL),--model $(MODEL)) $(if $(STEPS),--steps $(STEPS)) $(if $(NPU),--npu $(NPU))
 
 .PHONY: bench-quant
 bench-quant: setup  ## time calibration + quantization (default model, and a random Llama at 1x and 2x width)

@@ -20,7 +20,7 @@ from experiments.output import Section, fmt, md_table
 NAME = "benchmarks"
 TITLE = "Benchmarks - this host's speed: engines, pipeline policies, quantization, baselines"
 EXPERIMENTS = ("bench-runtime", "bench-pipeline", "bench-quant", "bench-scale", "bench-baselines", "bench-paper-shape")
-KEYS = ["system", "model", "quantizer", "bits", "pipeline", "prompt_tokens", "flash_emulated_mbps", "variant", "metric",
+KEYS = ["system", "model", "quantizer", "bits", "pipeline", "prompt_tokens", "flash_emulated_mbps", "variant", "soc", "metric",
         "unit"]
 
 

@@ -4,13 +4,17 @@ paper-sized model (default shape-qwen1.5-1.8b: Qwen1.5-1.8B's shape, random weig
 EdgeFlow's steps stream one layer at a time (harness/quant/stream.py, harness/pack/container.py) and must stay under
 
     bound = 2 x the largest decoder layer in FP32 + the calibration activations (tokens x hidden x 4 B)
+            (+ with GPTQ rounding the larger of one layer's Gram matrices in FP64 + FP32, as calibration sums them,
+               and the widest linear's three [D, D] FP64 matrices, as GPTQ rounds it)
 
 above the process's baseline (its RSS once Python, torch and transformers are imported, before the step starts).
 llama.cpp's GGUF conversion and quantization and MNN's export are third-party steps, measured as they are, beside
 the whole model's FP32 size. Each step runs in a process of its own (`python -m harness.bench.scale --step ...`) so
 its peak RSS (VmHWM; for steps that run tools, the largest of its waited-for children too) is its own; outputs go to
 a scratch folder, never the caches, so every run measures the work. Rows go to the store as experiment
-`bench-scale`.
+`bench-scale`. `--npu SOC` (`make bench-scale NPU=sm8750`) quantizes with EdgeFlow's recipe for NPUs
+(conf/npu_recipe/edgeflow.yaml: smoothing searched under HTP's numerics, the A16 sensitivity pass, GPTQ rounding,
+whose calibration keeps every linear's Gram matrix) instead of the paper's.
 """
 from __future__ import annotations
 
@@ -29,8 +33,23 @@ STEPS = EDGEFLOW_STEPS + THIRD_PARTY_STEPS
 QUANTIZER = {"name": "edgeflow", "budget_bits": 5.0}  # conf/quantizer/edgeflow.yaml's defaults otherwise
 
 
-def shape_bound(config: dict, calibration_tokens: int) -> dict:
-    """The memory bound of EdgeFlow's streaming steps, from the model's shape (bytes)."""
+def quantizer_params(npu: str | None = None) -> dict:
+    """The quantizer the EdgeFlow steps run: QUANTIZER, with EdgeFlow's recipe for NPUs when `npu` names one."""
+    if not npu:
+        return dict(QUANTIZER)
+    from harness.npu.config import load_npu_config
+    from harness.npu.recipe import recipe_for
+
+    load_npu_config(npu)  # an unknown SoC is an error naming the known ones
+    return {**QUANTIZER, **recipe_for(QUANTIZER["name"], QUANTIZER["budget_bits"])}
+
+
+def needs_gram(params: dict) -> bool:
+    return params.get("weight_rounding") == "gptq"
+
+
+def shape_bound(config: dict, calibration_tokens: int, gram: bool = False) -> dict:
+    """The memory bound of EdgeFlow's streaming steps, from the model's shape (bytes); gram: with GPTQ rounding."""
     h, i = config["hidden_size"], config["intermediate_size"]
     d = config.get("head_dim") or h // config["num_attention_heads"]
     q, kv = config["num_attention_heads"] * d, config["num_key_value_heads"] * d
@@ -38,8 +57,12 @@ def shape_bound(config: dict, calibration_tokens: int) -> dict:
     tables = config["vocab_size"] * h * (1 if config.get("tie_word_embeddings") else 2)
     params = layer_params * config["num_hidden_layers"] + tables + h
     layer_fp32, activations = 4 * layer_params, 4 * calibration_tokens * h
+    # with Gram matrices: calibration sums one layer's in float64 and hands them over in float32 (calibrate.py), GPTQ
+    # holds H, inv(H) and its Cholesky factor [D, D] in float64 for the widest input (gptq.py)
+    grams = 12 * (5 * h * h + q * q + i * i)  # q, k, v, gate, up read the hidden state, o the heads, down the MLP
+    gptq = max(grams, 3 * 8 * max(h, q, i) ** 2) if gram else 0
     return {"params": params, "model_fp32": 4 * params, "layer_fp32": layer_fp32, "activations": activations,
-            "bound": 2 * layer_fp32 + activations}
+            "gptq": gptq, "bound": 2 * layer_fp32 + activations + gptq}
 
 
 # --- one step, in its own process ---------------------------------------------------------------------------------
@@ -52,9 +75,10 @@ def _rss(field: str) -> int:
 
 
 def run_step(step: str, checkpoint: Path, scratch: Path, model_name: str = "model",
-             random_calibration: bool = False) -> dict:
+             random_calibration: bool = False, npu: str | None = None) -> dict:
     """Do `step` on `checkpoint` into `scratch`; its time and memory. The calibration is the corpus's (as
-    harness.quant.cache uses), or seeded random ids of the same count for a checkpoint without a tokenizer."""
+    harness.quant.cache uses), or seeded random ids of the same count for a checkpoint without a tokenizer; the
+    quantizer is quantizer_params(npu)."""
     # the libraries every step uses are imported before the baseline: their code is not the step's memory
     import torch
     import transformers.masking_utils  # noqa: F401
@@ -66,7 +90,7 @@ def run_step(step: str, checkpoint: Path, scratch: Path, model_name: str = "mode
     from harness.quant.cache import CALIBRATION
     from harness.quant.stream import StatsFile, write_artifact, write_stats
 
-    stats = scratch / "stats.safetensors"
+    stats, params = scratch / "stats.safetensors", quantizer_params(npu)
     if step != "calibrate":
         calibration = None  # (only calibration reads the corpus)
     elif random_calibration:
@@ -80,11 +104,11 @@ def run_step(step: str, checkpoint: Path, scratch: Path, model_name: str = "mode
     if step == "calibrate":
         from harness.quant import make_quantizer
 
-        write_stats(stats, checkpoint, calibration, make_quantizer(QUANTIZER).config.grid_tokens)
+        write_stats(stats, checkpoint, calibration, make_quantizer(params).config.grid_tokens, gram=needs_gram(params))
     elif step == "quantize":
         from harness.quant import make_quantizer
 
-        quantizer = make_quantizer(QUANTIZER)
+        quantizer = make_quantizer(params)
         quantizer.stats = StatsFile(stats)
         write_artifact(checkpoint, quantizer, model_name, scratch / "artifact")
     elif step == "pack":
@@ -117,10 +141,11 @@ def run_step(step: str, checkpoint: Path, scratch: Path, model_name: str = "mode
 # --- the bench ------------------------------------------------------------------------------------------------------
 
 def measure(step: str, checkpoint: Path, scratch: Path, model_name: str = "model", random_calibration: bool = False,
-            timeout_s: float = 7200) -> dict:
+            timeout_s: float = 7200, npu: str | None = None) -> dict:
     """Run one step in a fresh process; its time and memory, with the bound of the checkpoint's shape."""
     cmd = [sys.executable, "-m", "harness.bench.scale", "--step", step, "--checkpoint", str(checkpoint),
            "--scratch", str(scratch), "--model", model_name] + (["--random-calibration"] if random_calibration else [])
+    cmd += ["--npu", npu] if npu else []
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     if res.returncode != 0:
         raise RuntimeError(f"bench-scale step {step} failed (exit {res.returncode}):\n{res.stderr[-3000:]}")
@@ -128,16 +153,18 @@ def measure(step: str, checkpoint: Path, scratch: Path, model_name: str = "model
 
     r = json.loads(res.stdout.strip().splitlines()[-1])
     tokens = CALIBRATION["n_samples"] * CALIBRATION["seq_len"]  # the calibration set: windows of seq_len tokens
-    bound = shape_bound(json.loads((Path(checkpoint) / "config.json").read_text()), tokens)
+    bound = shape_bound(json.loads((Path(checkpoint) / "config.json").read_text()), tokens,
+                        gram=needs_gram(quantizer_params(npu)))
     r["above_baseline_bytes"] = r["peak_bytes"] - r["baseline_bytes"]
     r["peak_rss_bytes"] = max(r["peak_bytes"], r["children_peak_bytes"])  # the step's process or its tools
-    r.update({k: bound[k] for k in ("params", "model_fp32", "layer_fp32", "bound")})
+    r.update({k: bound[k] for k in ("params", "model_fp32", "layer_fp32", "gptq", "bound")})
     r["seconds_per_gparam"] = r["seconds"] / (bound["params"] / 1e9)
     r["within_bound"] = r["above_baseline_bytes"] <= bound["bound"] if step in EDGEFLOW_STEPS else None
     return r
 
 
-def run(model_name: str = "shape-qwen1.5-1.8b", steps=STEPS, store=None, scratch: Path | None = None) -> list[dict]:
+def run(model_name: str = "shape-qwen1.5-1.8b", steps=STEPS, store=None, scratch: Path | None = None,
+        npu: str | None = None) -> list[dict]:
     from harness.bench.record import BenchRecorder
     from harness.cache import cache_dir
     from harness.models.zoo import checkpoint_dir, load_model_spec
@@ -145,15 +172,16 @@ def run(model_name: str = "shape-qwen1.5-1.8b", steps=STEPS, store=None, scratch
 
     checkpoint = checkpoint_dir(load_model_spec(model_name))
     scratch = scratch or cache_dir("bench-scale", model_name)
-    rec = BenchRecorder("scale", {"model": model_name, "steps": list(steps), "quantizer": QUANTIZER},
+    params = quantizer_params(npu)
+    rec = BenchRecorder("scale", {"model": model_name, "steps": list(steps), "quantizer": params},
                         store or ResultsStore())
     results = []
     try:
         for step in steps:
             print(f"[bench] {model_name}: {step} ...", flush=True)
-            r = measure(step, checkpoint, scratch, model_name)
+            r = measure(step, checkpoint, scratch, model_name, npu=npu)
             results.append(r)
-            _record(rec, r, model_name)
+            _record(rec, r, model_name, npu)
             print(_line(r), flush=True)
     finally:
         rec.save()
@@ -161,12 +189,14 @@ def run(model_name: str = "shape-qwen1.5-1.8b", steps=STEPS, store=None, scratch
     return results
 
 
-def _record(rec, r: dict, model_name: str) -> None:
+def _record(rec, r: dict, model_name: str, npu: str | None = None) -> None:
     mb, step = 1e6, r["step"]
-    formula = (f"bound 2 x layer FP32 {r['layer_fp32'] / mb:.0f} MB + activations = {r['bound'] / mb:.0f} MB above "
-               f"a baseline of {r['baseline_bytes'] / mb:.0f} MB" if step in EDGEFLOW_STEPS else
+    gptq = f" + GPTQ {r['gptq'] / mb:.0f} MB" if r.get("gptq") else ""
+    formula = (f"bound 2 x layer FP32 {r['layer_fp32'] / mb:.0f} MB + activations{gptq} = {r['bound'] / mb:.0f} MB "
+               f"above a baseline of {r['baseline_bytes'] / mb:.0f} MB" if step in EDGEFLOW_STEPS else
                f"third-party step; the whole model in FP32 is {r['model_fp32'] / mb:.0f} MB")
-    columns = {"model": model_name, "variant": step}
+    # soc: the SoC whose recipe EdgeFlow's steps quantized with (none: the paper's)
+    columns = {"model": model_name, "variant": step, "soc": npu if step in EDGEFLOW_STEPS else None}
     rec.add("seconds", r["seconds"], "s", notes=formula, **columns)
     rec.add("seconds_per_billion_params", r["seconds_per_gparam"], "s/Gparam", **columns)
     rec.add("peak_rss_mb", r["peak_rss_bytes"] / mb, "MB", notes=formula, **columns)
@@ -180,8 +210,9 @@ def _line(r: dict) -> str:
     text = (f"[bench] {r['step']}: {r['seconds']:.1f} s ({r['seconds_per_gparam']:.1f} s per billion params), "
             f"peak RSS {r['peak_rss_bytes'] / mb:.0f} MB")
     if r["within_bound"] is not None:
+        gptq = f" + GPTQ {r['gptq'] / mb:.0f}" if r.get("gptq") else ""
         text += (f" = baseline {r['baseline_bytes'] / mb:.0f} + {r['above_baseline_bytes'] / mb:.0f} MB; bound "
-                 f"{r['bound'] / mb:.0f} MB (2 x layer {r['layer_fp32'] / mb:.0f} + activations): "
+                 f"{r['bound'] / mb:.0f} MB (2 x layer {r['layer_fp32'] / mb:.0f} + activations{gptq}): "
                  f"{'within' if r['within_bound'] else 'OVER'}")
     else:
         text += f" (whole model in FP32: {r['model_fp32'] / mb:.0f} MB)"
@@ -193,6 +224,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--model", default="shape-qwen1.5-1.8b")
     ap.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated, from {', '.join(STEPS)}")
     ap.add_argument("--results", default=None, help="results store root (default results/runs)")
+    ap.add_argument("--npu", default=None, help="a conf/npu SoC: quantize with EdgeFlow's recipe for NPUs")
     # (internal: one step in this process)
     ap.add_argument("--step", help=argparse.SUPPRESS)
     ap.add_argument("--checkpoint", type=Path, help=argparse.SUPPRESS)
@@ -200,7 +232,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--random-calibration", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.step:
-        print(json.dumps(run_step(a.step, a.checkpoint, a.scratch, a.model, a.random_calibration)))
+        print(json.dumps(run_step(a.step, a.checkpoint, a.scratch, a.model, a.random_calibration, a.npu)))
         return
     steps = [s for s in a.steps.split(",") if s]
     unknown = sorted(set(steps) - set(STEPS))
@@ -208,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"unknown steps {unknown}; steps: {', '.join(STEPS)}")
     from harness.runner.store import ResultsStore
 
-    run(a.model, steps, ResultsStore(a.results))
+    run(a.model, steps, ResultsStore(a.results), npu=a.npu)
 
 
 if __name__ == "__main__":

@@ -123,14 +123,22 @@ class StatsCollector:
             sel = self.picks[(self.picks >= lo) & (self.picks < hi)] - lo
             if sel.numel():
                 a["rows"].append(x[sel].clone())
-            if self.gram:  # summed in float64: thousands of tokens' products, some of outlier features
-                a["gram"] = a["gram"] + (x.t() @ x).double()
+            if self.gram:  # summed in float64 (thousands of tokens' products, some of outlier features), in place
+                product = (x.t() @ x).double()  # [D, D]
+                a["gram"] = a["gram"].add_(product) if torch.is_tensor(a["gram"]) else product
                 a["tokens"] += x.shape[0]
         return fn
 
     def stats(self) -> dict[str, LinearStats]:
+        """The statistics, once: each Gram sum is handed over in float32 as its float64 accumulator is let go (one
+        layer's sums are most of a streaming calibration's memory: harness/bench/scale.py)."""
         def gram(a):
-            return (a["gram"] / a["tokens"]).float() if self.gram else None
+            if not self.gram:
+                return None
+            if not torch.is_tensor(a["gram"]):
+                raise RuntimeError("StatsCollector.stats() hands the Gram matrices over once (or saw no tokens)")
+            total, a["gram"] = a["gram"], None
+            return (total / a["tokens"]).float()
         return {n: LinearStats(a["in"], a["out"], torch.cat(a["rows"]), gram(a)) for n, a in self._acc.items()}
 
 
