@@ -61,7 +61,7 @@ def prepare(args: list[str], conf_dir: Path | None = None) -> list[str]:
             raise ConfigError(f"{o.key_or_group}: no {group} is selected (the default is none); add {group}=<option> "
                               f"(one of {', '.join(available)}) before setting its keys")
         if options:
-            _check_key(group, key, options, conf_dir)
+            _check_key(group, key, options, conf_dir, a.partition("=")[2])
         if multirun and group in swept and not o.is_sweep_override() and a.partition("=")[2]:
             a = f"{o.key_or_group}=choice({a.partition('=')[2]})"
         out.append(a)
@@ -87,8 +87,9 @@ def _null_default_groups(conf_dir: Path) -> set[str]:
     return out
 
 
-def _check_key(group: str, key: str, options: list[str], conf_dir: Path) -> None:
-    """Every option of `group` on the command line must have `key` (a dotted path inside its YAML)."""
+def _check_key(group: str, key: str, options: list[str], conf_dir: Path, value: str = "...") -> None:
+    """Every option of `group` on the command line must have `key` (a dotted path inside its YAML); `value` as
+    given, for the message."""
     have, lack = [], []
     for option in options:
         path = conf_dir / group / f"{option}.yaml"
@@ -96,9 +97,24 @@ def _check_key(group: str, key: str, options: list[str], conf_dir: Path) -> None
             continue  # an unknown option: Hydra names it and lists the available ones
         node = OmegaConf.load(path)
         (have if OmegaConf.select(node, key, default=_ABSENT) is not _ABSENT else lack).append(option)
-    if lack:
-        which = "none of the options on this command line" if not have else ", ".join(have)
-        raise ConfigError(
-            f"{group}.{key}: {group} {', '.join(repr(x) for x in lack)} "
-            f"({', '.join(f'conf/{group}/{x}.yaml' for x in lack)}) has no key {key!r}; it is a key of {which}. "
-            f"Sweep the {group} options that have it in a separate command.")
+    if not lack:
+        return
+    files = ", ".join(f"conf/{group}/{x}.yaml" for x in lack)
+    if all(key in _defaulted_keys(group, conf_dir / group / f"{x}.yaml") for x in lack):
+        raise ConfigError(f"{group}.{key}: {files} leave(s) {key!r} at its default; set it with "
+                          f"'+{group}.{key}={value}' (Hydra overrides only the keys a YAML spells out)")
+    which = "none of the options on this command line" if not have else ", ".join(have)
+    raise ConfigError(f"{group}.{key}: {group} {', '.join(repr(x) for x in lack)} ({files}) has no key {key!r}; it "
+                      f"is a key of {which}. Sweep the {group} options that have it in a separate command.")
+
+
+def _defaulted_keys(group: str, path: Path) -> set[str]:
+    """Keys an option of `group` accepts beyond its YAML: its quantizer's Config fields (quantizer group only)."""
+    if group != "quantizer":
+        return set()
+    from dataclasses import fields
+
+    from harness.quant import REGISTRY
+
+    cls = REGISTRY.get(str(OmegaConf.load(path).get("name")))
+    return {f.name for f in fields(cls.Config)} if cls is not None else set()

@@ -35,6 +35,18 @@ def test_a_key_only_some_swept_quantizers_have_names_the_quantizer_and_the_key()
     assert "'rtn_clip'" not in msg.split("it is a key of")[0]  # rtn_clip has it: not among the offenders
 
 
+def test_a_setting_the_yaml_leaves_at_its_default_says_to_add_it_with_plus():
+    """a16_budget is a field of every quantizer's Config that edgeflow.yaml and cmpq.yaml leave out: Hydra would say
+    "not in struct"; the error names the '+' override that sets it. A key no Config has is still named as absent."""
+    with pytest.raises(ConfigError, match=r"leave\(s\) 'a16_budget' at its default; set it with "
+                                          r"'\+quantizer\.a16_budget=0\.5'"):
+        prepare(["--multirun", "quantizer=edgeflow,cmpq", "quantizer.a16_budget=0.5"])
+    with pytest.raises(ConfigError, match=r"has no key 'a16_budgett'.*separate command"):
+        prepare(["quantizer=edgeflow", "quantizer.a16_budgett=0.5"])
+    assert prepare(["quantizer=edgeflow", "+quantizer.a16_budget=0.5"]) == ["quantizer=edgeflow",
+                                                                              "+quantizer.a16_budget=0.5"]
+
+
 def test_a_key_without_a_quantizer_says_to_choose_one():
     with pytest.raises(ConfigError, match=r"quantizer\.budget_bits: no quantizer is selected.*rtn_clip"):
         prepare(["--multirun", "experiment=perplexity", "quantizer.budget_bits=4,5"])
