@@ -204,8 +204,8 @@ reproduce-benchmarks: bench-runtime bench-pipeline bench-quant bench-scale bench
 # (or MODELS=): perplexity, local-task accuracy, KL and top-1 agreement against FP16, effective bits, packed size,
 # quantization time and cold TTFT in our runtime (FLASH_MBPS=200 adds emulated flash); a table and Pareto plots in
 # results/figures/compare-quantizers.png and the report. COMPARE_ARGS='eval_limit=20 ppl_windows=1' sizes the run
-# (keywords of experiments/compare_quantizers.py's sweep); NPU=sm8750 adds KL and top-1 with the quantized linears
-# computed by QNN's HTP simulator for that SoC (harness/npu/).
+# (keywords of experiments/compare_quantizers.py's sweep; fidelity_texts=ppl-local,python-docs adds out-of-domain KL);
+# NPU=sm8750 adds KL and top-1 with the quantized linears computed by QNN's HTP simulator for that SoC (harness/npu/).
 .PHONY: compare-quantizers reproduce-compare-quantizers
 reproduce-compare-quantizers: compare-quantizers
 compare-quantizers: setup

@@ -32,6 +32,9 @@ BITS = (4, 5, 6, 7)
 DATASETS = ("lambada-local", "hellaswag-local")
 PACKING = "weightlet"
 FP16_NAMES = ("fp", "fp16", "none")
+# The fidelity kind's default text (the corpus's held-out split); others (python-docs: English unlike the corpus) are
+# columns of their own, "KL ..., python-docs"
+HELD_OUT = "ppl-local"
 # Rendering selects rows by model only: the FP16 reference has no quantizer and the fidelity/TTFT rows no task, and
 # every quantizer measured so far belongs in the comparison.
 FILTERS = {"model": "models"}
@@ -65,14 +68,17 @@ def runtime_reason(name: str) -> str:
 def sweep(models=("smollm2-135m",), quantizers=None, bits=BITS, datasets=DATASETS, flash_mbps: float | None = None,
           eval_limit: int = 50, ppl_windows: int = 2, fidelity_windows: int = 6, ttft_prompt_tokens: int = 128,
           ttft_repetitions: int = 3, wikitext2: bool | None = None, ppl_window: int = 2048,
-          fidelity_window: int = 512, npu: str | None = None) -> list[list[str]]:
+          fidelity_window: int = 512, npu: str | None = None,
+          fidelity_texts: tuple[str, ...] | str = (HELD_OUT,)) -> list[list[str]]:
     """Hydra override lists. `quantizers` are registered names (default: all); `flash_mbps` adds an emulated-flash
     TTFT beside the native one; `eval_limit` items per task, `ppl_windows` 2048-token windows and `fidelity_windows`
     512-token windows keep a 4-method x 4-budget run on the 135M model within ~1 h on a busy 2-core host.
     `wikitext2`: None = when the hub is reachable. `ppl_window`/`fidelity_window` (tokens) exist for tiny test models.
     `npu` (a conf/npu option, e.g. sm8750): the fidelity points also run the quantized linears on QNN's HTP simulator
     for that SoC (the 'KL HTP' column, simulated; a few minutes per point on the default model), and a quantizer with
-    settings for NPUs (conf/npu_recipe/) is that artifact at every point, its TTFT and accuracy included."""
+    settings for NPUs (conf/npu_recipe/) is that artifact at every point, its TTFT and accuracy included.
+    `fidelity_texts`: the texts KL and top-1 are measured on (harness/data/streams.py fidelity_tokens), one fidelity
+    point each, e.g. `--param fidelity_texts=ppl-local,python-docs` for out-of-domain English beside the corpus."""
     from harness.config import ConfigError
     from harness.npu.recipe import recipe_overrides
 
@@ -87,6 +93,7 @@ def sweep(models=("smollm2-135m",), quantizers=None, bits=BITS, datasets=DATASET
 
         wikitext2 = not hub_status()
     ppl_sources = ["local", "wikitext2"] if wikitext2 else ["local"]
+    texts = [fidelity_texts] if isinstance(fidelity_texts, str) else list(fidelity_texts)
     exp = [f"experiment.name={NAME}"]
     ppl = [f"experiment.ppl_max_windows={ppl_windows}", f"experiment.extra.ppl_window={ppl_window}"]
     points = []
@@ -100,9 +107,11 @@ def sweep(models=("smollm2-135m",), quantizers=None, bits=BITS, datasets=DATASET
             for b in (b for b in bits if selection.quantizer_accepts(name, b)):
                 q = [f"quantizer={known[name]}", f"quantizer.budget_bits={float(b)}",
                      *(recipe_overrides(name, float(b)) if npu else [])]
-                points.append(["experiment=fidelity", *exp, *m, *q, f"packing={PACKING}",
-                               f"experiment.extra.fidelity_windows={fidelity_windows}",
-                               f"experiment.extra.fidelity_window={fidelity_window}", *([f"npu={npu}"] if npu else [])])
+                points += [["experiment=fidelity", *exp, *m, *q, f"packing={PACKING}",
+                            f"experiment.extra.fidelity_windows={fidelity_windows}",
+                            f"experiment.extra.fidelity_window={fidelity_window}", *([f"npu={npu}"] if npu else []),
+                            *([f"+experiment.extra.fidelity_text={text}"] if text != HELD_OUT else [])]
+                           for text in texts]
                 points += [["experiment=perplexity", *exp, *m, *q, f"experiment.extra.ppl_source={s}", *ppl]
                            for s in ppl_sources]
                 points += [["experiment=accuracy", *exp, *m, *q, f"dataset={d}", f"experiment.eval_limit={eval_limit}"]
@@ -149,9 +158,10 @@ def table(rows: pd.DataFrame) -> pd.DataFrame:
             if len(v):
                 c[metric] = float(v.iloc[-1])
         for metric in (f"{m}{v}" for m in ("kl_fp16", "top1_agreement") for v in ("", *KL_VARIANTS)):
-            v = g[g["metric"] == metric].drop_duplicates("repetition", keep="last")["value"]
-            if len(v):
-                c[metric], c[f"{metric}_ci"] = _ci(v)
+            mine = g[g["metric"] == metric]
+            for text, per_text in mine.groupby(mine["dataset"].fillna(HELD_OUT)):  # one column per text
+                col = metric if text == HELD_OUT else f"{metric} {text}"
+                c[col], c[f"{col}_ci"] = _ci(per_text.drop_duplicates("repetition", keep="last")["value"])
         ppl = g[(g["metric"] == "perplexity") & g["dataset"].fillna("").str.startswith("ppl-")]  # not lm-eval's
         for source, v in ppl.groupby("dataset")["value"]:
             c[f"ppl {str(source).removeprefix('ppl-')}"] = float(v.iloc[-1])
@@ -209,6 +219,13 @@ def _ttft(r, col: str, short: bool = False) -> str:
     return f"{v:.3f} [{r[col + '_min']:.3f}..{r[col + '_max']:.3f}]"
 
 
+def _other_text_columns(df: pd.DataFrame) -> list[str]:
+    """The KL columns measured on a text other than the held-out one, in KL_VARIANTS' order."""
+    order = ["kl_fp16", *(f"kl_fp16{v}" for v in KL_VARIANTS)]
+    cols = [c for c in df.columns if c.startswith("kl_fp16") and " " in c and not c.endswith("_ci")]
+    return sorted(cols, key=lambda c: (c.split(" ", 1)[1], order.index(c.split(" ", 1)[0])))
+
+
 def _ttft_columns(df: pd.DataFrame) -> list[str]:
     """'ttft native' first, then the emulated flash rates in increasing order."""
     cols = [c for c in df.columns if c.startswith("ttft ") and not c.endswith(("_min", "_max"))]
@@ -237,6 +254,10 @@ def display(df: pd.DataFrame, short: bool = False) -> pd.DataFrame:
         for suffix, name in KL_VARIANTS.items():
             if f"kl_fp16{suffix}" in df.columns:
                 line[f"KL {name}"] = _pm(r.get(f"kl_fp16{suffix}"), r.get(f"kl_fp16{suffix}_ci"))
+        for col in _other_text_columns(df):  # "kl_fp16_htp python-docs" -> "KL HTP (simulated), python-docs"
+            metric, text = col.split(" ", 1)
+            name = "vs FP16" if metric == "kl_fp16" else KL_VARIANTS[metric.removeprefix("kl_fp16")]
+            line[f"KL {name}, {text}"] = _pm(r.get(col), r.get(f"{col}_ci"))
         for c in ttft_cols:
             line[f"cold {c.replace('ttft ', 'TTFT ')} s"] = "–" if r["quantizer"] == "fp16" else _ttft(r, c, short)
         lines.append(line)
@@ -351,7 +372,8 @@ def render(rows: pd.DataFrame, paper: pd.DataFrame | None, figures_dir: Path) ->
         parts.append(f"**{model}** ({tags}):\n\n" + md_table(display(df[df["model"] == model])))
     body = "".join(f"![{TITLE}](figures/{p.name})\n\n" for p in figures if p.suffix == ".png")
     body += ("Not a paper artifact: a side-by-side of quantizers (the paper's and any registered one) on every axis. "
-             "± is a 95% interval (KL and top-1: t-interval over held-out windows); accuracy's [interval] is the "
+             "± is a 95% interval (KL and top-1: t-interval over windows of the corpus's held-out split, or of the "
+             "text a column names); accuracy's [interval] is the "
              "95% Wilson interval over its items; TTFT "
              "is the median [min..max] over cold runs of the packed model in our runtime. Perplexity `local` and the "
              "`*-local` tasks are local proxies; `wikitext2` appears when the hub was reachable.\n\n")

@@ -74,8 +74,21 @@ def test_every_point_composes_and_validates():
     from harness.runner.sweep import compose_config
 
     for p in cq.sweep(quantizers=("rtn_clip", "shadow_outlier"), bits=(4,), flash_mbps=200, wikitext2=True,
-                      npu="sm8550"):
+                      npu="sm8550", fidelity_texts=("ppl-local", "python-docs")):
         prepare_job(compose_config(p))
+
+
+def test_each_fidelity_text_is_a_fidelity_point_of_its_own():
+    """The held-out split keeps its points' identity (no override: stored rows resume); another text adds one."""
+    def fidelity(**kw):
+        return [p for p in cq.sweep(quantizers=("rtn_clip",), bits=(4,), wikitext2=False, **kw)
+                if p[0] == "experiment=fidelity"]
+
+    held_out = fidelity()
+    assert len(held_out) == 1 and not any("fidelity_text" in o for o in held_out[0])
+    both = fidelity(fidelity_texts=("ppl-local", "python-docs"))
+    assert both[0] == held_out[0] and both[1] == [*held_out[0], "+experiment.extra.fidelity_text=python-docs"]
+    assert fidelity(fidelity_texts="python-docs") == both[1:]  # --param fidelity_texts=python-docs: a string
 
 
 def test_pareto_front():
@@ -104,8 +117,9 @@ def _rows():
             for i, k in enumerate((0.9, 1.0, 1.1)):
                 row(q, b, "kl_fp16", scale * k, rep=i)
                 row(q, b, "top1_agreement", 1 - scale / 4 * k, rep=i)
-                if q == "rtn_clip":  # with npu=...: the quantized linears on QNN's HTP simulator
-                    row(q, b, "kl_fp16_htp", 1.2 * scale * k, rep=i, label="simulated")
+                if q == "rtn_clip":  # with npu=...: the quantized linears on QNN's HTP simulator, on two texts
+                    row(q, b, "kl_fp16_htp", 1.2 * scale * k, rep=i, label="simulated", dataset="ppl-local")
+                    row(q, b, "kl_fp16_htp", 2.4 * scale * k, rep=i, label="simulated", dataset="python-docs")
             if q == "rtn_clip":
                 row(q, b, "packed_mb", 50 + b)
                 for i, t in enumerate((0.30, 0.32, 0.35)):
@@ -133,7 +147,9 @@ def test_table_has_every_metric_with_intervals_and_not_run_reasons():
     fp = text[text.method == "fp16"].iloc[0]
     assert fp["ppl local"] == "20" and fp["KL vs FP16"] == "–" and "ppl lambada-local" not in text
     assert text[text.method == "rtn_clip"].iloc[0]["KL HTP (simulated)"].startswith("1.2 ±")
-    assert so["KL HTP (simulated)"] == "–"
+    assert text[text.method == "rtn_clip"].iloc[0]["KL HTP (simulated), python-docs"].startswith("2.4 ±")
+    assert so["KL HTP (simulated)"] == "–" and so["KL HTP (simulated), python-docs"] == "–"
+    assert "KL vs FP16, python-docs" not in text  # a text's column only where rows have it
 
 
 def test_render_draws_a_table_and_pareto_plots(tmp_path):
