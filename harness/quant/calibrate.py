@@ -123,9 +123,9 @@ class StatsCollector:
             sel = self.picks[(self.picks >= lo) & (self.picks < hi)] - lo
             if sel.numel():
                 a["rows"].append(x[sel].clone())
-            if self.gram:  # summed in float64 (thousands of tokens' products, some of outlier features), in place
-                product = (x.t() @ x).double()  # [D, D]
-                a["gram"] = a["gram"].add_(product) if torch.is_tensor(a["gram"]) else product
+            if self.gram:  # summed in float64 (thousands of tokens' products, some of outlier features), in place:
+                product = x.t() @ x  # [D, D] float32, added to the float64 sum without a float64 copy of it
+                a["gram"] = a["gram"].add_(product) if torch.is_tensor(a["gram"]) else product.double()
                 a["tokens"] += x.shape[0]
         return fn
 
