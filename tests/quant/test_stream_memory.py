@@ -32,7 +32,7 @@ def test_streaming_steps_stay_under_the_bound(tmp_path, monkeypatch, npu):
     monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the steps' processes: per-thread scratch as on this 2-core host
     # with GPTQ the bound holds a layer's Gram matrices: narrower MLPs and more layers keep the model twice the bound.
     # With the NPU's recipe only calibration runs here (its quantization, GPTQ and the A16 search, is minutes on this
-    # model; `make bench-scale NPU=sm8750` measures it at paper size: docs/paper-size.md)
+    # model; `make bench-scale NPU=sm8750` runs it at paper size: docs/paper-size.md)
     hidden, wide, layers = (1536, 4096, 4) if npu is None else (1536, 1536, 10)
     config = LlamaConfig(hidden_size=hidden, intermediate_size=wide, num_hidden_layers=layers, num_attention_heads=12,
                          num_key_value_heads=12, vocab_size=8192, tie_word_embeddings=False)
