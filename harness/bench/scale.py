@@ -44,12 +44,9 @@ def quantizer_params(npu: str | None = None) -> dict:
     return {**QUANTIZER, **recipe_for(QUANTIZER["name"], QUANTIZER["budget_bits"])}
 
 
-def needs_gram(params: dict) -> bool:
-    return params.get("weight_rounding") == "gptq"
-
-
 def shape_bound(config: dict, calibration_tokens: int, gram: bool = False) -> dict:
-    """The memory bound of EdgeFlow's streaming steps, from the model's shape (bytes); gram: with GPTQ rounding."""
+    """The memory bound of EdgeFlow's streaming steps, from the model's shape (bytes); gram: for a quantizer that
+    reads Gram matrices (Quantizer.needs_gram: GPTQ rounding)."""
     h, i = config["hidden_size"], config["intermediate_size"]
     d = config.get("head_dim") or h // config["num_attention_heads"]
     q, kv = config["num_attention_heads"] * d, config["num_key_value_heads"] * d
@@ -62,9 +59,9 @@ def shape_bound(config: dict, calibration_tokens: int, gram: bool = False) -> di
     # widest input (gptq.py)
     widest = max(h, q, i)
     grams = 12 * (5 * h * h + q * q + i * i) + 4 * widest ** 2  # q, k, v, gate, up read h, o the heads, down the MLP
-    gptq = max(grams, 3 * 8 * widest ** 2) if gram else 0
+    gram_bytes = max(grams, 3 * 8 * widest ** 2) if gram else 0
     return {"params": params, "model_fp32": 4 * params, "layer_fp32": layer_fp32, "activations": activations,
-            "gptq": gptq, "bound": 2 * layer_fp32 + activations + gptq}
+            "gram": gram_bytes, "bound": 2 * layer_fp32 + activations + gram_bytes}
 
 
 # --- one step, in its own process ---------------------------------------------------------------------------------
@@ -106,7 +103,8 @@ def run_step(step: str, checkpoint: Path, scratch: Path, model_name: str = "mode
     if step == "calibrate":
         from harness.quant import make_quantizer
 
-        write_stats(stats, checkpoint, calibration, make_quantizer(params).config.grid_tokens, gram=needs_gram(params))
+        quantizer = make_quantizer(params)
+        write_stats(stats, checkpoint, calibration, quantizer.config.grid_tokens, gram=quantizer.needs_gram)
     elif step == "quantize":
         from harness.quant import make_quantizer
 
@@ -155,11 +153,13 @@ def measure(step: str, checkpoint: Path, scratch: Path, model_name: str = "model
 
     r = json.loads(res.stdout.strip().splitlines()[-1])
     tokens = CALIBRATION["n_samples"] * CALIBRATION["seq_len"]  # the calibration set: windows of seq_len tokens
+    from harness.quant import make_quantizer
+
     bound = shape_bound(json.loads((Path(checkpoint) / "config.json").read_text()), tokens,
-                        gram=needs_gram(quantizer_params(npu)))
+                        gram=make_quantizer(quantizer_params(npu)).needs_gram)
     r["above_baseline_bytes"] = r["peak_bytes"] - r["baseline_bytes"]
     r["peak_rss_bytes"] = max(r["peak_bytes"], r["children_peak_bytes"])  # the step's process or its tools
-    r.update({k: bound[k] for k in ("params", "model_fp32", "layer_fp32", "gptq", "bound")})
+    r.update({k: bound[k] for k in ("params", "model_fp32", "layer_fp32", "gram", "bound")})
     r["seconds_per_gparam"] = r["seconds"] / (bound["params"] / 1e9)
     r["within_bound"] = r["above_baseline_bytes"] <= bound["bound"] if step in EDGEFLOW_STEPS else None
     return r
@@ -193,10 +193,11 @@ def run(model_name: str = "shape-qwen1.5-1.8b", steps=STEPS, store=None, scratch
 
 def _record(rec, r: dict, model_name: str, npu: str | None = None) -> None:
     mb, step = 1e6, r["step"]
-    gptq = f" + GPTQ {r['gptq'] / mb:.0f} MB" if r.get("gptq") else ""
-    formula = (f"bound 2 x layer FP32 {r['layer_fp32'] / mb:.0f} MB + activations{gptq} = {r['bound'] / mb:.0f} MB "
-               f"above a baseline of {r['baseline_bytes'] / mb:.0f} MB" if step in EDGEFLOW_STEPS else
-               f"third-party step; the whole model in FP32 is {r['model_fp32'] / mb:.0f} MB")
+    if step in EDGEFLOW_STEPS:
+        formula = (f"bound 2 x layer FP32 {r['layer_fp32'] / mb:.0f} MB + activations{_gram_term(r)} = "
+                   f"{r['bound'] / mb:.0f} MB above a baseline of {r['baseline_bytes'] / mb:.0f} MB")
+    else:
+        formula = f"third-party step; the whole model in FP32 is {r['model_fp32'] / mb:.0f} MB"
     # soc: the SoC whose recipe EdgeFlow's steps quantized with (none: the paper's)
     columns = {"model": model_name, "variant": step, "soc": npu if step in EDGEFLOW_STEPS else None}
     rec.add("seconds", r["seconds"], "s", notes=formula, **columns)
@@ -207,14 +208,18 @@ def _record(rec, r: dict, model_name: str, npu: str | None = None) -> None:
         rec.add("bound_mb", r["bound"] / mb, "MB", notes=f"computed bound: {formula}", label="simulated", **columns)
 
 
+def _gram_term(r: dict) -> str:
+    """' + Gram matrices 787 MB' where the bound has that term (shape_bound), else ''."""
+    return f" + Gram matrices {r['gram'] / 1e6:.0f} MB" if r.get("gram") else ""
+
+
 def _line(r: dict) -> str:
     mb = 1e6
     text = (f"[bench] {r['step']}: {r['seconds']:.1f} s ({r['seconds_per_gparam']:.1f} s per billion params), "
             f"peak RSS {r['peak_rss_bytes'] / mb:.0f} MB")
     if r["within_bound"] is not None:
-        gptq = f" + GPTQ {r['gptq'] / mb:.0f}" if r.get("gptq") else ""
         text += (f" = baseline {r['baseline_bytes'] / mb:.0f} + {r['above_baseline_bytes'] / mb:.0f} MB; bound "
-                 f"{r['bound'] / mb:.0f} MB (2 x layer {r['layer_fp32'] / mb:.0f} + activations{gptq}): "
+                 f"{r['bound'] / mb:.0f} MB (2 x layer {r['layer_fp32'] / mb:.0f} + activations{_gram_term(r)}): "
                  f"{'within' if r['within_bound'] else 'OVER'}")
     else:
         text += f" (whole model in FP32: {r['model_fp32'] / mb:.0f} MB)"

@@ -24,7 +24,7 @@ def test_the_bound_follows_the_shape():
     # + one layer's Gram sums in FP64 and FP32, and the widest one's FP32 product; more than GPTQ's 3 x [5504, 5504] FP64
     with_gptq = shape_bound(config, calibration_tokens=4096, gram=True)
     grams = 12 * (6 * 2048 ** 2 + 5504 ** 2) + 4 * 5504 ** 2
-    assert with_gptq["bound"] - b["bound"] == with_gptq["gptq"] == grams > 3 * 8 * 5504 ** 2
+    assert with_gptq["bound"] - b["bound"] == with_gptq["gram"] == grams > 3 * 8 * 5504 ** 2
 
 
 @pytest.mark.parametrize("npu", [None, "sm8750"])  # the paper's recipe; the NPU's (GPTQ: Gram matrices, A16 search)
