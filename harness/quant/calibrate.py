@@ -130,15 +130,8 @@ class StatsCollector:
         return fn
 
     def stats(self) -> dict[str, LinearStats]:
-        """The statistics, once: each Gram sum is handed over in float32 as its float64 accumulator is let go (one
-        layer's sums are most of a streaming calibration's memory: harness/bench/scale.py)."""
         def gram(a):
-            if not self.gram:
-                return None
-            if not torch.is_tensor(a["gram"]):
-                raise RuntimeError("StatsCollector.stats() hands the Gram matrices over once (or saw no tokens)")
-            total, a["gram"] = a["gram"], None
-            return (total / a["tokens"]).float()
+            return (a["gram"] / a["tokens"]).float() if self.gram else None
         return {n: LinearStats(a["in"], a["out"], torch.cat(a["rows"]), gram(a)) for n, a in self._acc.items()}
 
 
