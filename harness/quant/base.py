@@ -41,6 +41,7 @@ from harness.quant.config import ConfigError, QuantizerConfig
 from harness.quant.metric import relative_error
 from harness.quant.numerics import quantize_per_channel
 from harness.quant.outputs import numerics_summary, with_output_grid
+from harness.quant.spool import ResultSpool
 from harness.registry import Registry, RegistryError
 from harness.safetensors_io import Chunks, TensorDict
 
@@ -117,16 +118,21 @@ class Quantizer(ABC):
 
     @property
     def chooses_per_width(self) -> bool:
-        """Whether quantize_at_width's choices depend on the width (by default they do not)."""
+        """Whether quantize_widths' choices depend on the width (by default they do not)."""
         return False
+
+    def quantize_widths(self, name: str, weight: torch.Tensor, stats: LinearStats, budget: float,
+                        widths: tuple[int, ...]) -> dict[int, LayerResult]:
+        """quantize_linear for a linear whose activations will be w (8 or 16) bits wide, for each w in `widths`, each
+        still returned with its 8-bit activation grid over the calibrated range (the base class gives it its grid at
+        that width: a16.at_width). By default the width changes nothing: one result serves every width; a quantizer
+        that chooses per width (chooses_per_width) overrides this, sharing what the widths have in common."""
+        return dict.fromkeys(widths, self.quantize_linear(name, weight, stats, budget))
 
     def quantize_at_width(self, name: str, weight: torch.Tensor, stats: LinearStats, budget: float,
                           act_bits: int) -> LayerResult:
-        """quantize_linear for a linear whose activations will be `act_bits` (8 or 16) wide, still returned with its
-        8-bit activation grid over the calibrated range (the base class gives it its grid at that width:
-        a16.at_width). By default the width changes nothing; a quantizer that chooses per width (chooses_per_width)
-        overrides this."""
-        return self.quantize_linear(name, weight, stats, budget)
+        """quantize_widths for one width."""
+        return self.quantize_widths(name, weight, stats, budget, (act_bits,))[act_bits]
 
     def quantize(self, model: nn.Module, model_name: str = "model") -> Artifact:
         """The artifact of a loaded model, in memory (harness.quant.stream writes one from a checkpoint instead)."""
@@ -144,23 +150,7 @@ class Quantizer(ABC):
             raise RuntimeError(f"quantizer {self.name!r}: call calibrate(model, calibration) before quantize(model)")
         targets = linear_names(weights.names())
         selected = select_layers(targets, self.config.layers)
-        a16 = self._a16_linears(weights, selected) if self.config.a16_budget > 0 else set()
-        entries, tally, wide = {}, BitsTally(), 0
-        for name in tqdm(selected, desc=f"quantize {self.name}", unit="linear", leave=False):
-            weight = _checked_weight(name, weights.read(f"{name}.weight"))
-            width = 16 if name in a16 else 8
-            res = self.quantize_at_width(name, weight, self.stats[name], self.config.budget_for(name), width)
-            del weight
-            res.linear = at_width(res.linear, width, self.config)  # its input grid at its width
-            res.info["act_bits"] = int(res.linear.act_bits)  # every linear's width, in the manifest
-            res.linear = with_output_grid(res.linear, self.stats[name].out_max, self.config.output_grid,
-                                          self.config.output_headroom)
-            res.linear.validate(name)
-            wide += res.linear.act_bits == 16
-            extras = {f"{name}.{k}": v for k, v in res.extras.items()}
-            tally.add(res.linear, extras.values())
-            entries[name] = {**_bits_summary(res.linear.bits), **res.info}
-            yield from Artifact(manifest={}, linears={name: res.linear}, others=extras).tensors().items()
+        entries, tally, wide = yield from self._quantized_linears(weights, selected)
         kept_float = [n for n in targets if n not in selected]
         for name in kept_float:  # not selected: stored in FP16, which the runtime cannot run
             yield f"{name}.weight", _checked_weight(name, weights.read(f"{name}.weight")).half()
@@ -183,18 +173,45 @@ class Quantizer(ABC):
                 reasons.append(f"{len(kept_float)} projections kept in FP16 (not selected by quantizer.layers)")
             manifest["runtime_incompatible_reason"] = "; ".join(r for r in reasons if r)
 
-    def _a16_linears(self, weights, selected: list[str]) -> set[str]:
-        """The linears to give 16-bit activations (a16.py): each quantized once more to measure its gain (twice when
-        the quantizer chooses per width: as it would quantize it for each)."""
+    def _quantized_linears(self, weights, selected: list[str]):
+        """The selected linears' tensors, one linear at a time; returns their manifest entries, BitsTally and the
+        number given 16-bit activations."""
+        entries, tally, wide = {}, BitsTally(), 0
+        with ResultSpool([LayerResult, QuantLinear]) as spool:
+            a16 = self._a16_linears(weights, selected, spool) if self.config.a16_budget > 0 else set()
+            for name in tqdm(selected, desc=f"quantize {self.name}", unit="linear", leave=False):
+                width = 16 if name in a16 else 8
+                res = spool.take(name, width)
+                if res is None:  # (no A16 pass)
+                    weight = _checked_weight(name, weights.read(f"{name}.weight"))
+                    res = self.quantize_at_width(name, weight, self.stats[name], self.config.budget_for(name), width)
+                    del weight
+                res.linear = at_width(res.linear, width, self.config)  # its input grid at its width
+                res.info["act_bits"] = int(res.linear.act_bits)  # every linear's width, in the manifest
+                res.linear = with_output_grid(res.linear, self.stats[name].out_max, self.config.output_grid,
+                                              self.config.output_headroom)
+                res.linear.validate(name)
+                wide += res.linear.act_bits == 16
+                extras = {f"{name}.{k}": v for k, v in res.extras.items()}
+                tally.add(res.linear, extras.values())
+                entries[name] = {**_bits_summary(res.linear.bits), **res.info}
+                yield from Artifact(manifest={}, linears={name: res.linear}, others=extras).tensors().items()
+        return entries, tally, wide
+
+    def _a16_linears(self, weights, selected: list[str], spool: ResultSpool) -> set[str]:
+        """The linears to give 16-bit activations (a16.py), each quantized for both widths (one result for both
+        unless the quantizer chooses per width) to measure its gain; the results are left in `spool` for the main
+        pass to take the one of the width it gets."""
         gains, macs = {}, {}
         for name in tqdm(selected, desc="A16 sensitivity", unit="linear", leave=False):
             weight = _checked_weight(name, weights.read(f"{name}.weight"))
-            stats, budget = self.stats[name], self.config.budget_for(name)
-            q8 = self.quantize_at_width(name, weight, stats, budget, 8).linear
+            stats = self.stats[name]
+            results = self.quantize_widths(name, weight, stats, self.config.budget_for(name), (8, 16))
+            q8, q16 = results[8].linear, results[16].linear
             if q8.act_scale is not None:
-                q16 = self.quantize_at_width(name, weight, stats, budget, 16).linear if self.chooses_per_width else None
                 gains[name] = a16_gain(q8, weight, stats.rows, stats.out_max, self.config, q16=q16)
                 macs[name] = weight.numel()
+            spool.put(name, results)
         return choose_a16(gains, macs, self.config.a16_budget)
 
     def allocate_rows(self, re: torch.Tensor, budget: float) -> torch.Tensor:

@@ -14,9 +14,11 @@ none) and an A8 one that which suits 8-bit inputs. With a single alpha the searc
 weight_rounding=gptq the winning alpha's candidate is then built once more with codes = gptq_codes(W', bits, scale,
 H'): the same grids, error-compensating codes (gptq.py), H' the Gram matrix of the smoothed input x * in_scale.
 Methods override the hooks (scales, allocate or allocate_rows, quantize_weight, extras); quantize_linear and
-quantize_at_width are not overridden.
+quantize_widths are not overridden.
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 import torch
 
@@ -71,21 +73,35 @@ class SmoothedQuantizer(Quantizer):
     def quantize_linear(self, name: str, weight: torch.Tensor, stats: LinearStats, budget: float) -> LayerResult:
         return self.quantize_at_width(name, weight, stats, budget, 8)
 
-    def quantize_at_width(self, name: str, weight: torch.Tensor, stats: LinearStats, budget: float,
-                          act_bits: int) -> LayerResult:
-        """The best alpha's candidate (by config.alpha_search, for a linear of `act_bits`-wide inputs), chosen with
-        nearest rounding; with weight_rounding=gptq that alpha's grids are then rounded by GPTQ (once per linear:
-        GPTQ per alpha would cost the grid's length again)."""
+    def quantize_widths(self, name: str, weight: torch.Tensor, stats: LinearStats, budget: float,
+                        widths: tuple[int, ...]) -> dict[int, LayerResult]:
+        """For each width in `widths`, the best alpha's candidate (by config.alpha_search, for a linear of that many
+        bits of input), chosen with nearest rounding; with weight_rounding=gptq that alpha's grids are then rounded
+        by GPTQ. The grid's candidates do not depend on the width, so they are built once for all widths, and GPTQ
+        runs once per winning alpha (GPTQ per alpha would cost the grid's length again)."""
         grid, rounding = self.config.alpha_grid, self.config.weight_rounding
         if len(grid) == 1:
-            return self.candidate(weight, stats, grid[0], budget, rounding)
+            return dict.fromkeys(widths, self.candidate(weight, stats, grid[0], budget, rounding))
         reference = stats.rows @ weight.t()  # [N, C]
-        error = self._search_error(stats, reference, act_bits)
-        best = min((self.candidate(weight, stats, alpha, budget) for alpha in grid), key=error)
-        if rounding != "nearest":
-            best = self.candidate(weight, stats, best.info["alpha"], budget, rounding)
-        best.info["grid_rel_error"] = error(best)
-        return best
+        # a search that does not depend on the width (chooses_per_width false) measures once for all of them
+        searched = widths if self.chooses_per_width else widths[:1]
+        errors = {w: self._search_error(stats, reference, w) for w in searched}
+        best: dict[int, tuple[float, LayerResult]] = {}
+        for alpha in grid:  # candidates one at a time: memory holds the current one and each width's best
+            cand = self.candidate(weight, stats, alpha, budget)
+            for w, error in errors.items():
+                e = error(cand)
+                if w not in best or e < best[w][0]:  # the first of equal errors, as min() picks
+                    best[w] = (e, cand)
+        rounded: dict[float, LayerResult] = {}
+        results = {}
+        for w, (_, cand) in best.items():
+            alpha = cand.info["alpha"]
+            if rounding != "nearest" and alpha not in rounded:
+                rounded[alpha] = self.candidate(weight, stats, alpha, budget, rounding)
+            chosen = rounded.get(alpha, cand)
+            results[w] = replace(chosen, info={**chosen.info, "grid_rel_error": errors[w](chosen)})
+        return {w: results[w if w in results else searched[0]] for w in widths}
 
     def _search_error(self, stats: LinearStats, reference: torch.Tensor, act_bits: int):
         """What the alpha search minimises: a candidate -> its relative squared error on the calibration rows."""

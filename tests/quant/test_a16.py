@@ -174,3 +174,32 @@ def test_npu_alone_selects_the_quantizer_made_for_its_numerics(model, calibratio
     assert {e["act_bits"] for e in entries.values()} == {8, 16}
     assert all(e["alpha"] in recipe["alpha_grid"] for e in entries.values())
     assert all(linear.out_step is not None for linear in artifact.linears.values())  # an output grid each
+
+
+def test_the_a16_pass_hands_each_linear_to_the_main_pass_quantized_once_per_winning_alpha(model, calibration,
+                                                                                          monkeypatch):
+    """With the widths chosen per linear (alpha_search=npu) and GPTQ rounding, the A16 pass builds each linear's grid
+    candidates once for both widths and rounds each winning alpha by GPTQ once; the main pass quantizes nothing
+    again (before: every linear searched and rounded three times). What it writes is what quantizing each linear
+    alone at the width it got gives."""
+    import harness.quant.pipeline as pipeline
+    from harness.quant.a16 import at_width
+    from harness.quant.outputs import with_output_grid
+
+    rounded = []
+    real = pipeline.gptq_codes
+    monkeypatch.setattr(pipeline, "gptq_codes", lambda *a, **k: rounded.append(1) or real(*a, **k))
+    quantizer, art = quantized(model, calibration, alpha_search="npu", alpha_grid=[0.0, 0.5, 1.0], a16_budget=0.5,
+                               weight_rounding="gptq")
+    entries = art.manifest["linears"]
+    assert {e["act_bits"] for e in entries.values()} == {8, 16}
+    assert len(entries) <= len(rounded) <= 2 * len(entries)
+    monkeypatch.setattr(pipeline, "gptq_codes", real)
+    c = quantizer.config
+    for name, q in art.linears.items():
+        stats, width = quantizer.stats[name], entries[name]["act_bits"]
+        weight = model.get_submodule(name).weight.detach().float()
+        alone = quantizer.quantize_at_width(name, weight, stats, c.budget_bits, width)
+        alone = with_output_grid(at_width(alone.linear, width, c), stats.out_max, c.output_grid, c.output_headroom)
+        assert torch.equal(q.codes, alone.codes) and torch.equal(q.act_scale, alone.act_scale), name
+        assert torch.equal(q.out_step, alone.out_step), name
