@@ -19,11 +19,16 @@ whose calibration keeps every linear's Gram matrix) instead of the paper's.
 from __future__ import annotations
 
 import argparse
+import codecs
+import collections
 import json
+import os
 import resource
+import signal
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -146,9 +151,10 @@ def measure(step: str, checkpoint: Path, scratch: Path, model_name: str = "model
     cmd = [sys.executable, "-m", "harness.bench.scale", "--step", step, "--checkpoint", str(checkpoint),
            "--scratch", str(scratch), "--model", model_name] + (["--random-calibration"] if random_calibration else [])
     cmd += ["--npu", npu] if npu else []
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    res = _run_passing_progress(cmd, timeout_s)
     if res.returncode != 0:
-        raise RuntimeError(f"bench-scale step {step} failed (exit {res.returncode}):\n{res.stderr[-3000:]}")
+        killed = f", killed after {timeout_s:.0f} s" if res.returncode == -signal.SIGKILL else ""
+        raise RuntimeError(f"bench-scale step {step} failed (exit {res.returncode}{killed}):\n{res.stderr}")
     from harness.quant.cache import CALIBRATION
 
     r = json.loads(res.stdout.strip().splitlines()[-1])
@@ -163,6 +169,30 @@ def measure(step: str, checkpoint: Path, scratch: Path, model_name: str = "model
     r["seconds_per_gparam"] = r["seconds"] / (bound["params"] / 1e9)
     r["within_bound"] = r["above_baseline_bytes"] <= bound["bound"] if step in EDGEFLOW_STEPS else None
     return r
+
+
+def _run_passing_progress(cmd: list[str], timeout_s: float, tail_chars: int = 3000) -> subprocess.CompletedProcess:
+    """Run cmd; its stderr (progress bars: a step at paper size takes up to an hour) passes through to ours as it
+    comes, and its last tail_chars characters are kept for an error message; its stdout is returned; killed after
+    timeout_s."""
+    tail, out = collections.deque(maxlen=tail_chars), []
+    decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)  # (a full pipe blocks)
+        reader.start()
+        timer = threading.Timer(timeout_s, proc.kill)
+        timer.start()
+        try:
+            for chunk in iter(lambda: os.read(proc.stderr.fileno(), 65536), b""):
+                text = decode(chunk)
+                sys.stderr.write(text)
+                sys.stderr.flush()
+                tail.extend(text)
+            proc.wait()
+        finally:
+            timer.cancel()
+        reader.join()
+    return subprocess.CompletedProcess(cmd, proc.returncode, out[0].decode(), "".join(tail))
 
 
 def run(model_name: str = "shape-qwen1.5-1.8b", steps=STEPS, store=None, scratch: Path | None = None,
