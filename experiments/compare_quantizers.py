@@ -289,26 +289,40 @@ def _ttft_unrun(df: pd.DataFrame, ttft_cols: list[str]) -> dict[str, str]:
     return reasons
 
 
+def drawn_kl(df: pd.DataFrame) -> tuple[str, str]:
+    """The KL column the panels draw and what computed it: QNN HTP's simulator where the run has it (npu=<soc>: the
+    numbers issue 52's targets read, what the NPU computes), else the fake-quant model (the runtime's numerics)."""
+    if "kl_fp16_htp" in df and df["kl_fp16_htp"].notna().any():
+        return "kl_fp16_htp", "through QNN HTP (simulated)"
+    return "kl_fp16", "fake-quant model"
+
+
 def _panel(ax, q: pd.DataFrame, xcol: str, xlabel: str, ttft_col: str | None, reasons: dict, title: str) -> None:
-    """KL against FP16 over `xcol` (size, or a cold TTFT with its min..max), every method drawn the same way (the
-    paper's and the user's), with the Pareto front of all points."""
+    """KL against FP16 (drawn_kl's) over `xcol` (size, or a cold TTFT with its min..max), every method drawn the
+    same way (the paper's and the user's), with the Pareto front of all points; a method without that KL is named,
+    not drawn with another's."""
     import matplotlib.pyplot as plt
 
-    cmap, cloud = plt.get_cmap("tab10"), []
+    kl, source = drawn_kl(q)
+    cmap, cloud, missing = plt.get_cmap("tab10"), [], []
     for j, method in enumerate(sorted(q["quantizer"].unique())):
         s = q[q["quantizer"] == method].sort_values("bits")
-        if xcol not in s or "kl_fp16" not in s:
+        if kl not in s or not s[kl].notna().any():
+            missing.append(method)
             continue
-        s = s[s[xcol].notna() & s["kl_fp16"].notna()]
+        s = s[s[xcol].notna() & s[kl].notna()] if xcol in s else s.iloc[:0]
         if s.empty:
             continue
         xerr = [s[xcol] - s[f"{ttft_col}_min"], s[f"{ttft_col}_max"] - s[xcol]] if ttft_col else None
-        yerr = s["kl_fp16_ci"].fillna(0) if "kl_fp16_ci" in s else None
-        ax.errorbar(s[xcol], s["kl_fp16"], xerr=xerr, yerr=yerr, marker=MARKERS[j % len(MARKERS)], ms=5,
+        yerr = s[f"{kl}_ci"].fillna(0) if f"{kl}_ci" in s else None
+        ax.errorbar(s[xcol], s[kl], xerr=xerr, yerr=yerr, marker=MARKERS[j % len(MARKERS)], ms=5,
                     capsize=2, lw=1.2, color=cmap(j % 10), label=method)
-        for x, y, b in zip(s[xcol], s["kl_fp16"], s["bits"]):
+        for x, y, b in zip(s[xcol], s[kl], s["bits"]):
             ax.annotate(f"{b:g}", (x, y), textcoords="offset points", xytext=(4, 3), fontsize=6, color=cmap(j % 10))
-        cloud += list(zip(s[xcol], s["kl_fp16"]))
+        cloud += list(zip(s[xcol], s[kl]))
+    if missing:
+        ax.text(0.98, 0.98, f"no KL {source}: " + ", ".join(missing), fontsize=7, ha="right", va="top",
+                transform=ax.transAxes)
     front = pareto(cloud)
     if len(front) > 1:
         ax.step([p[0] for p in front], [p[1] for p in front], where="post", color="0.5", ls="--", lw=0.8,
@@ -319,7 +333,7 @@ def _panel(ax, q: pd.DataFrame, xcol: str, xlabel: str, ttft_col: str | None, re
         ax.text(0.02, 0.02, "not run: " + ", ".join(sorted(reasons)) + " †", fontsize=7, transform=ax.transAxes)
     ax.set_yscale("log")
     ax.set_xlabel(xlabel, fontsize=8)
-    ax.set_ylabel("mean KL(FP16 || quantized), nats/token\n(lower is better; 95% CI)", fontsize=8)
+    ax.set_ylabel(f"mean KL(FP16 || quantized), nats/token,\n{source} (lower is better; 95% CI)", fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     ax.set_title(title + "; labels = budget bits", fontsize=9)

@@ -152,9 +152,12 @@ def test_table_has_every_metric_with_intervals_and_not_run_reasons():
     assert "KL vs FP16, python-docs" not in text  # a text's column only where rows have it
 
 
-def test_render_draws_a_table_and_pareto_plots(tmp_path):
+@pytest.mark.parametrize("htp", [True, False])
+def test_render_draws_a_table_and_pareto_plots(tmp_path, htp):
+    """Each method's points in its own colour; with HTP rows (npu=<soc>) the panels draw HTP's KL, and a method
+    without it is left out (named on the panel), never drawn with the fake-quant KL beside HTP's."""
     store = ResultsStore(tmp_path / "runs")
-    store.append(cq.NAME, _rows())
+    store.append(cq.NAME, [r for r in _rows() if htp or not r["metric"].endswith("_htp")])
     from experiments.run import render
 
     section = render(cq.NAME, store, tmp_path)
@@ -163,9 +166,10 @@ def test_render_draws_a_table_and_pareto_plots(tmp_path):
     assert png in section.figures
     # each quantized method's points and error bars in its own colour (tab10 by sorted name; FP16 is no point)
     table = cq.table(store.read(cq.NAME))
+    assert cq.drawn_kl(table)[0] == ("kl_fp16_htp" if htp else "kl_fp16")
     methods = sorted(set(table["quantizer"]) - {"fp16"})
-    drawn = {m for m in methods if table.loc[table["quantizer"] == m, "kl_fp16"].notna().any()}
-    assert drawn and all(drawn_in(png, to_hex(plt.get_cmap("tab10")(j % 10)), at_least=1e-4)
-                         for j, m in enumerate(methods) if m in drawn)
+    drawn = {"rtn_clip"} if htp else set(methods)
+    for j, m in enumerate(methods):
+        assert drawn_in(png, to_hex(plt.get_cmap("tab10")(j % 10)), at_least=1e-4) == (m in drawn), m
     assert "| shadow_outlier | 4 |" in section.body and "not run: " in section.body
     assert not math.isnan(cq.table(store.read(cq.NAME))["kl_fp16"].iloc[-1])
