@@ -224,10 +224,11 @@ class TensorDict:
 def write_safetensors(path: str | os.PathLike, tensors: Iterable[tuple[str, torch.Tensor]],
                       metadata: dict[str, str] | None = None) -> Path:
     """Write (name, tensor) pairs as they come (each may be dropped once written); atomic (temp file + rename).
+    `metadata` may be filled while the tensors come: it is read with the header, after the last tensor.
 
     The byte buffer goes to a spool file first, then the header and the buffer (copied in the kernel) to the file."""
     path = Path(path)
-    header: dict = {"__metadata__": metadata} if metadata else {}
+    header: dict = {}
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryFile(dir=path.parent) as spool:
         offset = 0
@@ -245,6 +246,7 @@ def write_safetensors(path: str | os.PathLike, tensors: Iterable[tuple[str, torc
             header[name] = {"dtype": NAMES[t.dtype], "shape": list(shape), "data_offsets": [begin, offset]}
         spool.flush()
         spool.seek(0)
+        header = {"__metadata__": metadata, **header} if metadata else header
         blob = json.dumps(header, separators=(",", ":")).encode()
         blob += b" " * (-len(blob) % 8)  # the buffer starts 8-aligned
         with atomic_file(path) as tmp, open(tmp, "wb") as out:

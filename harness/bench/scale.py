@@ -59,11 +59,11 @@ def shape_bound(config: dict, calibration_tokens: int, gram: bool = False) -> di
     tables = config["vocab_size"] * h * (1 if config.get("tie_word_embeddings") else 2)
     params = layer_params * config["num_hidden_layers"] + tables + h
     layer_fp32, activations = 4 * layer_params, 4 * calibration_tokens * h
-    # with Gram matrices: calibration sums one layer's in float64, each batch's product in float32 first, and hands
-    # them over in float32 (calibrate.py); GPTQ holds H, inv(H) and its Cholesky factor [D, D] in float64 for the
-    # widest input (gptq.py)
+    # with Gram matrices: calibration sums one layer's in float64 (one per input: q, k, v share one, gate and up
+    # one), each batch's product in float32 first, and hands them over in float32 (calibrate.py); GPTQ holds H,
+    # inv(H) and its Cholesky factor [D, D] in float64 for the widest input (gptq.py)
     widest = max(h, q, i)
-    grams = 12 * (5 * h * h + q * q + i * i) + 4 * widest ** 2  # q, k, v, gate, up read h, o the heads, down the MLP
+    grams = 12 * (2 * h * h + q * q + i * i) + 4 * widest ** 2  # q/k/v and gate/up read h, o the heads, down the MLP
     gram_bytes = max(grams, 3 * 8 * widest ** 2) if gram else 0
     return {"params": params, "model_fp32": 4 * params, "layer_fp32": layer_fp32, "activations": activations,
             "gram": gram_bytes, "bound": 2 * layer_fp32 + activations + gram_bytes}

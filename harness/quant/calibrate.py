@@ -6,7 +6,8 @@ one collection serves every quantizer, budget and layer pattern):
   out_max float32 [C]   max |y[:, c]| of the FP output (S_O)
   rows    float32 [N, D] N input rows sampled uniformly over all calibration tokens (the alpha grid search's data)
   gram    float32 [D, D] mean of x x^T over all calibration tokens, only when asked for (gram=True): what GPTQ's
-                         rounding needs (gptq.py); D^2 floats per linear, so not collected by default
+                         rounding needs (gptq.py); D^2 floats per input, so not collected by default. Linears that
+                         get the very same input tensor (q, k and v; gate and up) share one: one sum, one tensor
 The FP model runs without its LM head (the statistics do not need logits).
 """
 from __future__ import annotations
@@ -93,8 +94,10 @@ class StatsCollector:
 
     def __init__(self, linears: dict[str, nn.Module], picks: torch.Tensor, gram: bool = False):
         self.linears, self.picks, self.gram = linears, picks, gram
-        self._acc = {n: {"in": None, "out": None, "rows": [], "gram": 0.0, "tokens": 0} for n in linears}
+        self._acc = {n: {"in": None, "out": None, "rows": [], "gram": 0.0, "tokens": 0, "gram_of": None}
+                     for n in linears}
         self._offset, self._length, self._handles = 0, 0, []
+        self._last_input = None  # (the input tensor a linear got, the linear whose Gram sum it went into)
 
     def __enter__(self):
         self._handles = [m.register_forward_hook(self._hook(n)) for n, m in self.linears.items()]
@@ -123,16 +126,43 @@ class StatsCollector:
             sel = self.picks[(self.picks >= lo) & (self.picks < hi)] - lo
             if sel.numel():
                 a["rows"].append(x[sel].clone())
-            if self.gram:  # summed in float64 (thousands of tokens' products, some of outlier features), in place:
-                product = x.t() @ x  # [D, D] float32, added to the float64 sum without a float64 copy of it
-                a["gram"] = a["gram"].add_(product) if torch.is_tensor(a["gram"]) else product.double()
-                a["tokens"] += x.shape[0]
+            if self.gram:
+                self._add_gram(name, args[0], x)
         return fn
 
+    def _add_gram(self, name: str, given: torch.Tensor, x: torch.Tensor) -> None:
+        """Add the products of x [T, D] (the input tensor `given`, as float32 rows) to the Gram sum of `name`, or, when
+        the linear hooked just before got this very tensor (q, k, v; gate, up), note that `name` shares its sum."""
+        last = self._last_input
+        owner = last[1] if last is not None and last[0] is given else name
+        self._last_input = (given, owner)
+        a = self._acc[name]
+        if a["gram_of"] not in (None, owner):
+            raise RuntimeError(f"calibration: {name} got {a['gram_of']}'s input in one sequence and not in another")
+        a["gram_of"] = owner
+        if owner == name:  # summed in float64 (thousands of tokens' products, some of outlier features), in place:
+            product = x.t() @ x  # [D, D] float32, added to the float64 sum without a float64 copy of it
+            a["gram"] = a["gram"].add_(product) if torch.is_tensor(a["gram"]) else product.double()
+            a["tokens"] += x.shape[0]
+
+    def gram_owners(self) -> dict[str, str]:
+        """linear -> the linear whose Gram matrix it shares (itself when it has its own); empty without gram."""
+        return {n: a["gram_of"] for n, a in self._acc.items() if a["gram_of"] is not None}
+
     def stats(self) -> dict[str, LinearStats]:
-        def gram(a):
-            return (a["gram"] / a["tokens"]).float() if self.gram else None
-        return {n: LinearStats(a["in"], a["out"], torch.cat(a["rows"]), gram(a)) for n, a in self._acc.items()}
+        owners = self.gram_owners()
+        grams = {n: _mean(self._acc[n]["gram"], self._acc[n]["tokens"]) for n in set(owners.values())}
+        return {n: LinearStats(a["in"], a["out"], torch.cat(a["rows"]), grams.get(owners.get(n)))
+                for n, a in self._acc.items()}
+
+
+def _mean(total: torch.Tensor, count: int, rows: int = 256) -> torch.Tensor:
+    """float32 total / count of a float64 [D, D] sum, a block of rows at a time: the whole float64 quotient would be
+    a second copy of the sum (at 1.8B, 242 MB for down_proj's), the peak's largest temporary."""
+    out = torch.empty(total.shape, dtype=torch.float32)
+    for i in range(0, total.shape[0], rows):
+        out[i:i + rows] = total[i:i + rows] / count  # (rounded to float32 as .float() rounds)
+    return out
 
 
 def model_fingerprint(model: nn.Module) -> str:

@@ -31,7 +31,7 @@ from harness.quant.calibrate import (LinearStats, StatsCollector, tokens_digest,
                                      target_linears)
 from harness.safetensors_io import CheckpointReader, SafetensorsReader, return_freed_memory, write_safetensors
 
-STATS_FIELDS = ("in_max", "out_max", "rows", "gram")  # gram only in files made with gram=True
+STATS_FIELDS = ("in_max", "out_max", "rows", "gram")  # gram only in files made with gram=True, once per input
 
 
 class LayerStream:
@@ -88,8 +88,8 @@ class StatsFile(Mapping):
     def __getitem__(self, name: str) -> LinearStats:
         if name not in self._names:
             raise KeyError(f"{self.path} has no calibration statistics for {name!r}")
-        return LinearStats(*(self._reader.read(f"{name}.{f}") if f"{name}.{f}" in self._stored else None
-                             for f in STATS_FIELDS))
+        stored = (self._reader.metadata.get(f"{name}.{f}", f"{name}.{f}") for f in STATS_FIELDS)  # (shared Grams)
+        return LinearStats(*(self._reader.read(key) if key in self._stored else None for key in stored))
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._names)
@@ -121,13 +121,17 @@ def write_stats(path: Path, checkpoint: Path, calibration, sample_rows: int, see
     stream = LayerStream(Path(checkpoint))
     calibration = check_calibration(calibration, stream.config.vocab_size)
     picks = sample_picks(calibration, sample_rows, seed)
+    shared: dict[str, str] = {}  # filled as the layers pass; the file's metadata
     try:
-        return write_safetensors(path, _layer_stats(stream, calibration, picks, gram))
+        return write_safetensors(path, _layer_stats(stream, calibration, picks, gram, shared), metadata=shared)
     finally:
         stream.weights.close()
 
 
-def _layer_stats(stream: LayerStream, calibration, picks, gram: bool) -> Iterator[tuple[str, torch.Tensor]]:
+def _layer_stats(stream: LayerStream, calibration, picks, gram: bool,
+                 shared: dict[str, str]) -> Iterator[tuple[str, torch.Tensor]]:
+    """The statistics' tensors layer by layer; a Gram matrix shared by linears with one input (q, k, v; gate, up) is
+    stored once, under the first, and `shared` maps the others' "<name>.gram" to its name."""
     hidden = [stream.embed(seq) for seq in calibration]  # float32 [1, T, H] per sequence
     for index in tqdm(range(stream.config.num_hidden_layers), desc="calibration", unit="layer", leave=False):
         with stream.layer(index) as layer, torch.inference_mode():
@@ -136,9 +140,12 @@ def _layer_stats(stream: LayerStream, calibration, picks, gram: bool) -> Iterato
                 for s, h in enumerate(hidden):
                     with collector.sequence(h.shape[1]):
                         hidden[s] = stream.forward(layer, h)
+        owners = collector.gram_owners()
         for name, stats in collector.stats().items():
             for field in STATS_FIELDS:
-                if getattr(stats, field) is not None:
+                if field == "gram" and owners.get(name, name) != name:
+                    shared[f"{name}.gram"] = f"{owners[name]}.gram"
+                elif getattr(stats, field) is not None:
                     yield f"{name}.{field}", getattr(stats, field)
 
 

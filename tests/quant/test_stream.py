@@ -88,3 +88,36 @@ def test_stream_stats_match_collect_stats_on_a_real_shape(tmp_path, monkeypatch)
     got = checkpoint_stats("gqa", path, calibration, 20)
     for name, stats in want.items():
         assert torch.equal(got[name].rows, stats.rows) and torch.equal(got[name].in_max, stats.in_max), name
+
+
+def test_linears_given_one_input_share_one_gram_matrix_in_memory_and_on_disk(tmp_path, monkeypatch):
+    """q, k and v (gate and up) get the very same input tensor: one Gram sum and one stored matrix serve them, each
+    the mean of x x^T over the calibration tokens of that linear's own input; the file stores 4 per layer, not 7."""
+    from harness.safetensors_io import SafetensorsReader
+
+    monkeypatch.setenv("EDGEFLOW_CACHE", str(tmp_path / "cache"))
+    checkpoint, model = _checkpoint(tmp_path, tie=False, shard=False)
+    calibration = _calibration()
+    stats = collect_stats(model, calibration, gram=True)
+    layer = "model.layers.1."
+    q, k, v = (stats[f"{layer}self_attn.{p}_proj"].gram for p in "qkv")
+    assert q is k is v and stats[f"{layer}mlp.gate_proj"].gram is stats[f"{layer}mlp.up_proj"].gram
+    assert stats[f"{layer}self_attn.o_proj"].gram is not q and stats[f"{layer}mlp.down_proj"].gram is not q
+
+    own = {name: [] for name in (f"{layer}self_attn.v_proj", f"{layer}mlp.up_proj", f"{layer}mlp.down_proj")}
+    hooks = [model.get_submodule(n).register_forward_hook(lambda m, a, o, n=n: own[n].append(a[0][0].float()))
+             for n in own]
+    with torch.inference_mode():
+        for seq in calibration:
+            model.model(input_ids=seq[None], use_cache=False)
+    for h in hooks:
+        h.remove()
+    for name, xs in own.items():  # summed as calibration sums: each sequence's float32 product into float64
+        total = sum((x.t() @ x).double() for x in xs)
+        assert torch.equal(stats[name].gram, (total / sum(len(x) for x in xs)).float()), name
+
+    on_disk = checkpoint_stats("tiny", checkpoint, calibration, 256, gram=True)
+    grams = [n for n in SafetensorsReader(on_disk.path).names() if n.endswith(".gram")]
+    assert len(grams) == 4 * model.config.num_hidden_layers
+    for name in stats:
+        assert torch.equal(on_disk[name].gram, stats[name].gram), name

@@ -21,10 +21,13 @@ def test_the_bound_follows_the_shape():
     assert b["layer_fp32"] == 4 * layer and b["activations"] == 4 * 4096 * 2048
     assert b["bound"] == 2 * 4 * layer + 4 * 4096 * 2048
     assert b["params"] == 24 * layer + 2 * 151936 * 2048 + 2048  # ~1.84e9, as published
-    # + one layer's Gram sums in FP64 and FP32, and the widest one's FP32 product; more than GPTQ's 3 x [5504, 5504] FP64
+    # + the larger of one layer's Gram sums in FP64 and FP32 (one per input: q/k/v, o, gate/up, down) with the widest
+    # one's FP32 product, and GPTQ's 3 x [5504, 5504] FP64 (the larger at this shape)
     with_gptq = shape_bound(config, calibration_tokens=4096, gram=True)
-    grams = 12 * (6 * 2048 ** 2 + 5504 ** 2) + 4 * 5504 ** 2
-    assert with_gptq["bound"] - b["bound"] == with_gptq["gram"] == grams > 3 * 8 * 5504 ** 2
+    grams = 12 * (3 * 2048 ** 2 + 5504 ** 2) + 4 * 5504 ** 2
+    assert with_gptq["bound"] - b["bound"] == with_gptq["gram"] == 3 * 8 * 5504 ** 2 > grams
+    narrow = shape_bound({**config, "intermediate_size": 2048}, calibration_tokens=4096, gram=True)
+    assert narrow["gram"] == 12 * 4 * 2048 ** 2 + 4 * 2048 ** 2  # the Gram sums the larger
 
 
 @pytest.mark.parametrize("npu", [None, "sm8750"])  # the paper's recipe; the NPU's (GPTQ: Gram matrices, A16 search)
@@ -54,3 +57,4 @@ def test_streaming_steps_stay_under_the_bound(tmp_path, monkeypatch, npu):
         assert quantizer_params(npu)["weight_rounding"] == "gptq"
         stats = StatsFile(tmp_path / "scratch" / "stats.safetensors")
         assert all(stats[name].gram.shape == (1536, 1536) for name in stats)
+        assert sum(n.endswith(".gram") for n in stats._stored) == 4 * layers  # one per input: q/k/v, o, gate/up, down
