@@ -265,7 +265,8 @@ def main(argv: list[str] | None = None) -> None:
     # (internal: one step in this process)
     ap.add_argument("--step", help=argparse.SUPPRESS)
     ap.add_argument("--checkpoint", type=Path, help=argparse.SUPPRESS)
-    ap.add_argument("--scratch", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--scratch", type=Path, help="the folder the steps write to, removed at the end (default: the "
+                    "cache's bench-scale/<model>; two runs at once need two)")
     ap.add_argument("--random-calibration", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.step:
@@ -277,7 +278,7 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"unknown steps {unknown}; steps: {', '.join(STEPS)}")
     from harness.runner.store import ResultsStore
 
-    run(a.model, steps, ResultsStore(a.results), npu=a.npu)
+    run(a.model, steps, ResultsStore(a.results), scratch=a.scratch, npu=a.npu)
 
 
 if __name__ == "__main__":
