@@ -109,12 +109,10 @@ def _check_key(group: str, key: str, options: list[str], conf_dir: Path, value: 
 
 
 def _defaulted_keys(group: str, path: Path) -> set[str]:
-    """Keys an option of `group` accepts beyond its YAML: its quantizer's Config fields (quantizer group only)."""
-    if group != "quantizer":
-        return set()
+    """Keys an option of `group` accepts beyond its YAML: its schema's fields (harness/runner/schemas.py)."""
     from dataclasses import fields
 
-    from harness.quant import REGISTRY
+    from harness.runner.schemas import schema_of
 
-    cls = REGISTRY.get(str(OmegaConf.load(path).get("name")))
-    return {f.name for f in fields(cls.Config)} if cls is not None else set()
+    schema = schema_of(group, OmegaConf.load(path))
+    return {f.name for f in fields(schema)} if schema is not None else set()

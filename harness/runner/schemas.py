@@ -26,19 +26,43 @@ def _packing(node):
     return node
 
 
-def _validators() -> dict[str, Callable]:
-    # Imported lazily: each area's schema lives beside its code.
+def _fixed_schemas() -> dict[str, type]:
+    """The groups whose every option has one schema. Imported lazily: each area's schema lives beside its code."""
     from harness.data.config import DatasetConfig
-    from harness.devices import DEVICES
     from harness.measure.cold import ProtocolConfig
     from harness.npu.config import NpuConfig
-    from harness.systems import SYSTEMS
     from harness.systems.edgeflow import PipelineConfig
 
-    schemas = {"protocol": ProtocolConfig, "dataset": DatasetConfig,
-               "pipeline": PipelineConfig, "npu": NpuConfig}
-    validators = {group: (lambda node, g=group, s=schema: build(s, node, g)) for group, schema in schemas.items()}
-    return {**validators, "system": SYSTEMS.config, "device": DEVICES.config, "quantizer": _quantizer, "packing": _packing}
+    return {"protocol": ProtocolConfig, "dataset": DatasetConfig, "pipeline": PipelineConfig, "npu": NpuConfig}
+
+
+def _validators() -> dict[str, Callable]:
+    from harness.devices import DEVICES
+    from harness.systems import SYSTEMS
+
+    validators = {group: (lambda node, g=group, s=schema: build(s, node, g))
+                  for group, schema in _fixed_schemas().items()}
+    return {**validators, "system": SYSTEMS.config, "device": DEVICES.config, "quantizer": _quantizer,
+            "packing": _packing}
+
+
+def schema_of(group: str, node) -> type | None:
+    """The dataclass whose fields are the keys an option of `group` accepts (its YAML `node` spells out some of them),
+    by the implementation it names for plugin groups; None for a group without one (packing, model, experiment)."""
+    from harness.devices import DEVICES
+    from harness.quant.base import REGISTRY as QUANTIZERS
+    from harness.systems import SYSTEMS
+
+    if group in _fixed_schemas():
+        return _fixed_schemas()[group]
+    registry = {"system": SYSTEMS, "device": DEVICES, "quantizer": QUANTIZERS}.get(group)
+    if registry is None:
+        return None
+    name = node.get("name")
+    impl = registry[name] if name in registry else None
+    if group == "quantizer":
+        return impl.Config if impl is not None else None
+    return getattr(impl, "config_type", None) or registry.config_type
 
 
 def validate_groups(cfg: DictConfig) -> dict[str, object]:

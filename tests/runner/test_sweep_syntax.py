@@ -47,6 +47,19 @@ def test_a_setting_the_yaml_leaves_at_its_default_says_to_add_it_with_plus():
                                                                               "+quantizer.a16_budget=0.5"]
 
 
+@pytest.mark.parametrize("group,option,key", [("npu", "sm8750", "quantizer_recipe"), ("device", "local", "max_temp_c")])
+def test_every_group_with_a_schema_names_the_plus_for_a_key_its_yaml_leaves_out(group, option, key):
+    """Not only the quantizer group: a field of an npu or device schema (or a system's) that its YAML leaves out
+    gets the same '+' hint (Hydra would say "not in struct")."""
+    from omegaconf import OmegaConf
+
+    from harness.registry import CONF_DIR
+
+    assert OmegaConf.select(OmegaConf.load(CONF_DIR / group / f"{option}.yaml"), key, default=None) is None
+    with pytest.raises(ConfigError, match=rf"leave\(s\) '{key}' at its default; set it with '\+{group}\.{key}=1'"):
+        prepare([f"{group}={option}", f"{group}.{key}=1"])
+
+
 def test_a_key_without_a_quantizer_says_to_choose_one():
     with pytest.raises(ConfigError, match=r"quantizer\.budget_bits: no quantizer is selected.*rtn_clip"):
         prepare(["--multirun", "experiment=perplexity", "quantizer.budget_bits=4,5"])
