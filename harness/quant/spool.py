@@ -22,13 +22,17 @@ class ResultSpool:
         self._dir: tempfile.TemporaryDirectory | None = None
 
     def __enter__(self) -> "ResultSpool":
-        self._dir = tempfile.TemporaryDirectory(prefix="edgeflow-quant-spool-")
+        # (a folder removed under it must not turn the error put() raises into a cleanup's FileNotFoundError)
+        self._dir = tempfile.TemporaryDirectory(prefix="edgeflow-quant-spool-", ignore_cleanup_errors=True)
         return self
 
     def __exit__(self, *exc) -> None:
         self._dir.cleanup()
 
     def put(self, name: str, results: dict) -> None:
+        if not Path(self._dir.name).is_dir():  # (torch would say only "Parent directory ... does not exist")
+            raise RuntimeError(f"the quantizer's spool folder {self._dir.name} was removed while it quantized; "
+                               "quantize again")
         torch.save(results, self._path(name))  # (results shared between widths are stored once)
 
     def take(self, name: str, width: int):

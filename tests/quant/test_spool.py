@@ -50,3 +50,13 @@ def test_a_result_of_a_class_not_allowed_is_refused_when_read(tmp_path, monkeypa
         spool.put("x", {8: _result(0.0)})  # a LayerResult, not among the allowed
         with pytest.raises(Exception, match="weights_only|Unsupported global"):
             spool.take("x", 8)
+
+
+def test_a_spool_folder_removed_under_a_quantization_is_named(tmp_path, monkeypatch):
+    import shutil
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(RuntimeError, match="spool folder .* was removed while it quantized"):
+        with ResultSpool([LayerResult, QuantLinear]) as spool:
+            shutil.rmtree(next(tmp_path.iterdir()))
+            spool.put("x", {8: _result(0.0)})  # the error comes out of the `with` as it is
