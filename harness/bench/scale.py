@@ -4,8 +4,8 @@ paper-sized model (default shape-qwen1.5-1.8b: Qwen1.5-1.8B's shape, random weig
 EdgeFlow's steps stream one layer at a time (harness/quant/stream.py, harness/pack/container.py) and must stay under
 
     bound = 2 x the largest decoder layer in FP32 + the calibration activations (tokens x hidden x 4 B)
-            (+ with GPTQ rounding the larger of one layer's Gram matrices in FP64 + FP32, as calibration sums them,
-               and the widest linear's three [D, D] FP64 matrices, as GPTQ rounds it)
+            (+ with GPTQ rounding the larger of one layer's Gram matrices, one per input, in FP64 + FP32, as
+               calibration sums them, and the widest linear's three [D, D] FP64 matrices, as GPTQ rounds it)
 
 above the process's baseline (its RSS once Python, torch and transformers are imported, before the step starts).
 llama.cpp's GGUF conversion and quantization and MNN's export are third-party steps, measured as they are, beside
@@ -239,7 +239,7 @@ def _record(rec, r: dict, model_name: str, npu: str | None = None) -> None:
 
 
 def _gram_term(r: dict) -> str:
-    """' + Gram matrices 787 MB' where the bound has that term (shape_bound), else ''."""
+    """' + Gram matrices <MB> MB' where the bound has that term (shape_bound), else ''."""
     return f" + Gram matrices {r['gram'] / 1e6:.0f} MB" if r.get("gram") else ""
 
 

@@ -53,8 +53,9 @@ def schema_of(group: str, node) -> type | None:
     from harness.quant.base import REGISTRY as QUANTIZERS
     from harness.systems import SYSTEMS
 
-    if group in _fixed_schemas():
-        return _fixed_schemas()[group]
+    fixed = _fixed_schemas().get(group)
+    if fixed is not None:
+        return fixed
     registry = {"system": SYSTEMS, "device": DEVICES, "quantizer": QUANTIZERS}.get(group)
     if registry is None:
         return None
